@@ -1,0 +1,530 @@
+"""Service-level-objective checks over recorded series: pure functions, no broker, no Spark.
+
+A sub-experiment (load l, resources r) is judged by a set of SLOs; each check returns an `SloVerdict`. The lag-trend
+SLO is Theodolite's (seed 001, method 2.1): fit a line to the total consumer lag after the warm-up and pass iff its
+slope (records/s) is below a threshold. Event-time-latency trend (method 2.2), generator validity and a bound on
+malformed records complete the set. `combine_verdicts` and `combine_repetitions` turn many verdicts into one outcome.
+
+Four outcomes, not two: a sub-experiment whose generator did not produce the load is INVALID (it says nothing about
+the system under test), one whose query/broker/executor died is ERRORED. Neither is ever a pass.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from collections.abc import Collection, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+SlopeMethod = Literal["ols", "theil-sen"]
+SLOPE_METHODS: tuple[str, ...] = ("ols", "theil-sen")
+
+# Theodolite's defaults (seed 001/002 and its slo-checker): 60 s warm-up, 2000 records/s.
+DEFAULT_WARMUP_S = 60.0
+DEFAULT_LAG_TREND_THRESHOLD = 2000.0
+DEFAULT_GENERATOR_MIN_FRACTION = 0.98
+
+# Names of the verdicts, used as keys when repetitions are combined and when results are written.
+LAG_TREND = "lag-trend"
+LATENCY_TREND = "event-time-latency-trend"
+GENERATOR_RATE = "generator-rate"
+MALFORMED_RECORDS = "malformed-records"
+
+# SLOs whose per-repetition values are slopes; over repetitions their median decides (as in Theodolite).
+TREND_SLOS: frozenset[str] = frozenset({LAG_TREND, LATENCY_TREND})
+
+
+class Outcome(str, enum.Enum):
+    """Result of one SLO, one repetition or one sub-experiment."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INVALID = "invalid"  # the generator did not produce the load: neither pass nor fail
+    ERRORED = "errored"  # query, broker or executor died, or the measurement broke: never a pass
+
+    @property
+    def is_measured(self) -> bool:
+        """True for PASS and FAIL: the system under test was really judged."""
+        return self in (Outcome.PASS, Outcome.FAIL)
+
+
+@dataclass(frozen=True)
+class SloVerdict:
+    """One SLO's verdict: `value` compared with `threshold` (units depend on the SLO), `detail` says why."""
+
+    name: str
+    outcome: Outcome
+    value: float | None
+    threshold: float | None
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is Outcome.PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        as_dict = asdict(self)
+        as_dict["outcome"] = self.outcome.value
+        # JSON has no inf/nan; write them as null and keep the reason in detail.
+        for key in ("value", "threshold"):
+            if as_dict[key] is not None and not math.isfinite(as_dict[key]):
+                as_dict[key] = None
+        return as_dict
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SloVerdict:
+        return cls(
+            name=str(data["name"]),
+            outcome=Outcome(data["outcome"]),
+            value=None if data.get("value") is None else float(data["value"]),
+            threshold=None if data.get("threshold") is None else float(data["threshold"]),
+            detail=str(data.get("detail", "")),
+        )
+
+
+@dataclass(frozen=True)
+class TimeSeries:
+    """Samples of one quantity: `timestamps_s` in epoch seconds (float), `values` of the same length."""
+
+    timestamps_s: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, timestamps_s: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray) -> TimeSeries:
+        return cls(np.asarray(timestamps_s, dtype=float), np.asarray(values, dtype=float))
+
+    def __len__(self) -> int:
+        return int(self.timestamps_s.shape[0])
+
+
+@dataclass(frozen=True)
+class SlopeThreshold:
+    """A trend threshold, absolute (records/s) or relative to the target load rate (e.g. 0.01 x records/s)."""
+
+    absolute: float | None = None
+    relative_to_load: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.absolute is None) == (self.relative_to_load is None):
+            raise ValueError("give exactly one of absolute= or relative_to_load= for a slope threshold")
+        if self.relative_to_load is not None and self.relative_to_load <= 0:
+            raise ValueError(f"relative threshold must be > 0, got {self.relative_to_load}")
+
+    def for_load(self, target_rate: float | None) -> float:
+        """The threshold in records/s for a sub-experiment whose generator targets `target_rate` records/s."""
+        if self.absolute is not None:
+            return float(self.absolute)
+        if target_rate is None or target_rate <= 0:
+            raise ValueError(
+                f"a relative threshold ({self.relative_to_load} x load) needs the target rate in records/s,"
+                f" got {target_rate!r}: pass target_rate or use an absolute threshold"
+            )
+        return float(self.relative_to_load) * float(target_rate)  # type: ignore[operator]
+
+    def describe(self) -> str:
+        if self.absolute is not None:
+            return f"{self.absolute:g} records/s"
+        return f"{self.relative_to_load:g} x load"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Slopes
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _samples_after_warmup(
+    timestamps_s: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
+    warmup_s: float,
+    series_name: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a series and keep the samples at or after first timestamp + warm-up (as Theodolite does)."""
+    t = np.asarray(timestamps_s, dtype=float).ravel()
+    y = np.asarray(values, dtype=float).ravel()
+    if t.shape != y.shape:
+        raise ValueError(
+            f"{series_name}: {t.size} timestamps but {y.size} values: the series must pair every timestamp"
+            " with one value"
+        )
+    if t.size == 0:
+        raise ValueError(f"{series_name}: the series is empty: nothing was sampled (did the monitor run?)")
+    if warmup_s < 0 or not math.isfinite(warmup_s):
+        raise ValueError(f"{series_name}: warm-up must be a finite number of seconds >= 0, got {warmup_s}")
+    bad = ~(np.isfinite(t) & np.isfinite(y))
+    if bad.any():
+        first_bad = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{series_name}: sample {first_bad} (timestamp {t[first_bad]!r}, value {y[first_bad]!r}) is not a"
+            " finite number: drop or re-record missing samples"
+        )
+    order = np.argsort(t, kind="stable")  # tolerate out-of-order rows; the fit does not care about order
+    t, y = t[order], y[order]
+    keep = (t - t[0]) >= warmup_s
+    t, y = t[keep], y[keep]
+    if t.size < 2:
+        got = "no sample" if t.size == 0 else "only 1 sample"
+        raise ValueError(
+            f"{series_name}: {got} after a {warmup_s:g} s warm-up ({int(keep.size)} in total):"
+            " run longer or shorten the warm-up"
+        )
+    if t[-1] == t[0]:
+        raise ValueError(
+            f"{series_name}: all {t.size} samples after the warm-up share one timestamp ({t[0]:g}), so no"
+            " trend can be fitted: sample on a clock (timestamps in seconds) over a longer run"
+        )
+    return t, y
+
+
+def ols_slope(t: np.ndarray, y: np.ndarray) -> float:
+    """Ordinary least-squares slope, as sklearn's LinearRegression computes it (intercept fitted)."""
+    # Centre the epoch-second timestamps first: squaring ~1.7e9 would lose precision.
+    tc = t - t.mean()
+    return float(np.dot(tc, y - y.mean()) / np.dot(tc, tc))
+
+
+def theil_sen_slope(t: np.ndarray, y: np.ndarray) -> float:
+    """Theil-Sen slope: the median of the slopes of all pairs with distinct timestamps (robust to outliers)."""
+    pair_slopes = []
+    for i in range(t.size - 1):
+        dt = t[i + 1 :] - t[i]
+        distinct = dt != 0
+        pair_slopes.append((y[i + 1 :][distinct] - y[i]) / dt[distinct])
+    return float(np.median(np.concatenate(pair_slopes)))
+
+
+def trend_slope(
+    timestamps_s: Sequence[float] | np.ndarray,
+    values: Sequence[float] | np.ndarray,
+    warmup_s: float,
+    method: SlopeMethod = "ols",
+    series_name: str = "series",
+) -> float:
+    """Slope (value units per second) of a line fitted to the samples after the warm-up."""
+    if method not in SLOPE_METHODS:
+        raise ValueError(f"unknown slope method {method!r}: use one of {', '.join(SLOPE_METHODS)}")
+    t, y = _samples_after_warmup(timestamps_s, values, warmup_s, series_name)
+    return ols_slope(t, y) if method == "ols" else theil_sen_slope(t, y)
+
+
+def lag_trend_slope(
+    timestamps_s: Sequence[float] | np.ndarray,
+    lag: Sequence[float] | np.ndarray,
+    warmup_s: float,
+    method: SlopeMethod = "ols",
+) -> float:
+    """Theodolite's lag trend in records/s: drop samples before first timestamp + warm-up, fit a line.
+
+    Raises ValueError (saying what to change) for an empty series, < 2 samples after the warm-up, a zero time
+    span, non-finite samples or mismatched lengths.
+    """
+    return trend_slope(timestamps_s, lag, warmup_s, method, series_name="lag")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Single SLO checks
+# --------------------------------------------------------------------------------------------------------------
+
+
+def errored_verdict(name: str, reason: str) -> SloVerdict:
+    """A verdict for an SLO that could not be evaluated because the run or its measurement broke."""
+    return SloVerdict(name, Outcome.ERRORED, None, None, reason)
+
+
+def _trend_verdict(name: str, slope: float, threshold: float, unit: str, method: str) -> SloVerdict:
+    outcome = Outcome.PASS if slope < threshold else Outcome.FAIL
+    relation = "<" if outcome is Outcome.PASS else ">="
+    return SloVerdict(name, outcome, slope, threshold, f"{method} slope {slope:.6g} {relation} {threshold:.6g} {unit}")
+
+
+def check_lag_trend(
+    lag: TimeSeries,
+    *,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    threshold: SlopeThreshold = SlopeThreshold(absolute=DEFAULT_LAG_TREND_THRESHOLD),
+    target_rate: float | None = None,
+    method: SlopeMethod = "ols",
+) -> SloVerdict:
+    """Lag-trend SLO: PASS iff the lag slope after the warm-up is below the threshold (records/s).
+
+    A series too short to fit is a broken measurement, so ERRORED (with the reason), never a pass.
+    """
+    threshold_rps = threshold.for_load(target_rate)  # a wrong call raises: that is a bug, not a measurement
+    try:
+        slope = lag_trend_slope(lag.timestamps_s, lag.values, warmup_s, method)
+    except ValueError as error:
+        return SloVerdict(LAG_TREND, Outcome.ERRORED, None, threshold_rps, str(error))
+    return _trend_verdict(LAG_TREND, slope, threshold_rps, "records/s", method)
+
+
+def check_latency_trend(
+    event_time_latency: TimeSeries,
+    *,
+    threshold: float,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    method: SlopeMethod = "ols",
+) -> SloVerdict:
+    """Event-time-latency trend (seed 001, method 2.2): samples are (processing time s, latency s).
+
+    PASS iff the latency grows by less than `threshold` seconds per second after the warm-up.
+    """
+    try:
+        slope = trend_slope(
+            event_time_latency.timestamps_s, event_time_latency.values, warmup_s, method, "event-time latency"
+        )
+    except ValueError as error:
+        return SloVerdict(LATENCY_TREND, Outcome.ERRORED, None, threshold, str(error))
+    return _trend_verdict(LATENCY_TREND, slope, threshold, "s/s", method)
+
+
+def check_generator_rate(
+    achieved_rate: TimeSeries,
+    target_rate: float,
+    *,
+    warmup_s: float = DEFAULT_WARMUP_S,
+    min_fraction: float = DEFAULT_GENERATOR_MIN_FRACTION,
+) -> SloVerdict:
+    """Generator validity: PASS iff the mean achieved rate after the warm-up is >= min_fraction x target.
+
+    Falling short makes the sub-experiment INVALID (the load was not produced), never FAIL. No rate sample after
+    the warm-up means the measurement broke: ERRORED.
+    """
+    if not target_rate > 0:
+        raise ValueError(f"target rate must be > 0 records/s, got {target_rate!r}")
+    if not 0 < min_fraction <= 1:
+        raise ValueError(f"min_fraction must be in (0, 1], got {min_fraction!r}")
+    required = min_fraction * target_rate
+    t = achieved_rate.timestamps_s
+    if len(achieved_rate) == 0:
+        return SloVerdict(GENERATOR_RATE, Outcome.ERRORED, None, required, "no achieved-rate sample recorded")
+    after = achieved_rate.values[(t - t.min()) >= warmup_s]
+    if after.size == 0 or not np.isfinite(after).all():
+        return SloVerdict(
+            GENERATOR_RATE, Outcome.ERRORED, None, required,
+            f"no usable achieved-rate sample after a {warmup_s:g} s warm-up: run longer or shorten the warm-up",
+        )
+    mean_rate = float(after.mean())
+    if mean_rate >= required:
+        return SloVerdict(
+            GENERATOR_RATE, Outcome.PASS, mean_rate, required,
+            f"generator achieved {mean_rate:.6g} of {target_rate:.6g} records/s (>= {min_fraction:.0%})",
+        )
+    return SloVerdict(
+        GENERATOR_RATE, Outcome.INVALID, mean_rate, required,
+        f"generator achieved only {mean_rate:.6g} of {target_rate:.6g} records/s (< {min_fraction:.0%}):"
+        " the load was not produced, so this sub-experiment says nothing about the system under test",
+    )
+
+
+def check_malformed_records(
+    malformed: int,
+    total: int,
+    *,
+    max_count: int | None = None,
+    max_fraction: float | None = None,
+) -> SloVerdict:
+    """Dropped/malformed records bound: PASS iff malformed <= bound (absolute count or fraction of total)."""
+    if (max_count is None) == (max_fraction is None):
+        raise ValueError("give exactly one of max_count= or max_fraction= for the malformed-records bound")
+    if malformed < 0 or total < 0:
+        raise ValueError(f"record counts must be >= 0, got malformed={malformed}, total={total}")
+    bound = float(max_count) if max_count is not None else float(max_fraction) * total  # type: ignore[arg-type]
+    outcome = Outcome.PASS if malformed <= bound else Outcome.FAIL
+    relation = "<=" if outcome is Outcome.PASS else ">"
+    return SloVerdict(
+        MALFORMED_RECORDS, outcome, float(malformed), bound,
+        f"{malformed} malformed of {total} records {relation} bound {bound:g}",
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Combining
+# --------------------------------------------------------------------------------------------------------------
+
+
+def combine_outcomes(outcomes: Collection[Outcome]) -> Outcome:
+    """All must hold: any ERRORED -> ERRORED, else any INVALID -> INVALID, else all PASS -> PASS, else FAIL."""
+    if not outcomes:
+        raise ValueError("no SLO verdict to combine: at least one SLO must be checked (an empty set is not a pass)")
+    for dominant in (Outcome.ERRORED, Outcome.INVALID, Outcome.FAIL):
+        if dominant in outcomes:
+            return dominant
+    return Outcome.PASS
+
+
+def combine_verdicts(verdicts: Sequence[SloVerdict]) -> Outcome:
+    """The outcome of one repetition or sub-experiment: every SLO must hold (see `combine_outcomes`)."""
+    return combine_outcomes([verdict.outcome for verdict in verdicts])
+
+
+def median_trend_verdict(repetition_verdicts: Sequence[SloVerdict]) -> SloVerdict:
+    """One trend SLO over repetitions: the median slope decides, as in Theodolite's slo-checker.
+
+    Any ERRORED repetition -> ERRORED and any INVALID one -> INVALID: a median over a broken or load-less run
+    would mix in a number that does not describe the system, so the sub-experiment is not judged at all.
+    """
+    if not repetition_verdicts:
+        raise ValueError("no repetition to combine")
+    name = repetition_verdicts[0].name
+    if any(v.name != name for v in repetition_verdicts):
+        raise ValueError(f"median over different SLOs: {sorted({v.name for v in repetition_verdicts})}")
+    outcome = combine_outcomes([v.outcome for v in repetition_verdicts if not v.outcome.is_measured] or [Outcome.PASS])
+    if outcome is not Outcome.PASS:  # an ERRORED or INVALID repetition
+        broken = [i for i, v in enumerate(repetition_verdicts) if v.outcome is outcome]
+        reasons = "; ".join(f"repetition {i}: {repetition_verdicts[i].detail}" for i in broken)
+        return SloVerdict(name, outcome, None, repetition_verdicts[0].threshold, reasons)
+    thresholds = {v.threshold for v in repetition_verdicts}
+    if len(thresholds) != 1 or None in thresholds:
+        raise ValueError(f"{name}: repetitions were judged against different thresholds {sorted(map(str, thresholds))}")
+    threshold = float(repetition_verdicts[0].threshold)  # type: ignore[arg-type]
+    slopes = [float(v.value) for v in repetition_verdicts]  # type: ignore[arg-type]
+    median = statistics.median(slopes)  # even count: mean of the middle two, like statistics.median in Theodolite
+    outcome = Outcome.PASS if median < threshold else Outcome.FAIL
+    relation = "<" if outcome is Outcome.PASS else ">="
+    slopes_text = ", ".join(f"{s:.6g}" for s in slopes)
+    return SloVerdict(
+        name, outcome, median, threshold,
+        f"median of {len(slopes)} slopes [{slopes_text}] = {median:.6g} {relation} {threshold:.6g}",
+    )
+
+
+def combine_repetitions(
+    per_repetition: Sequence[Sequence[SloVerdict]],
+    *,
+    median_slos: Collection[str] = TREND_SLOS,
+) -> tuple[SloVerdict, ...]:
+    """Combine the verdicts of the repetitions of one sub-experiment into one verdict per SLO.
+
+    Trend SLOs (`median_slos`) use `median_trend_verdict`. Every other SLO must hold in every repetition: its
+    outcome is `combine_outcomes` over the repetitions and its value is that of the worst repetition.
+    An SLO missing from a repetition (e.g. the run died before it could be checked) counts as ERRORED there.
+    """
+    if not per_repetition:
+        raise ValueError("no repetition to combine: run at least one repetition")
+    names: list[str] = []
+    for verdicts in per_repetition:
+        for verdict in verdicts:
+            if verdict.name not in names:
+                names.append(verdict.name)
+    combined = []
+    for name in names:
+        of_this = [
+            next(
+                (v for v in verdicts if v.name == name),
+                errored_verdict(name, f"not checked in repetition {index}"),
+            )
+            for index, verdicts in enumerate(per_repetition)
+        ]
+        if name in median_slos:
+            combined.append(median_trend_verdict(of_this))
+            continue
+        outcome = combine_outcomes([v.outcome for v in of_this])
+        worst = next(v for v in of_this if v.outcome is outcome)
+        detail = worst.detail if len(of_this) == 1 else f"worst of {len(of_this)} repetitions: {worst.detail}"
+        combined.append(SloVerdict(name, outcome, worst.value, worst.threshold, detail))
+    return tuple(combined)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# One repetition from its recorded series (shared by the live runner and the offline `analyse`)
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SloSettings:
+    """Every knob of the SLO evaluation; written to the results JSON so `analyse` can re-apply it."""
+
+    warmup_s: float = DEFAULT_WARMUP_S
+    lag_trend_threshold: SlopeThreshold = field(
+        default_factory=lambda: SlopeThreshold(absolute=DEFAULT_LAG_TREND_THRESHOLD)
+    )
+    slope_method: SlopeMethod = "ols"
+    generator_min_fraction: float = DEFAULT_GENERATOR_MIN_FRACTION
+    latency_trend_threshold: float | None = None  # s/s; None: the latency-trend SLO is not checked
+    malformed_max_count: int | None = None  # at most one of the two malformed bounds; none: not checked
+    malformed_max_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.slope_method not in SLOPE_METHODS:
+            raise ValueError(f"unknown slope method {self.slope_method!r}: use one of {', '.join(SLOPE_METHODS)}")
+        if self.malformed_max_count is not None and self.malformed_max_fraction is not None:
+            raise ValueError("give at most one of malformed_max_count and malformed_max_fraction")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "warmup_s": self.warmup_s,
+            "lag_trend_threshold": self.lag_trend_threshold.absolute,
+            "lag_trend_threshold_relative": self.lag_trend_threshold.relative_to_load,
+            "slope_method": self.slope_method,
+            "generator_min_fraction": self.generator_min_fraction,
+            "latency_trend_threshold": self.latency_trend_threshold,
+            "malformed_max_count": self.malformed_max_count,
+            "malformed_max_fraction": self.malformed_max_fraction,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SloSettings:
+        relative = data.get("lag_trend_threshold_relative")
+        absolute = data.get("lag_trend_threshold")
+        if relative is None and absolute is None:
+            absolute = DEFAULT_LAG_TREND_THRESHOLD
+        return cls(
+            warmup_s=float(data.get("warmup_s", DEFAULT_WARMUP_S)),
+            lag_trend_threshold=SlopeThreshold(
+                absolute=None if relative is not None else float(absolute),  # type: ignore[arg-type]
+                relative_to_load=None if relative is None else float(relative),
+            ),
+            slope_method=data.get("slope_method", "ols"),
+            generator_min_fraction=float(data.get("generator_min_fraction", DEFAULT_GENERATOR_MIN_FRACTION)),
+            latency_trend_threshold=data.get("latency_trend_threshold"),
+            malformed_max_count=data.get("malformed_max_count"),
+            malformed_max_fraction=data.get("malformed_max_fraction"),
+        )
+
+
+def evaluate_repetition(
+    settings: SloSettings,
+    *,
+    lag: TimeSeries,
+    target_rate: float | None,
+    generator_rate: TimeSeries | None = None,
+    event_time_latency: TimeSeries | None = None,
+    records_total: int | None = None,
+    records_malformed: int | None = None,
+) -> tuple[SloVerdict, ...]:
+    """All SLO verdicts of one repetition from its recorded series.
+
+    The lag trend is always checked. Generator validity is checked when the achieved-rate series and a target
+    rate are given; latency trend and malformed bound when their series/counts and settings are present.
+    """
+    verdicts = [
+        check_lag_trend(
+            lag, warmup_s=settings.warmup_s, threshold=settings.lag_trend_threshold,
+            target_rate=target_rate, method=settings.slope_method,
+        )
+    ]
+    if generator_rate is not None and target_rate is not None:
+        verdicts.append(
+            check_generator_rate(
+                generator_rate, target_rate, warmup_s=settings.warmup_s, min_fraction=settings.generator_min_fraction
+            )
+        )
+    if event_time_latency is not None and settings.latency_trend_threshold is not None:
+        verdicts.append(
+            check_latency_trend(
+                event_time_latency, threshold=settings.latency_trend_threshold,
+                warmup_s=settings.warmup_s, method=settings.slope_method,
+            )
+        )
+    bounded = settings.malformed_max_count is not None or settings.malformed_max_fraction is not None
+    if bounded and records_malformed is not None and records_total is not None:
+        verdicts.append(
+            check_malformed_records(
+                records_malformed, records_total,
+                max_count=settings.malformed_max_count, max_fraction=settings.malformed_max_fraction,
+            )
+        )
+    return tuple(verdicts)

@@ -1,0 +1,347 @@
+"""Pure-function tests of the SLO checks on synthetic series (no broker, no Spark)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from pytest_theodolite.slo import (
+    GENERATOR_RATE,
+    LAG_TREND,
+    LATENCY_TREND,
+    MALFORMED_RECORDS,
+    Outcome,
+    SloSettings,
+    SloVerdict,
+    SlopeThreshold,
+    TimeSeries,
+    check_generator_rate,
+    check_lag_trend,
+    check_latency_trend,
+    check_malformed_records,
+    combine_outcomes,
+    combine_repetitions,
+    combine_verdicts,
+    evaluate_repetition,
+    lag_trend_slope,
+    median_trend_verdict,
+)
+
+T0 = 1_700_000_000.0  # epoch seconds: large timestamps check the fit keeps its precision
+
+
+def noisy_lag(slope: float, *, seconds: int = 300, step: float = 5.0, noise: float = 3000.0, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    t = T0 + np.arange(0, seconds + step, step)
+    lag = 50_000 + slope * (t - T0) + rng.normal(0, noise, t.size)
+    return t, lag
+
+
+# ---- lag_trend_slope ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["ols", "theil-sen"])
+@pytest.mark.parametrize("true_slope", [0.0, 250.0, 5000.0, -1200.0])
+def test_slope_recovers_known_trend_within_noise(method, true_slope):
+    t, lag = noisy_lag(true_slope)
+    estimate = lag_trend_slope(t, lag, warmup_s=60, method=method)
+    # 49 samples with noise sd 3000 over 240 s: the standard error is ~6 records/s. A 50 records/s tolerance
+    # is ~8 sigma (deterministic seed anyway) yet small against the slopes, so a wrong estimator cannot pass.
+    assert abs(estimate - true_slope) < 50
+
+
+def test_ols_matches_numpy_polyfit_exactly():
+    t, lag = noisy_lag(777.0, seed=7)
+    keep = (t - t[0]) >= 60
+    expected = np.polyfit(t[keep] - T0, lag[keep], 1)[0]
+    assert lag_trend_slope(t, lag, 60) == pytest.approx(expected, rel=1e-9)
+
+
+def test_flat_series_has_zero_slope():
+    t = T0 + np.arange(0, 120, 1.0)
+    assert lag_trend_slope(t, np.full(t.size, 1234.0), 10) == pytest.approx(0.0, abs=1e-9)
+    assert lag_trend_slope(t, np.full(t.size, 1234.0), 10, method="theil-sen") == 0.0
+
+
+def test_warmup_drops_the_initial_transient():
+    # A steep start-up ramp during the first 60 s, flat afterwards: only the warm-up hides the ramp.
+    t = T0 + np.arange(0, 301, 5.0)
+    lag = np.where(t - T0 < 60, 100_000 * (t - T0), 6_000_000.0)
+    assert lag_trend_slope(t, lag, warmup_s=60) == pytest.approx(0.0, abs=1e-6)
+    assert lag_trend_slope(t, lag, warmup_s=0) > 2000
+
+
+def test_warmup_boundary_is_inclusive_like_theodolite():
+    # Samples at exactly first + warm-up are kept: 2 samples (60 s and 65 s) remain, so a slope exists.
+    t = T0 + np.array([0.0, 30.0, 60.0, 65.0])
+    assert lag_trend_slope(t, [0, 0, 100, 600], warmup_s=60) == pytest.approx(100.0)
+
+
+def test_theil_sen_resists_an_outlier_that_misleads_ols():
+    t = T0 + np.arange(0, 200, 5.0)
+    lag = 1000.0 + 10.0 * (t - T0)
+    lag[-1] += 5_000_000  # one wild sample at the end (e.g. a monitor glitch)
+    assert lag_trend_slope(t, lag, 0, method="theil-sen") == pytest.approx(10.0)
+    assert lag_trend_slope(t, lag, 0, method="ols") > 1000
+
+
+def test_unsorted_samples_give_the_same_slope():
+    t, lag = noisy_lag(300.0)
+    order = np.random.default_rng(3).permutation(t.size)
+    assert lag_trend_slope(t[order], lag[order], 60) == pytest.approx(lag_trend_slope(t, lag, 60))
+
+
+@pytest.mark.parametrize(
+    ("timestamps", "values", "warmup", "message"),
+    [
+        ([], [], 60, "empty"),
+        ([T0, T0 + 70], [1, 2], 60, "only 1 sample after a 60 s warm-up"),
+        ([T0, T0 + 10], [1, 2], 60, "no sample after a 60 s warm-up"),
+        ([T0, T0, T0], [1, 2, 3], 0, "share one timestamp"),
+        ([T0, T0 + 1], [1], 0, "2 timestamps but 1 values"),
+        ([T0, T0 + 1, T0 + 2], [1, float("nan"), 3], 0, "not a finite number"),
+        ([T0, T0 + 1], [1, 2], -5, "warm-up must be"),
+    ],
+)
+def test_unusable_series_raise_a_clear_error(timestamps, values, warmup, message):
+    with pytest.raises(ValueError, match=message):
+        lag_trend_slope(timestamps, values, warmup)
+
+
+def test_too_short_error_says_how_to_fix_it():
+    with pytest.raises(ValueError, match="run longer or shorten the warm-up"):
+        lag_trend_slope([T0, T0 + 61], [0, 5], 60)
+
+
+def test_unknown_method_is_rejected():
+    with pytest.raises(ValueError, match="unknown slope method 'median'"):
+        lag_trend_slope([T0, T0 + 1], [0, 1], 0, method="median")
+
+
+# ---- lag-trend SLO -----------------------------------------------------------------------------------------
+
+
+def test_lag_trend_passes_below_and_fails_above_the_default_threshold():
+    flat = TimeSeries.of(*noisy_lag(100.0))
+    growing = TimeSeries.of(*noisy_lag(4000.0))
+    passed = check_lag_trend(flat)
+    failed = check_lag_trend(growing)
+    assert (passed.outcome, passed.threshold, passed.name) == (Outcome.PASS, 2000.0, LAG_TREND)
+    assert failed.outcome is Outcome.FAIL
+    assert failed.value == pytest.approx(4000.0, abs=50)
+    assert ">=" in failed.detail
+
+
+def test_relative_threshold_scales_with_the_load():
+    series = TimeSeries.of(*noisy_lag(500.0, noise=100.0))
+    threshold = SlopeThreshold(relative_to_load=0.01)
+    # 1 % of 100k records/s = 1000 > 500: pass; 1 % of 10k = 100 < 500: fail.
+    assert check_lag_trend(series, threshold=threshold, target_rate=100_000).outcome is Outcome.PASS
+    verdict = check_lag_trend(series, threshold=threshold, target_rate=10_000)
+    assert (verdict.outcome, verdict.threshold) == (Outcome.FAIL, pytest.approx(100.0))
+
+
+def test_slope_equal_to_threshold_fails_because_pass_needs_strictly_below():
+    series = TimeSeries.of(T0 + np.arange(0, 100.0), 2000.0 * np.arange(0, 100.0))
+    assert check_lag_trend(series, warmup_s=0).outcome is Outcome.FAIL
+
+
+def test_relative_threshold_without_target_rate_is_a_caller_error():
+    with pytest.raises(ValueError, match="needs the target rate"):
+        check_lag_trend(TimeSeries.of(*noisy_lag(0)), threshold=SlopeThreshold(relative_to_load=0.01))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"absolute": 1.0, "relative_to_load": 0.1}, {"relative_to_load": -1.0}])
+def test_slope_threshold_needs_exactly_one_valid_form(kwargs):
+    with pytest.raises(ValueError):
+        SlopeThreshold(**kwargs)
+
+
+def test_too_short_lag_series_is_errored_not_passed():
+    verdict = check_lag_trend(TimeSeries.of([T0], [0.0]), warmup_s=60)
+    assert verdict.outcome is Outcome.ERRORED
+    assert "run longer or shorten the warm-up" in verdict.detail
+
+
+# ---- generator validity ------------------------------------------------------------------------------------
+
+
+def test_generator_at_target_rate_is_valid():
+    t = T0 + np.arange(0, 120.0)
+    verdict = check_generator_rate(TimeSeries.of(t, np.full(t.size, 9_900.0)), 10_000, warmup_s=30)
+    assert (verdict.outcome, verdict.value, verdict.threshold) == (Outcome.PASS, 9_900.0, 9_800.0)
+
+
+def test_generator_below_fraction_makes_the_sub_experiment_invalid_not_failed():
+    t = T0 + np.arange(0, 120.0)
+    verdict = check_generator_rate(TimeSeries.of(t, np.full(t.size, 9_700.0)), 10_000, warmup_s=30)
+    assert verdict.outcome is Outcome.INVALID
+    assert verdict.name == GENERATOR_RATE
+    assert "not produced" in verdict.detail
+
+
+def test_generator_rate_ignores_the_slow_start_during_warmup_and_fraction_is_a_parameter():
+    t = T0 + np.arange(0, 120.0)
+    rate = np.where(t - T0 < 30, 0.0, 9_000.0)  # nothing during warm-up, 90 % afterwards
+    series = TimeSeries.of(t, rate)
+    assert check_generator_rate(series, 10_000, warmup_s=30).outcome is Outcome.INVALID
+    assert check_generator_rate(series, 10_000, warmup_s=30, min_fraction=0.9).outcome is Outcome.PASS
+    assert check_generator_rate(series, 10_000, warmup_s=0, min_fraction=0.9).outcome is Outcome.INVALID
+
+
+def test_generator_rate_without_samples_after_warmup_is_errored():
+    verdict = check_generator_rate(TimeSeries.of([T0, T0 + 1], [10.0, 10.0]), 10, warmup_s=60)
+    assert verdict.outcome is Outcome.ERRORED
+    assert check_generator_rate(TimeSeries.of([], []), 10).outcome is Outcome.ERRORED
+
+
+def test_generator_rate_rejects_a_nonpositive_target():
+    with pytest.raises(ValueError, match="target rate must be > 0"):
+        check_generator_rate(TimeSeries.of([T0], [1.0]), 0)
+
+
+# ---- event-time latency trend ------------------------------------------------------------------------------
+
+
+def test_latency_trend_flat_passes_growing_fails():
+    t = T0 + np.arange(0, 300, 2.0)
+    rng = np.random.default_rng(5)
+    flat = TimeSeries.of(t, 0.8 + rng.normal(0, 0.05, t.size))
+    growing = TimeSeries.of(t, 0.8 + 0.05 * (t - T0) + rng.normal(0, 0.05, t.size))
+    passed = check_latency_trend(flat, threshold=0.01, warmup_s=60)
+    failed = check_latency_trend(growing, threshold=0.01, warmup_s=60)
+    assert (passed.outcome, passed.name) == (Outcome.PASS, LATENCY_TREND)
+    assert failed.outcome is Outcome.FAIL
+    assert failed.value == pytest.approx(0.05, abs=0.005)
+
+
+def test_latency_trend_too_short_is_errored():
+    assert check_latency_trend(TimeSeries.of([], []), threshold=0.01).outcome is Outcome.ERRORED
+
+
+# ---- malformed records -------------------------------------------------------------------------------------
+
+
+def test_malformed_bound_absolute_and_relative():
+    assert check_malformed_records(5, 1000, max_count=5).outcome is Outcome.PASS
+    assert check_malformed_records(6, 1000, max_count=5).outcome is Outcome.FAIL
+    assert check_malformed_records(10, 1000, max_fraction=0.01).outcome is Outcome.PASS
+    over = check_malformed_records(11, 1000, max_fraction=0.01)
+    assert (over.outcome, over.threshold, over.name) == (Outcome.FAIL, 10.0, MALFORMED_RECORDS)
+
+
+def test_malformed_bound_needs_exactly_one_bound():
+    with pytest.raises(ValueError, match="exactly one"):
+        check_malformed_records(1, 10)
+    with pytest.raises(ValueError, match="exactly one"):
+        check_malformed_records(1, 10, max_count=1, max_fraction=0.1)
+
+
+# ---- combining ---------------------------------------------------------------------------------------------
+
+
+def verdict(outcome, name="x", value=1.0, threshold=2.0):
+    return SloVerdict(name, outcome, value, threshold)
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "expected"),
+    [
+        ([Outcome.PASS, Outcome.PASS], Outcome.PASS),
+        ([Outcome.PASS, Outcome.FAIL], Outcome.FAIL),
+        ([Outcome.FAIL, Outcome.INVALID], Outcome.INVALID),
+        ([Outcome.INVALID, Outcome.ERRORED, Outcome.PASS], Outcome.ERRORED),
+        ([Outcome.PASS, Outcome.ERRORED], Outcome.ERRORED),
+    ],
+)
+def test_combine_priority_errored_invalid_fail_pass(outcomes, expected):
+    assert combine_outcomes(outcomes) is expected
+    assert combine_verdicts([verdict(o) for o in outcomes]) is expected
+
+
+def test_combining_nothing_is_not_a_pass():
+    with pytest.raises(ValueError, match="at least one SLO"):
+        combine_verdicts([])
+
+
+def test_median_slope_decides_over_repetitions():
+    # Slopes 500, 2500, 1500: one repetition above the threshold, but the median (1500) is below it.
+    reps = [SloVerdict(LAG_TREND, Outcome.PASS if s < 2000 else Outcome.FAIL, s, 2000.0) for s in (500, 2500, 1500)]
+    combined = median_trend_verdict(reps)
+    assert (combined.outcome, combined.value) == (Outcome.PASS, 1500.0)
+    reps_failing = [SloVerdict(LAG_TREND, Outcome.FAIL, s, 2000.0) for s in (2500, 3000)] + [reps[0]]
+    assert median_trend_verdict(reps_failing).outcome is Outcome.FAIL
+
+
+def test_median_of_an_even_count_averages_the_middle_two():
+    reps = [SloVerdict(LAG_TREND, Outcome.PASS, s, 2000.0) for s in (1000, 1900, 2200, 9000)]
+    combined = median_trend_verdict(reps)
+    assert (combined.value, combined.outcome) == (2050.0, Outcome.FAIL)
+
+
+@pytest.mark.parametrize("broken", [Outcome.INVALID, Outcome.ERRORED])
+def test_a_broken_repetition_makes_the_median_verdict_broken(broken):
+    reps = [SloVerdict(LAG_TREND, Outcome.PASS, 1.0, 2000.0), SloVerdict(LAG_TREND, broken, None, 2000.0, "why")]
+    combined = median_trend_verdict(reps)
+    assert combined.outcome is broken
+    assert "repetition 1: why" in combined.detail
+
+
+def test_combine_repetitions_uses_median_for_trends_and_all_for_the_rest():
+    def rep(slope, generator_outcome):
+        return [
+            SloVerdict(LAG_TREND, Outcome.PASS if slope < 2000 else Outcome.FAIL, slope, 2000.0),
+            SloVerdict(GENERATOR_RATE, generator_outcome, 1.0, 1.0),
+        ]
+
+    combined = {v.name: v for v in combine_repetitions([rep(100, Outcome.PASS), rep(3000, Outcome.PASS), rep(200, Outcome.PASS)])}
+    assert combined[LAG_TREND].outcome is Outcome.PASS and combined[LAG_TREND].value == 200
+    combined = combine_repetitions([rep(100, Outcome.PASS), rep(200, Outcome.INVALID), rep(300, Outcome.PASS)])
+    assert combine_verdicts(combined) is Outcome.INVALID
+
+
+def test_an_slo_missing_from_one_repetition_counts_as_errored():
+    first = [SloVerdict(LAG_TREND, Outcome.PASS, 1.0, 2000.0), SloVerdict(GENERATOR_RATE, Outcome.PASS, 1.0, 1.0)]
+    second = [SloVerdict("run", Outcome.ERRORED, None, None, "executor lost")]
+    combined = combine_repetitions([first, second])
+    assert combine_verdicts(combined) is Outcome.ERRORED
+    assert {v.name for v in combined} == {LAG_TREND, GENERATOR_RATE, "run"}
+
+
+def test_verdict_round_trips_through_a_dict_and_is_frozen():
+    original = SloVerdict(LAG_TREND, Outcome.FAIL, 2500.5, 2000.0, "why")
+    assert SloVerdict.from_dict(original.to_dict()) == original
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        original.value = 0.0  # type: ignore[misc]
+
+
+# ---- one repetition from its series ------------------------------------------------------------------------
+
+
+def test_evaluate_repetition_checks_what_is_configured():
+    t = T0 + np.arange(0, 300, 5.0)
+    lag = TimeSeries.of(t, 10.0 * (t - T0))
+    rate = TimeSeries.of(t, np.full(t.size, 1000.0))
+    latency = TimeSeries.of(t, np.full(t.size, 0.5))
+    only_lag = evaluate_repetition(SloSettings(), lag=lag, target_rate=1000.0)
+    assert [v.name for v in only_lag] == [LAG_TREND]
+    settings = SloSettings(latency_trend_threshold=0.01, malformed_max_fraction=0.001)
+    every = evaluate_repetition(
+        settings, lag=lag, target_rate=1000.0, generator_rate=rate, event_time_latency=latency,
+        records_total=100_000, records_malformed=500,
+    )
+    assert {v.name: v.outcome for v in every} == {
+        LAG_TREND: Outcome.PASS, GENERATOR_RATE: Outcome.PASS, LATENCY_TREND: Outcome.PASS,
+        MALFORMED_RECORDS: Outcome.FAIL,
+    }
+
+
+def test_slo_settings_round_trip_and_validation():
+    settings = SloSettings(
+        warmup_s=30, lag_trend_threshold=SlopeThreshold(relative_to_load=0.02), slope_method="theil-sen",
+        latency_trend_threshold=0.1, malformed_max_count=3,
+    )
+    assert SloSettings.from_dict(settings.to_dict()) == settings
+    assert SloSettings.from_dict({}) == SloSettings()
+    with pytest.raises(ValueError, match="unknown slope method"):
+        SloSettings(slope_method="lasso")  # type: ignore[arg-type]
