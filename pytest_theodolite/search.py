@@ -1,0 +1,270 @@
+"""Theodolite's search strategies for the demand and capacity metrics, over an SLO oracle.
+
+The oracle runs one sub-experiment and returns its `Outcome` (or an object with an `.outcome`):
+`oracle(load, resources) -> Outcome`. Every call is recorded, in order, in the result's `sub_experiments`.
+
+Strategies (for demand; capacity mirrors them with loads and resources swapped):
+- FULL: every resource amount; demand = the smallest that passed (no monotonicity assumed).
+- LINEAR: resources ascending, stop at the first pass.
+- BINARY: bisection over the resources; assumes more resources never hurt (probe = lower middle; the capacity
+  mirror probes the upper middle, as Theodolite does).
+- INITIAL_GUESS: start at the previous load's demand (the first resource amount if it had none or this is the
+  first load), then step down while passing (stop at the first fail) or up while failing (stop at the first pass).
+- `lower_bound=True` adds Theodolite's LowerBound restriction to any of them: the next load only tries resources
+  >= the previous load's demand. A load that no resource amount could handle ends the demand search: larger loads
+  are reported as "none" without running (they are listed in `skipped`). For capacity the restriction starts the
+  next resource amount at the previous capacity; a resource amount without a passing load does not end the search
+  (more resources may still handle the smallest load).
+
+INVALID and ERRORED outcomes are never a pass and never a fail. The first one ends the search for that load
+(capacity: resource amount), which is then reported as *unmeasured* (in `unmeasured`, absent from the mapping)
+rather than "none": "none" is a measured result, unmeasured is a broken benchmark. Later loads are still searched
+(with `stop_on_unmeasured=True` they are all marked unmeasured without running, e.g. when the broker died);
+LowerBound and InitialGuess then start from the last load whose demand was measured.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pytest_theodolite.metrics import CapacityResult, DemandResult, Metric, SubExperiment
+from pytest_theodolite.slo import Outcome
+
+__all__ = [
+    "Strategy", "Oracle", "search_demand", "search_capacity", "describe_strategy", "parse_strategy",
+    "DemandResult", "CapacityResult", "SubExperiment", "Metric",
+]
+
+
+class _HasOutcome(Protocol):
+    @property
+    def outcome(self) -> Outcome: ...
+
+
+Oracle = Callable[[int, int], "Outcome | _HasOutcome"]
+
+
+class Strategy(str, enum.Enum):
+    FULL = "full"
+    LINEAR = "linear"
+    BINARY = "binary"
+    INITIAL_GUESS = "initial-guess"
+
+
+LOWER_BOUND_SUFFIX = "+lower-bound"
+
+
+def describe_strategy(strategy: Strategy, lower_bound: bool) -> str:
+    """A stable text name, e.g. 'linear+lower-bound' (written to results, read by `parse_strategy`)."""
+    return strategy.value + (LOWER_BOUND_SUFFIX if lower_bound else "")
+
+
+def parse_strategy(text: str) -> tuple[Strategy, bool]:
+    """'binary', 'linear+lower-bound', 'lower-bound' (= linear with the restriction, Theodolite's usual pair)."""
+    text = text.strip().lower()
+    if text == "lower-bound":
+        return Strategy.LINEAR, True
+    lower_bound = text.endswith(LOWER_BOUND_SUFFIX)
+    name = text.removesuffix(LOWER_BOUND_SUFFIX)
+    try:
+        return Strategy(name), lower_bound
+    except ValueError:
+        choices = ", ".join(s.value for s in Strategy)
+        raise ValueError(
+            f"unknown search strategy {text!r}: use one of {choices}, optionally with '{LOWER_BOUND_SUFFIX}'"
+        ) from None
+
+
+class _Aborted(Exception):
+    """Raised inside a per-x search when a sub-experiment was INVALID/ERRORED: that x is unmeasured."""
+
+
+class _Recorder:
+    """Runs the oracle and keeps the exact sequence of sub-experiments (one recorder per search call)."""
+
+    def __init__(self, oracle: Oracle) -> None:
+        self._oracle = oracle
+        self.sub_experiments: list[SubExperiment] = []
+
+    def passes(self, load: int, resources: int) -> bool:
+        returned = self._oracle(load, resources)
+        outcome = returned if isinstance(returned, Outcome) else getattr(returned, "outcome", None)
+        if not isinstance(outcome, Outcome):
+            raise TypeError(
+                f"the SLO oracle returned {returned!r} for load {load}, resources {resources}:"
+                " it must return an Outcome or an object with an .outcome attribute"
+            )
+        self.sub_experiments.append(SubExperiment(load, resources, outcome))
+        if not outcome.is_measured:
+            raise _Aborted
+        return outcome is Outcome.PASS
+
+
+def _ascending_unique(values: Sequence[int], what: str) -> tuple[int, ...]:
+    if not values:
+        raise ValueError(f"no {what} to search: give at least one")
+    if any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in values):
+        raise ValueError(f"{what} must be positive integers, got {list(values)}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} contain duplicates: {list(values)}")
+    return tuple(sorted(values))
+
+
+# ---- per-x searches: `candidates` ascending; `smallest` True (demand) finds the smallest passing y, False
+# ---- (capacity) the largest. `run(y)` says whether y passes. Each returns the optimum or None.
+
+
+def _full(candidates: Sequence[int], run: Callable[[int], bool], smallest: bool) -> int | None:
+    passing = [y for y in candidates if run(y)]
+    if not passing:
+        return None
+    return min(passing) if smallest else max(passing)
+
+
+def _linear(candidates: Sequence[int], run: Callable[[int], bool], smallest: bool) -> int | None:
+    if smallest:  # demand: resources ascending, the first pass is the minimum
+        return next((y for y in candidates if run(y)), None)
+    best = None  # capacity: loads ascending, the last pass before the first fail
+    for y in candidates:
+        if not run(y):
+            break
+        best = y
+    return best
+
+
+def _binary(candidates: Sequence[int], run: Callable[[int], bool], smallest: bool) -> int | None:
+    lower, upper, best = 0, len(candidates) - 1, None
+    while lower <= upper:
+        # Demand probes the lower middle, capacity the upper middle: the probe order Theodolite uses.
+        mid = (lower + upper) // 2 if smallest else (lower + upper + 1) // 2
+        passed = run(candidates[mid])
+        if passed:
+            best = candidates[mid]
+        if passed == smallest:  # demand pass / capacity fail: the answer lies below
+            upper = mid - 1
+        else:
+            lower = mid + 1
+    return best
+
+
+def _initial_guess(
+    candidates: Sequence[int], run: Callable[[int], bool], smallest: bool, guess: int | None
+) -> int | None:
+    if guess is None:
+        start = 0
+    else:  # the guess may not be a candidate (restricted away): start at the nearest candidate >= guess
+        start = next((i for i, y in enumerate(candidates) if y >= guess), len(candidates) - 1)
+    # "Towards the optimum" is downwards for demand (fewer resources) and upwards for capacity (more load).
+    toward = -1 if smallest else 1
+    if run(candidates[start]):
+        best, i = candidates[start], start + toward
+        while 0 <= i < len(candidates) and run(candidates[i]):  # step while passing
+            best, i = candidates[i], i + toward
+        return best
+    i = start - toward
+    while 0 <= i < len(candidates):  # step away while failing, stop at the first pass
+        if run(candidates[i]):
+            return candidates[i]
+        i -= toward
+    return None
+
+
+def _search_one(
+    strategy: Strategy, candidates: Sequence[int], run: Callable[[int], bool], smallest: bool, guess: int | None
+) -> int | None:
+    if strategy is Strategy.FULL:
+        return _full(candidates, run, smallest)
+    if strategy is Strategy.LINEAR:
+        return _linear(candidates, run, smallest)
+    if strategy is Strategy.BINARY:
+        return _binary(candidates, run, smallest)
+    return _initial_guess(candidates, run, smallest, guess)
+
+
+def _search(
+    metric: Metric,
+    oracle: Oracle,
+    loads: Sequence[int],
+    resources: Sequence[int],
+    strategy: Strategy,
+    lower_bound: bool,
+    stop_on_unmeasured: bool,
+) -> DemandResult | CapacityResult:
+    strategy = Strategy(strategy)
+    loads_t = _ascending_unique(loads, "loads")
+    resources_t = _ascending_unique(resources, "resources")
+    demand = metric is Metric.DEMAND
+    xs, ys = (loads_t, resources_t) if demand else (resources_t, loads_t)
+    recorder = _Recorder(oracle)
+    optimum: dict[int, int | None] = {}
+    unmeasured: list[int] = []
+    skipped: list[int] = []
+    # The optimum of the last x whose result was measured ("none" included; unmeasured x are passed over):
+    # LowerBound and InitialGuess start from it, as Theodolite does from the previous tested x.
+    previous_optimum: int | None = None
+    previous_was_none = False
+    for x in xs:
+        if unmeasured and stop_on_unmeasured:
+            unmeasured.append(x)
+            continue
+        if lower_bound and demand and previous_was_none:
+            # No resource amount handled a smaller load, so none handles this one: report "none" unrun.
+            optimum[x] = None
+            skipped.append(x)
+            continue
+        candidates = ys
+        if lower_bound and previous_optimum is not None:
+            candidates = tuple(y for y in ys if y >= previous_optimum)
+        if demand:
+            run = lambda y, x=x: recorder.passes(x, y)  # noqa: E731
+        else:
+            run = lambda y, x=x: recorder.passes(y, x)  # noqa: E731
+        try:
+            found = _search_one(strategy, candidates, run, smallest=demand, guess=previous_optimum)
+        except _Aborted:
+            unmeasured.append(x)
+            continue
+        optimum[x] = found
+        previous_optimum, previous_was_none = found, found is None
+    name = describe_strategy(strategy, lower_bound)
+    common = dict(
+        unmeasured=tuple(unmeasured), skipped=tuple(skipped), sub_experiments=tuple(recorder.sub_experiments),
+        strategy=name, loads=loads_t, resources=resources_t,
+    )
+    if demand:
+        return DemandResult(demand=optimum, **common)  # type: ignore[arg-type]
+    return CapacityResult(capacity=optimum, **common)  # type: ignore[arg-type]
+
+
+def search_demand(
+    oracle: Oracle,
+    loads: Sequence[int],
+    resources: Sequence[int],
+    strategy: Strategy = Strategy.LINEAR,
+    *,
+    lower_bound: bool = False,
+    stop_on_unmeasured: bool = False,
+) -> DemandResult:
+    """Minimal resources per load (loads searched ascending). See the module docstring for the strategies and
+    for how INVALID/ERRORED sub-experiments are treated."""
+    result = _search(Metric.DEMAND, oracle, loads, resources, strategy, lower_bound, stop_on_unmeasured)
+    assert isinstance(result, DemandResult)
+    return result
+
+
+def search_capacity(
+    oracle: Oracle,
+    loads: Sequence[int],
+    resources: Sequence[int],
+    strategy: Strategy = Strategy.LINEAR,
+    *,
+    lower_bound: bool = False,
+    stop_on_unmeasured: bool = False,
+) -> CapacityResult:
+    """Maximal load per resource amount (resource amounts searched ascending)."""
+    result = _search(Metric.CAPACITY, oracle, loads, resources, strategy, lower_bound, stop_on_unmeasured)
+    assert isinstance(result, CapacityResult)
+    return result
