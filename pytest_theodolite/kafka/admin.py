@@ -15,8 +15,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 from ..errors import TheodoliteSetupError
-
-SECRET_KEYS = ("sasl_plain_password", "ssl_password", "sasl_oauth_token_provider", "ssl_keyfile")
+from .client_properties import python_client_config
 
 
 @dataclass
@@ -25,15 +24,20 @@ class KafkaCluster:
 
     bootstrap_servers: str
     provider: str = "embedded"
-    #: extra kafka-python client settings (security protocol, SASL, SSL) -- never printed
-    client_config: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: client properties in Kafka's dotted names (security protocol, SASL, SSL) -- may hold secrets, never printed
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     request_timeout_s: float = 30.0
     _admin: KafkaAdminClient | None = field(default=None, init=False, repr=False)
 
     # -- clients -------------------------------------------------------------------------------------
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for any kafka-python client (producer, consumer, admin) of this cluster."""
-        return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client_config}
+        return {"bootstrap_servers": self.bootstrap_servers.split(","), **python_client_config(self.properties)}
+
+    def spark_options(self) -> dict[str, str]:
+        """Options for Spark's Kafka source and sink (``kafka.``-prefixed client properties)."""
+        return {"kafka.bootstrap.servers": self.bootstrap_servers,
+                **{f"kafka.{k}": v for k, v in self.properties.items()}}
 
     @property
     def admin(self) -> KafkaAdminClient:
@@ -139,12 +143,12 @@ def _connect(factory, bootstrap_servers: str, timeout_s: float):
             time.sleep(0.5)
 
 
-def wait_for_metadata(bootstrap_servers: str, timeout_s: float, client_config: Mapping[str, Any] | None = None) -> None:
+def wait_for_metadata(bootstrap_servers: str, timeout_s: float, properties: Mapping[str, str] | None = None) -> None:
     """Return once a metadata request to ``bootstrap_servers`` succeeds, else raise a setup error."""
     admin = _connect(
         lambda: KafkaAdminClient(
             bootstrap_servers=bootstrap_servers.split(","), request_timeout_ms=int(min(timeout_s, 30) * 1000),
-            **dict(client_config or {}),
+            **python_client_config(properties or {}),
         ),
         bootstrap_servers,
         timeout_s,

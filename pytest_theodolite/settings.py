@@ -1,0 +1,109 @@
+"""One typed settings object, built from the command line > ``[tool.pytest.ini_options]`` > defaults."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .kafka import client_properties
+from .maven import default_cache_dir
+
+KAFKA_PROVIDERS = ("embedded", "testcontainers", "external")
+MANAGED_SPARK_MASTERS = ("standalone", "local-cluster")
+
+
+class SettingsError(ValueError):
+    """A setting has a value we cannot use; the message names the option and the fix."""
+
+
+@dataclass(frozen=True)
+class TheodoliteSettings:
+    kafka_provider: str = "embedded"
+    kafka_bootstrap: str | None = None
+    kafka_port: int = 0
+    #: client properties of an external cluster; may hold secrets: never printed (repr=False)
+    kafka_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    kafka_timeout_s: float = 60.0
+    spark_master: str = "standalone"
+    max_instances: int = 4
+    instance_cpu: float | None = None
+    cache_dir: Path = field(default_factory=default_cache_dir)
+
+    @property
+    def manages_spark(self) -> bool:
+        return self.spark_master in MANAGED_SPARK_MASTERS
+
+
+# (dest, ini name, type, default, help) -- the CLI flag is derived from dest, the ini key is `theodolite_<...>`
+OPTIONS: list[tuple[str, str, str, str]] = [
+    ("--kafka", "theodolite_kafka", "embedded", "Kafka provider: embedded (a broker started here), "
+     "testcontainers (needs Docker) or external (with --kafka-bootstrap)"),
+    ("--kafka-bootstrap", "theodolite_kafka_bootstrap", "", "host:port[,...] of an existing cluster (--kafka external)"),
+    ("--kafka-port", "theodolite_kafka_port", "0", "port of the embedded broker (0: a free one)"),
+    ("--kafka-timeout", "theodolite_kafka_timeout", "60", "seconds to wait for a broker to answer"),
+    ("--spark-master", "theodolite_spark_master", "standalone", "standalone (a local cluster started here), "
+     "local-cluster, or the URL of an existing master (spark://..., k8s://..., yarn)"),
+    ("--theodolite-max-instances", "theodolite_max_instances", "4", "most Spark instances a session may ask for"),
+    ("--theodolite-instance-cpu", "theodolite_instance_cpu", "", "CPU cores per instance, e.g. 0.25, enforced "
+     "with cgroups where the process may create them (empty: unlimited)"),
+    ("--theodolite-cache-dir", "theodolite_cache_dir", "", "where Maven-resolved jars are cached"),
+]
+
+
+def ini_name(flag: str) -> str:
+    return next(ini for f, ini, _, _ in OPTIONS if f == flag)
+
+
+def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping[str, str] = os.environ) -> TheodoliteSettings:
+    """``get(flag)`` returns the command-line value, or the ini value, or the default (in that order)."""
+
+    def text(flag: str) -> str:
+        value = get(flag)
+        value = "" if value is None else str(value).strip()
+        return value or next(default for f, _, default, _ in OPTIONS if f == flag)
+
+    provider = text("--kafka")
+    if provider not in KAFKA_PROVIDERS:
+        raise SettingsError(f"--kafka / {ini_name('--kafka')} = {provider!r} is not a Kafka provider; "
+                            f"choose one of {', '.join(KAFKA_PROVIDERS)}")
+    bootstrap = text("--kafka-bootstrap") or environ.get("THEODOLITE_KAFKA_BOOTSTRAP", "")
+    if provider == "external" and not bootstrap:
+        raise SettingsError("--kafka external needs the cluster's address: pass --kafka-bootstrap host:port "
+                            "(or set theodolite_kafka_bootstrap in the ini file, or THEODOLITE_KAFKA_BOOTSTRAP)")
+    try:
+        properties = client_properties.parse_lines(ini_properties, "theodolite_kafka_properties")
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from exc
+    properties.update(client_properties.from_environment(environ))
+    cpu_text = text("--theodolite-instance-cpu")
+    instance_cpu = _number(cpu_text, "--theodolite-instance-cpu", float, low=0.01, high=float(os.cpu_count() or 1)) \
+        if cpu_text else None
+    spark_master = text("--spark-master") or "standalone"
+    if spark_master not in MANAGED_SPARK_MASTERS and "://" not in spark_master and spark_master != "yarn":
+        raise SettingsError(f"--spark-master {spark_master!r} is neither 'standalone', 'local-cluster' nor a master "
+                            "URL such as spark://host:7077")
+    return TheodoliteSettings(
+        kafka_provider=provider,
+        kafka_bootstrap=bootstrap or None,
+        kafka_port=_number(text("--kafka-port"), "--kafka-port", int, low=0, high=65535),
+        kafka_properties=properties,
+        kafka_timeout_s=_number(text("--kafka-timeout"), "--kafka-timeout", float, low=1, high=3600),
+        spark_master=spark_master,
+        max_instances=_number(text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64),
+        instance_cpu=instance_cpu,
+        cache_dir=Path(text("--theodolite-cache-dir")).expanduser() if text("--theodolite-cache-dir")
+        else default_cache_dir(),
+    )
+
+
+def _number(value: str, flag: str, kind: type, low: float, high: float):
+    try:
+        number = kind(value)
+    except ValueError:
+        raise SettingsError(f"{flag} / {ini_name(flag)} = {value!r} is not a {kind.__name__}") from None
+    if not low <= number <= high:
+        raise SettingsError(f"{flag} / {ini_name(flag)} = {value} is outside {low:g}..{high:g}")
+    return number

@@ -1,0 +1,119 @@
+"""Per-instance CPU limits with Linux cgroups, like the CPU-limited pods of Theodolite's experiments.
+
+Each Spark instance (a standalone worker and the executor it forks) joins its own cgroup before exec, so the
+quota covers the executor JVM too: children inherit their parent's cgroup. cgroup v1 (``cpu.cfs_quota_us``)
+and v2 (``cpu.max``) are supported; where neither can be written (no root, no cpu controller) the caller
+gets the reason and instances run unlimited.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PERIOD_US = 100_000
+V1_CPU_ROOT = Path("/sys/fs/cgroup/cpu")
+V2_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class CgroupSupport:
+    available: bool
+    version: int | None  # 1 or 2
+    root: Path | None
+    reason: str  # why not available, or where the groups are made
+
+
+def detect(v1_root: Path = V1_CPU_ROOT, v2_root: Path = V2_ROOT) -> CgroupSupport:
+    if (v1_root / "cpu.cfs_quota_us").exists():
+        if os.access(v1_root, os.W_OK):
+            return CgroupSupport(True, 1, v1_root, f"cgroup v1 cpu controller at {v1_root}")
+        return CgroupSupport(False, 1, v1_root, f"{v1_root} is not writable (run as root to limit instance CPU)")
+    controllers = v2_root / "cgroup.controllers"
+    if controllers.exists():
+        if "cpu" not in controllers.read_text().split():
+            return CgroupSupport(False, 2, v2_root, "the cgroup v2 cpu controller is not enabled")
+        if os.access(v2_root, os.W_OK):
+            return CgroupSupport(True, 2, v2_root, f"cgroup v2 at {v2_root}")
+        return CgroupSupport(False, 2, v2_root, f"{v2_root} is not writable (run as root to limit instance CPU)")
+    return CgroupSupport(False, None, None, "no cgroup cpu controller is mounted")
+
+
+@dataclass
+class CpuLimitedGroup:
+    """One cgroup with a CPU quota of ``cpus`` cores (0.25 = a quarter of one core)."""
+
+    path: Path
+    cpus: float
+    version: int
+
+    def create(self) -> CpuLimitedGroup:
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.version == 2:
+            # the parent must delegate the cpu controller to its children
+            parent_ctl = self.path.parent / "cgroup.subtree_control"
+            if "cpu" not in parent_ctl.read_text().split():
+                parent_ctl.write_text("+cpu")
+        self.quota_file.write_text(self.quota_value)
+        return self
+
+    @property
+    def quota_file(self) -> Path:
+        return self.path / ("cpu.cfs_quota_us" if self.version == 1 else "cpu.max")
+
+    @property
+    def quota_value(self) -> str:
+        quota = max(1000, int(self.cpus * PERIOD_US))
+        if self.version == 1:
+            (self.path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            return str(quota)
+        return f"{quota} {PERIOD_US}"
+
+    def join_current_process(self) -> None:
+        """Move the calling process into the group (used between fork and exec)."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self, timeout_s: float = 10.0) -> None:
+        """rmdir the group once the kernel has moved its exited processes out."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return  # still busy: leave it rather than hang teardown
+                time.sleep(0.1)
+
+
+@dataclass
+class InstanceGroups:
+    """The cgroups of one cluster's instances under a common parent ``theodolite-<pid>``."""
+
+    support: CgroupSupport
+    cpus_per_instance: float
+    name: str = field(default_factory=lambda: f"theodolite-{os.getpid()}")
+    groups: list[CpuLimitedGroup] = field(default_factory=list)
+
+    @property
+    def parent(self) -> Path:
+        assert self.support.root is not None
+        return self.support.root / self.name
+
+    def make(self, index: int) -> CpuLimitedGroup:
+        assert self.support.available and self.support.version is not None
+        self.parent.mkdir(exist_ok=True)
+        group = CpuLimitedGroup(self.parent / f"instance-{index}", self.cpus_per_instance, self.support.version)
+        self.groups.append(group.create())
+        return group
+
+    def remove_all(self) -> None:
+        for group in self.groups:
+            group.remove()
+        if self.groups:
+            CpuLimitedGroup(self.parent, 0, self.support.version or 1).remove()
+        self.groups.clear()

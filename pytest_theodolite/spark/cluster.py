@@ -1,0 +1,238 @@
+"""Spark clusters whose instances are real executor JVMs.
+
+Why a plugin-managed standalone cluster by default, not ``local-cluster[...]``: its master and one 1-core
+worker per instance start once per test session, so ``session(instances=r)`` only waits for r executor
+JVMs; local-cluster starts master, workers and executors anew inside every SparkContext (measured in
+benchmarks/scripts/bench_spark_startup.py, see the README). And only a standalone worker is a process of
+our own that can be put into a CPU-limited cgroup before the executor it forks inherits it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import TheodoliteSetupError
+from ..maven import java_executable
+from ..ports import LOOPBACK, free_port
+from ..process import ManagedProcess
+from . import cgroups
+from .jars import connector_jars, pyspark_home
+
+EXECUTOR_MEMORY = "1g"
+WORKER_MEMORY = "2g"
+DRIVER_MEMORY = "2g"
+
+#: defaults for benchmark sessions; users override any of them through ``session(conf=...)``
+DEFAULT_SESSION_CONF = {
+    "spark.executor.cores": "1",
+    "spark.executor.memory": EXECUTOR_MEMORY,
+    "spark.driver.memory": DRIVER_MEMORY,
+    "spark.driver.host": LOOPBACK,
+    "spark.driver.bindAddress": LOOPBACK,
+    # small benchmark jobs: 200 shuffle partitions would be 200 tiny tasks per micro-batch
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # an instance means an executor: no speculative copies, no dynamic scaling behind our back
+    "spark.dynamicAllocation.enabled": "false",
+    "spark.speculation": "false",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+}
+
+
+def _spark_env(work_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    home = str(pyspark_home())
+    env.update(
+        SPARK_HOME=home,
+        SPARK_LOG_DIR=str(work_dir / "logs"),
+        SPARK_WORKER_DIR=str(work_dir / "work"),
+        SPARK_LOCAL_DIRS=str(work_dir / "local"),
+        SPARK_LOCAL_IP=LOOPBACK,
+        SPARK_NO_DAEMONIZE="1",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+    )
+    env.setdefault("JAVA_HOME", str(Path(os.path.realpath(java_executable())).parent.parent))
+    return env
+
+
+@dataclass
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` one-core workers on 127.0.0.1, each worker (and the
+    executor it launches) optionally in its own CPU-limited cgroup."""
+
+    workers: int = 4
+    instance_cpu: float | None = None  # cores per instance; None = unlimited
+    work_dir: Path | None = None
+    start_timeout_s: float = 120.0
+    die_with_parent: bool = True
+    master_url: str = field(default="", init=False)
+    processes: list[ManagedProcess] = field(default_factory=list, init=False)
+    cgroup_support: cgroups.CgroupSupport | None = field(default=None, init=False)
+    instance_groups: cgroups.InstanceGroups | None = field(default=None, init=False)
+    _own_work_dir: bool = field(default=False, init=False)
+    _web_port: int = field(default=0, init=False)
+
+    def start(self) -> StandaloneCluster:
+        if self.workers < 1:
+            raise TheodoliteSetupError(f"a Spark cluster needs at least one worker, got {self.workers}")
+        if self.work_dir is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="theodolite-spark-"))
+            self._own_work_dir = True
+        env = _spark_env(self.work_dir)
+        spark_class = str(pyspark_home() / "bin" / "spark-class")
+        port, self._web_port = free_port(), free_port()
+        self.master_url = f"spark://{LOOPBACK}:{port}"
+        try:
+            self.processes.append(
+                ManagedProcess(
+                    [spark_class, "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port),
+                     "--webui-port", str(self._web_port)],
+                    self.work_dir / "master.log", env=env, die_with_parent=self.die_with_parent,
+                ).start()
+            )
+            self._wait_master()
+            self._start_workers(spark_class, env)
+            self._wait_workers()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_workers(self, spark_class: str, env: dict[str, str]) -> None:
+        if self.instance_cpu is not None:
+            self.cgroup_support = cgroups.detect()
+            if self.cgroup_support.available:
+                self.instance_groups = cgroups.InstanceGroups(self.cgroup_support, self.instance_cpu)
+        for index in range(self.workers):
+            group = self.instance_groups.make(index) if self.instance_groups else None
+            self.processes.append(
+                ManagedProcess(
+                    [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK, "--cores", "1",
+                     "--memory", WORKER_MEMORY, "--webui-port", str(free_port()), self.master_url],
+                    self.work_dir / f"worker-{index}.log", env=env, die_with_parent=self.die_with_parent,
+                    before_exec=group.join_current_process if group else None,
+                ).start()
+            )
+
+    def master_state(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://{LOOPBACK}:{self._web_port}/json/", timeout=5) as response:
+            return json.load(response)
+
+    def _wait_master(self) -> None:
+        self._wait(lambda: self.master_state().get("status") == "ALIVE", "the Spark master to come up")
+
+    def _wait_workers(self) -> None:
+        self._wait(lambda: self.master_state().get("aliveworkers", 0) >= self.workers,
+                   f"{self.workers} Spark workers to register")
+
+    def _wait(self, ready, what: str) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            for process in self.processes:
+                if not process.alive():
+                    raise TheodoliteSetupError(
+                        f"A Spark process exited while waiting for {what} (exit code {process.returncode()}). "
+                        f"Last lines of {process.log_path}:\n{process.log_tail(20)}"
+                    )
+            try:
+                if ready():
+                    return
+            except OSError:
+                pass  # web UI not listening yet
+            time.sleep(0.25)
+        raise TheodoliteSetupError(f"Timed out after {self.start_timeout_s:.0f} s waiting for {what}; "
+                                   f"logs are in {self.work_dir}")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):  # workers first: they take their executors with them
+            process.stop()
+        self.processes.clear()
+        if self.instance_groups is not None:
+            self.instance_groups.remove_all()
+        if self._own_work_dir and self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class SparkCluster:
+    """What the ``spark_cluster`` fixture gives: sessions with a chosen number of executor instances."""
+
+    master_url: str
+    max_instances: int
+    jars: list[Path]
+    instance_cpu: float | None = None
+    cpu_limit_note: str = "unlimited"  # how instances are CPU-limited, for the report header
+    base_conf: Mapping[str, str] = field(default_factory=dict)
+    register_timeout_s: float = 120.0
+
+    def master_for(self, instances: int) -> str:
+        # local-cluster[workers, cores per worker, MiB per worker] starts its workers inside the driver
+        if self.master_url == "local-cluster":
+            return f"local-cluster[{instances},1,{int(EXECUTOR_MEMORY.rstrip('g')) * 1024 + 512}]"
+        return self.master_url
+
+    @contextmanager
+    def session(self, instances: int = 1, conf: Mapping[str, str] | None = None,
+                app_name: str = "theodolite") -> Iterator[Any]:
+        """A SparkSession with exactly ``instances`` one-core executors registered; stopped on exit."""
+        from pyspark.sql import SparkSession
+
+        if not 1 <= instances <= self.max_instances:
+            raise ValueError(
+                f"instances={instances} is outside 1..{self.max_instances}: this cluster has {self.max_instances} "
+                "one-core workers (raise --theodolite-max-instances to start more)"
+            )
+        if SparkSession.getActiveSession() is not None:
+            raise RuntimeError("another SparkSession is still active in this process; stop it first")
+        settings = {**DEFAULT_SESSION_CONF, **self.base_conf, **(conf or {})}
+        settings.update({
+            "spark.master": self.master_for(instances),
+            "spark.app.name": app_name,
+            # standalone mode ignores spark.executor.instances: a core cap of r with 1-core executors gives r
+            "spark.cores.max": str(instances),
+            "spark.jars": ",".join(str(j) for j in self.jars),
+        })
+        builder = SparkSession.builder
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        try:
+            wait_for_executors(spark, instances, self.register_timeout_s)
+            yield spark
+        finally:
+            spark.stop()
+
+
+def registered_executors(spark) -> int:
+    """Executors registered with the driver (the driver itself is listed too, hence the -1)."""
+    return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+
+
+def wait_for_executors(spark, instances: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (registered := registered_executors(spark)) < instances:
+        if time.monotonic() > deadline:
+            raise TheodoliteSetupError(
+                f"Only {registered} of {instances} Spark executors registered within {timeout_s:.0f} s. "
+                "Check that the cluster has enough free one-core workers and memory."
+            )
+        time.sleep(0.05)

@@ -1,0 +1,99 @@
+"""Options and ini parsing, and the report header, through pytester (no broker needed)."""
+
+import pytest
+
+from pytest_theodolite.kafka import client_properties
+from pytest_theodolite.settings import SettingsError, build
+
+
+def test_unknown_kafka_provider_on_the_command_line_is_a_usage_error(pytester):
+    result = pytester.runpytest("--kafka", "zookeeper")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--kafka: invalid choice: 'zookeeper'*"])
+
+
+def test_unknown_kafka_provider_in_the_ini_file_names_the_key_and_the_choices(pytester):
+    pytester.makeini("[pytest]\ntheodolite_kafka = zookeeper\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*theodolite_kafka = 'zookeeper' is not a Kafka provider; choose one of "
+                                 "embedded, testcontainers, external*"])
+
+
+def test_external_kafka_without_bootstrap_says_how_to_give_it(pytester):
+    result = pytester.runpytest("--kafka", "external")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--kafka external needs the cluster's address: pass --kafka-bootstrap*"])
+
+
+@pytest.mark.parametrize("value, message", [
+    ("-1", "*--theodolite-instance-cpu / theodolite_instance_cpu = -1 is outside 0.01..*"),
+    ("lots", "*--theodolite-instance-cpu / theodolite_instance_cpu = 'lots' is not a float*"),
+])
+def test_bad_instance_cpu_is_a_usage_error(pytester, value, message):
+    result = pytester.runpytest(f"--theodolite-instance-cpu={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_bad_spark_master_is_a_usage_error(pytester):
+    result = pytester.runpytest("--spark-master", "my-laptop")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--spark-master 'my-laptop' is neither 'standalone', 'local-cluster' nor*"])
+
+
+def test_command_line_beats_ini_and_ini_beats_default(pytester):
+    pytester.makeini("[pytest]\ntheodolite_max_instances = 3\ntheodolite_instance_cpu = 0.5\n")
+    pytester.makepyfile("""
+        def test_settings(theodolite_settings):
+            assert theodolite_settings.max_instances == 3
+            assert theodolite_settings.instance_cpu == 0.25
+            assert theodolite_settings.kafka_provider == "embedded"
+    """)
+    result = pytester.runpytest("--theodolite-instance-cpu=0.25")
+    result.assert_outcomes(passed=1)
+
+
+def test_report_header_names_provider_master_versions_and_testbed(pytester):
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest("--theodolite-instance-cpu=0.25")
+    result.stdout.fnmatch_lines([
+        "theodolite: kafka=embedded (Apache Kafka 4.*, KRaft), spark master=standalone (pyspark 4.*), max instances=4",
+        "theodolite: testbed * cores, * GiB, *; instance CPU: *",
+    ])
+
+
+def test_client_properties_from_ini_and_environment_are_never_printed(pytester, monkeypatch):
+    monkeypatch.setenv("THEODOLITE_KAFKA_SASL_PASSWORD", "hunter2-secret")
+    pytester.makeini("[pytest]\ntheodolite_kafka_properties =\n  security.protocol=SASL_SSL\n  sasl.mechanism=PLAIN\n")
+    pytester.makepyfile("""
+        import os
+
+        def test_props(theodolite_settings):
+            assert theodolite_settings.kafka_properties == {
+                "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                "sasl.password": os.environ["THEODOLITE_KAFKA_SASL_PASSWORD"]}
+            assert os.environ["THEODOLITE_KAFKA_SASL_PASSWORD"] not in repr(theodolite_settings)
+            assert False, "show the report"
+    """)
+    result = pytester.runpytest("--kafka", "external", "--kafka-bootstrap", "127.0.0.1:1", "-l")
+    result.assert_outcomes(failed=1)
+    assert "hunter2" not in result.stdout.str() + result.stderr.str()
+
+
+def test_malformed_property_line_is_refused():
+    with pytest.raises(SettingsError, match="theodolite_kafka_properties: 'security.protocol SASL'"):
+        build(lambda flag: None, ["security.protocol SASL"], environ={})
+
+
+def test_python_client_config_translates_sasl_and_ssl_names():
+    config = client_properties.python_client_config({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="alice" password="pw";',
+        "ssl.ca.location": "/ca.pem",
+    })
+    assert config == {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
+                      "sasl_plain_password": "pw", "ssl_cafile": "/ca.pem"}
+    assert client_properties.redacted({"sasl.jaas.config": "x", "sasl.mechanism": "PLAIN"}) == {
+        "sasl.jaas.config": "***", "sasl.mechanism": "PLAIN"}
