@@ -1,0 +1,200 @@
+"""`python -m pytest_theodolite analyse`: verdicts and demand/capacity recomputed from raw files alone."""
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_theodolite.__main__ import main, reanalyse
+from pytest_theodolite.metrics import Metric
+from pytest_theodolite.results import (
+    SERIES_GENERATOR_RATE,
+    SERIES_LAG,
+    RepetitionRecord,
+    ResultsWriter,
+    SubExperimentRecord,
+    read_results,
+)
+from pytest_theodolite.search import Strategy, search_demand
+from pytest_theodolite.slo import Outcome, SloSettings, TimeSeries, evaluate_repetition
+
+T0 = 1_700_000_000.0
+REPO = Path(__file__).resolve().parents[1]
+
+# Per (load, resources): the lag slope (records/s) of the synthetic run, and the rate the generator reaches.
+SLOPE = {(100, 1): 50.0, (200, 1): 2500.0, (200, 2): 300.0, (300, 2): 1500.0, (400, 2): 5000.0}
+ACHIEVED = {(300, 2): 250.0}  # load 300 on 2 resources: the generator fell behind (< 98 % of 300)
+
+
+def write_experiment(results_dir: Path) -> ResultsWriter:
+    """A linear demand search run through ResultsWriter exactly as the runner would, on synthetic series."""
+    settings = SloSettings(warmup_s=20)
+    writer = ResultsWriter(
+        results_dir,
+        4,
+        metric=Metric.DEMAND,
+        slo_settings=settings,
+        settings={"strategy": "linear", "duration_s": 120, "kafka_password": "hunter2"},
+        loads=[100, 200, 300, 400],
+        resources=[1, 2],
+    )
+    t = T0 + np.arange(0, 120, 2.0)
+
+    def oracle(load: int, resources: int) -> SubExperimentRecord:
+        repetitions = []
+        for rep in range(3):
+            noise = np.random.default_rng(rep).normal(0, 50, t.size)
+            lag = TimeSeries.of(t, 1000 + SLOPE[(load, resources)] * (t - T0) + noise)
+            rate = TimeSeries.of(t, np.full(t.size, ACHIEVED.get((load, resources), float(load))))
+            with writer.open_series(load, resources, SERIES_LAG, rep) as out:
+                for ts, value in zip(lag.timestamps_s, lag.values):
+                    out.append(ts, value)
+            writer.write_series(load, resources, SERIES_GENERATOR_RATE, rep, rate)
+            verdicts = evaluate_repetition(settings, lag=lag, target_rate=float(load), generator_rate=rate)
+            repetitions.append(RepetitionRecord(rep, verdicts))
+        record = SubExperimentRecord.from_repetitions(load, resources, float(load), repetitions)
+        writer.record_sub_experiment(record)
+        return record
+
+    writer.write_demand(
+        search_demand(oracle, [100, 200, 300, 400], [1, 2], Strategy.LINEAR, lower_bound=True)
+    )
+    return writer
+
+
+@pytest.fixture
+def results_dir(tmp_path):
+    write_experiment(tmp_path)
+    return tmp_path
+
+
+def verdict_rows(out):
+    """The verdict table's rows by (load, resources); its 7 columns tell it apart from the demand table."""
+    rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
+    return {tuple(row[:2]): row for row in rows if len(row) == 7}
+
+
+def run_main(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_written_experiment_has_the_expected_online_result(results_dir):
+    recorded = read_results(results_dir)
+    # LowerBound starts 300 at 2 resources, where the generator fell behind: 300 is unmeasured. 400 runs,
+    # from the last measured demand (2), and fails: "none".
+    assert [recorded.demand.status(load) for load in (100, 200, 300, 400)] == ["1", "2", "unmeasured", "none"]
+    assert [(s.load, s.resources, s.outcome) for s in recorded.demand.sub_experiments] == [
+        (100, 1, Outcome.PASS),
+        (200, 1, Outcome.FAIL),
+        (200, 2, Outcome.PASS),
+        (300, 2, Outcome.INVALID),
+        (400, 2, Outcome.FAIL),
+    ]
+    assert "hunter2" not in (results_dir / "exp4_results.json").read_text()
+
+
+def test_reanalysis_reproduces_the_recorded_verdicts(results_dir):
+    recorded = read_results(results_dir)
+    analysis = reanalyse(recorded, recorded.slo_settings)
+    assert [(r.load, r.resources, r.outcome) for r in analysis.sub_experiments] == [
+        (r.load, r.resources, r.outcome)
+        for r in sorted(recorded.sub_experiments, key=lambda r: (r.load, r.resources))
+    ]
+    assert dict(analysis.function.demand) == {100: 1, 200: 2, 400: None}
+    assert analysis.function.unmeasured == (300,)
+    for fresh in analysis.sub_experiments:
+        old = next(
+            r for r in recorded.sub_experiments if (r.load, r.resources) == (fresh.load, fresh.resources)
+        )
+        assert fresh.lag_trend_slope == pytest.approx(old.lag_trend_slope, rel=1e-9)
+
+
+def test_main_prints_the_table_and_the_demand(results_dir):
+    code, out, err = run_main(["analyse", str(results_dir)])
+    assert (code, err) == (0, "")
+    rows = verdict_rows(out)
+    assert rows[("200", "1")][-1] == "FAIL" and rows[("200", "2")][-1] == "PASS"
+    assert ("300", "1") not in rows  # never run: LowerBound started load 300 at 2 resources
+    assert rows[("300", "2")][-2:] == ["invalid", "INVALID"]
+    assert "load  demand (resources)" in out
+    assert "300   unmeasured" in out and "200   2" in out
+    assert "generator achieved only 250" in out
+
+
+def test_a_stricter_threshold_changes_verdicts_and_demand(results_dir):
+    code, out, _ = run_main(["analyse", str(results_dir), "--threshold", "100"])
+    assert code == 0
+    # Only load 100 (slope 50) passes below 100 records/s; 200 has no passing resource now.
+    assert "100   1" in out and "200   none" in out
+    assert "threshold 100 records/s" in out
+
+
+def test_relative_threshold_warmup_and_method_are_applied(results_dir):
+    code, out, _ = run_main(
+        ["analyse", str(results_dir), "--threshold-relative", "2", "--warmup", "0", "--method", "theil-sen"]
+    )
+    assert code == 0
+    assert "warm-up 0 s, lag-trend threshold 2 x load, slope method theil-sen" in out
+    # 2 x 200 = 400 records/s: (200, 1) at 2500 fails, (200, 2) at 300 passes.
+    rows = verdict_rows(out)
+    assert rows[("200", "1")][-1] == "FAIL" and rows[("200", "2")][-1] == "PASS"
+    assert rows[("200", "2")][4] == "400.0"
+
+
+def test_too_long_warmup_makes_every_point_errored_not_passed(results_dir):
+    code, out, _ = run_main(["analyse", str(results_dir), "--warmup", "500"])
+    assert code == 0
+    assert "PASS" not in out
+    assert "run longer or shorten the warm-up" in out
+
+
+def test_bad_input_exits_2_with_a_clear_message(tmp_path):
+    code, out, err = run_main(["analyse", str(tmp_path / "missing")])
+    assert (code, out) == (2, "") and "does not exist" in err
+    code, _, err = run_main(["analyse", str(tmp_path)])
+    assert code == 2 and "no results in" in err
+    (tmp_path / "exp1_results.json").write_text(json.dumps({"metric": "demand"}))
+    code, _, err = run_main(["analyse", str(tmp_path)])
+    assert code == 2 and "no raw lag series" in err
+    code, _, err = run_main(["analyse", str(tmp_path), "--warmup", "-1"])
+    assert code == 2 and "--warmup must be >= 0" in err
+
+
+def test_conflicting_threshold_options_are_rejected_by_argparse(results_dir):
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(["analyse", str(results_dir), "--threshold", "1", "--threshold-relative", "0.1"])
+    assert exit_info.value.code == 2
+
+
+def test_module_runs_as_a_subprocess(results_dir):
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_theodolite", "analyse", str(results_dir), "--threshold", "2000"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "experiment 4: demand" in done.stdout and "300   unmeasured" in done.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "pytest_theodolite", "analyse", str(results_dir / "nope")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_capacity_metric_is_taken_from_the_option(results_dir):
+    code, out, _ = run_main(["analyse", str(results_dir), "--metric", "capacity"])
+    assert code == 0 and "resources  capacity (load)" in out
+    # 1 resource: 100 passes, 200 fails; 2 resources: 300 is INVALID there, so unmeasured.
+    assert "1          100" in out and "2          unmeasured" in out
+    assert Outcome.INVALID.value in out
