@@ -5,8 +5,8 @@ capacity(r) = max{ l : all SLOs hold for (l, r) }   -- None ("none") if no teste
 
 A third state, *unmeasured*, is kept apart from "none": a load (demand) or resource amount (capacity) with any
 INVALID or ERRORED sub-experiment was not really judged. The search strategies stop at the first such
-sub-experiment, so the offline rule here ("any INVALID/ERRORED point makes that x unmeasured") reproduces them.
-The pytest gate reports "none" as a normal result and "unmeasured" as a test error.
+sub-experiment, so the offline rule here ("any INVALID/ERRORED point makes that x unmeasured") reproduces
+them. The pytest gate reports "none" as a normal result and "unmeasured" as a test error.
 """
 
 from __future__ import annotations
@@ -102,25 +102,35 @@ def _group(points: Iterable[SubExperiment], by_load: bool) -> dict[int, _PointsO
 
 
 def demand_from_sub_experiments(points: Iterable[SubExperiment], strategy: str = "offline") -> DemandResult:
-    """demand(l) = min passing r among the tested points; a load with any INVALID/ERRORED point is unmeasured."""
+    """demand(l) = min passing r among the tested points; a load with an INVALID/ERRORED point is unmeasured."""
     points = tuple(points)
     grouped = _group(points, by_load=True)
     demand = {x: min(g.passed) if g.passed else None for x, g in sorted(grouped.items()) if not g.broken}
     unmeasured = tuple(x for x, g in sorted(grouped.items()) if g.broken)
     return DemandResult(
-        demand=demand, unmeasured=unmeasured, sub_experiments=points, strategy=strategy,
-        loads=tuple(sorted(grouped)), resources=tuple(sorted({p.resources for p in points})),
+        demand=demand,
+        unmeasured=unmeasured,
+        sub_experiments=points,
+        strategy=strategy,
+        loads=tuple(sorted(grouped)),
+        resources=tuple(sorted({p.resources for p in points})),
     )
 
 
-def capacity_from_sub_experiments(points: Iterable[SubExperiment], strategy: str = "offline") -> CapacityResult:
-    """capacity(r) = max passing l among the tested points; a resource amount with any INVALID/ERRORED point is
-    unmeasured."""
+def capacity_from_sub_experiments(
+    points: Iterable[SubExperiment], strategy: str = "offline"
+) -> CapacityResult:
+    """capacity(r) = max passing l among the tested points; a resource amount with any INVALID/ERRORED
+    point is unmeasured."""
     points = tuple(points)
     grouped = _group(points, by_load=False)
     capacity = {x: max(g.passed) if g.passed else None for x, g in sorted(grouped.items()) if not g.broken}
     unmeasured = tuple(x for x, g in sorted(grouped.items()) if g.broken)
     return CapacityResult(
-        capacity=capacity, unmeasured=unmeasured, sub_experiments=points, strategy=strategy,
-        loads=tuple(sorted({p.load for p in points})), resources=tuple(sorted(grouped)),
+        capacity=capacity,
+        unmeasured=unmeasured,
+        sub_experiments=points,
+        strategy=strategy,
+        loads=tuple(sorted({p.load for p in points})),
+        resources=tuple(sorted(grouped)),
     )

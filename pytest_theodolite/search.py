@@ -9,33 +9,41 @@ Strategies (for demand; capacity mirrors them with loads and resources swapped):
 - BINARY: bisection over the resources; assumes more resources never hurt (probe = lower middle; the capacity
   mirror probes the upper middle, as Theodolite does).
 - INITIAL_GUESS: start at the previous load's demand (the first resource amount if it had none or this is the
-  first load), then step down while passing (stop at the first fail) or up while failing (stop at the first pass).
-- `lower_bound=True` adds Theodolite's LowerBound restriction to any of them: the next load only tries resources
-  >= the previous load's demand. A load that no resource amount could handle ends the demand search: larger loads
-  are reported as "none" without running (they are listed in `skipped`). For capacity the restriction starts the
-  next resource amount at the previous capacity; a resource amount without a passing load does not end the search
-  (more resources may still handle the smallest load).
+  first load), then step down while passing (stop at the first fail) or up while failing (stop at the first
+  pass).
+- `lower_bound=True` adds Theodolite's LowerBound restriction to any of them: the next load only tries
+  resources >= the previous load's demand. A load that no resource amount could handle ends the demand search:
+  larger loads are reported as "none" without running (they are listed in `skipped`). For capacity the
+  restriction starts the next resource amount at the previous capacity; a resource amount without a passing
+  load does not end the search (more resources may still handle the smallest load).
 
 INVALID and ERRORED outcomes are never a pass and never a fail. The first one ends the search for that load
 (capacity: resource amount), which is then reported as *unmeasured* (in `unmeasured`, absent from the mapping)
-rather than "none": "none" is a measured result, unmeasured is a broken benchmark. Later loads are still searched
-(with `stop_on_unmeasured=True` they are all marked unmeasured without running, e.g. when the broker died);
-LowerBound and InitialGuess then start from the last load whose demand was measured.
+rather than "none": "none" is a measured result, unmeasured is a broken benchmark. Later loads are still
+searched (with `stop_on_unmeasured=True` they are all marked unmeasured without running, e.g. when the broker
+died); LowerBound and InitialGuess then start from the last load whose demand was measured.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_theodolite.metrics import CapacityResult, DemandResult, Metric, SubExperiment
 from pytest_theodolite.slo import Outcome
 
 __all__ = [
-    "Strategy", "Oracle", "search_demand", "search_capacity", "describe_strategy", "parse_strategy",
-    "DemandResult", "CapacityResult", "SubExperiment", "Metric",
+    "CapacityResult",
+    "DemandResult",
+    "Metric",
+    "Oracle",
+    "Strategy",
+    "SubExperiment",
+    "describe_strategy",
+    "parse_strategy",
+    "search_capacity",
+    "search_demand",
 ]
 
 
@@ -63,7 +71,7 @@ def describe_strategy(strategy: Strategy, lower_bound: bool) -> str:
 
 
 def parse_strategy(text: str) -> tuple[Strategy, bool]:
-    """'binary', 'linear+lower-bound', 'lower-bound' (= linear with the restriction, Theodolite's usual pair)."""
+    """'binary', 'linear+lower-bound', 'lower-bound' (= linear with the restriction, a usual pair)."""
     text = text.strip().lower()
     if text == "lower-bound":
         return Strategy.LINEAR, True
@@ -173,7 +181,11 @@ def _initial_guess(
 
 
 def _search_one(
-    strategy: Strategy, candidates: Sequence[int], run: Callable[[int], bool], smallest: bool, guess: int | None
+    strategy: Strategy,
+    candidates: Sequence[int],
+    run: Callable[[int], bool],
+    smallest: bool,
+    guess: int | None,
 ) -> int | None:
     if strategy is Strategy.FULL:
         return _full(candidates, run, smallest)
@@ -219,9 +231,9 @@ def _search(
         if lower_bound and previous_optimum is not None:
             candidates = tuple(y for y in ys if y >= previous_optimum)
         if demand:
-            run = lambda y, x=x: recorder.passes(x, y)  # noqa: E731
+            run = lambda y, x=x: recorder.passes(x, y)
         else:
-            run = lambda y, x=x: recorder.passes(y, x)  # noqa: E731
+            run = lambda y, x=x: recorder.passes(y, x)
         try:
             found = _search_one(strategy, candidates, run, smallest=demand, guess=previous_optimum)
         except _Aborted:
@@ -230,10 +242,14 @@ def _search(
         optimum[x] = found
         previous_optimum, previous_was_none = found, found is None
     name = describe_strategy(strategy, lower_bound)
-    common = dict(
-        unmeasured=tuple(unmeasured), skipped=tuple(skipped), sub_experiments=tuple(recorder.sub_experiments),
-        strategy=name, loads=loads_t, resources=resources_t,
-    )
+    common = {
+        "unmeasured": tuple(unmeasured),
+        "skipped": tuple(skipped),
+        "sub_experiments": tuple(recorder.sub_experiments),
+        "strategy": name,
+        "loads": loads_t,
+        "resources": resources_t,
+    }
     if demand:
         return DemandResult(demand=optimum, **common)  # type: ignore[arg-type]
     return CapacityResult(capacity=optimum, **common)  # type: ignore[arg-type]

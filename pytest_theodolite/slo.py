@@ -1,12 +1,13 @@
 """Service-level-objective checks over recorded series: pure functions, no broker, no Spark.
 
-A sub-experiment (load l, resources r) is judged by a set of SLOs; each check returns an `SloVerdict`. The lag-trend
-SLO is Theodolite's (seed 001, method 2.1): fit a line to the total consumer lag after the warm-up and pass iff its
-slope (records/s) is below a threshold. Event-time-latency trend (method 2.2), generator validity and a bound on
-malformed records complete the set. `combine_verdicts` and `combine_repetitions` turn many verdicts into one outcome.
+A sub-experiment (load l, resources r) is judged by a set of SLOs; each check returns an `SloVerdict`. The
+lag-trend SLO is Theodolite's (seed 001, method 2.1): fit a line to the total consumer lag after the warm-up
+and pass iff its slope (records/s) is below a threshold. Event-time-latency trend (method 2.2), generator
+validity and a bound on malformed records complete the set. `combine_verdicts` and `combine_repetitions` turn
+many verdicts into one outcome.
 
-Four outcomes, not two: a sub-experiment whose generator did not produce the load is INVALID (it says nothing about
-the system under test), one whose query/broker/executor died is ERRORED. Neither is ever a pass.
+Four outcomes, not two: a sub-experiment whose generator did not produce the load is INVALID (it says nothing
+about the system under test), one whose query/broker/executor died is ERRORED. Neither is ever a pass.
 """
 
 from __future__ import annotations
@@ -94,7 +95,9 @@ class TimeSeries:
     values: np.ndarray
 
     @classmethod
-    def of(cls, timestamps_s: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray) -> TimeSeries:
+    def of(
+        cls, timestamps_s: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray
+    ) -> TimeSeries:
         return cls(np.asarray(timestamps_s, dtype=float), np.asarray(values, dtype=float))
 
     def __len__(self) -> int:
@@ -131,9 +134,9 @@ class SlopeThreshold:
         return f"{self.relative_to_load:g} x load"
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Slopes
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def _samples_after_warmup(
@@ -187,7 +190,7 @@ def ols_slope(t: np.ndarray, y: np.ndarray) -> float:
 
 
 def theil_sen_slope(t: np.ndarray, y: np.ndarray) -> float:
-    """Theil-Sen slope: the median of the slopes of all pairs with distinct timestamps (robust to outliers)."""
+    """Theil-Sen slope: median of the slopes of all pairs with distinct timestamps (robust to outliers)."""
     pair_slopes = []
     for i in range(t.size - 1):
         dt = t[i + 1 :] - t[i]
@@ -224,9 +227,9 @@ def lag_trend_slope(
     return trend_slope(timestamps_s, lag, warmup_s, method, series_name="lag")
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Single SLO checks
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def errored_verdict(name: str, reason: str) -> SloVerdict:
@@ -237,7 +240,9 @@ def errored_verdict(name: str, reason: str) -> SloVerdict:
 def _trend_verdict(name: str, slope: float, threshold: float, unit: str, method: str) -> SloVerdict:
     outcome = Outcome.PASS if slope < threshold else Outcome.FAIL
     relation = "<" if outcome is Outcome.PASS else ">="
-    return SloVerdict(name, outcome, slope, threshold, f"{method} slope {slope:.6g} {relation} {threshold:.6g} {unit}")
+    return SloVerdict(
+        name, outcome, slope, threshold, f"{method} slope {slope:.6g} {relation} {threshold:.6g} {unit}"
+    )
 
 
 def check_lag_trend(
@@ -289,8 +294,8 @@ def check_generator_rate(
 ) -> SloVerdict:
     """Generator validity: PASS iff the mean achieved rate after the warm-up is >= min_fraction x target.
 
-    Falling short makes the sub-experiment INVALID (the load was not produced), never FAIL. No rate sample after
-    the warm-up means the measurement broke: ERRORED.
+    Falling short makes the sub-experiment INVALID (the load was not produced), never FAIL. No rate sample
+    after the warm-up means the measurement broke: ERRORED.
     """
     if not target_rate > 0:
         raise ValueError(f"target rate must be > 0 records/s, got {target_rate!r}")
@@ -303,17 +308,27 @@ def check_generator_rate(
     after = achieved_rate.values[(t - t.min()) >= warmup_s]
     if after.size == 0 or not np.isfinite(after).all():
         return SloVerdict(
-            GENERATOR_RATE, Outcome.ERRORED, None, required,
-            f"no usable achieved-rate sample after a {warmup_s:g} s warm-up: run longer or shorten the warm-up",
+            GENERATOR_RATE,
+            Outcome.ERRORED,
+            None,
+            required,
+            f"no usable achieved-rate sample after a {warmup_s:g} s warm-up:"
+            " run longer or shorten the warm-up",
         )
     mean_rate = float(after.mean())
     if mean_rate >= required:
         return SloVerdict(
-            GENERATOR_RATE, Outcome.PASS, mean_rate, required,
+            GENERATOR_RATE,
+            Outcome.PASS,
+            mean_rate,
+            required,
             f"generator achieved {mean_rate:.6g} of {target_rate:.6g} records/s (>= {min_fraction:.0%})",
         )
     return SloVerdict(
-        GENERATOR_RATE, Outcome.INVALID, mean_rate, required,
+        GENERATOR_RATE,
+        Outcome.INVALID,
+        mean_rate,
+        required,
         f"generator achieved only {mean_rate:.6g} of {target_rate:.6g} records/s (< {min_fraction:.0%}):"
         " the load was not produced, so this sub-experiment says nothing about the system under test",
     )
@@ -335,20 +350,25 @@ def check_malformed_records(
     outcome = Outcome.PASS if malformed <= bound else Outcome.FAIL
     relation = "<=" if outcome is Outcome.PASS else ">"
     return SloVerdict(
-        MALFORMED_RECORDS, outcome, float(malformed), bound,
+        MALFORMED_RECORDS,
+        outcome,
+        float(malformed),
+        bound,
         f"{malformed} malformed of {total} records {relation} bound {bound:g}",
     )
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Combining
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def combine_outcomes(outcomes: Collection[Outcome]) -> Outcome:
-    """All must hold: any ERRORED -> ERRORED, else any INVALID -> INVALID, else all PASS -> PASS, else FAIL."""
+    """All must hold: any ERRORED -> ERRORED, else any INVALID -> INVALID, else all PASS -> PASS, else FAIL"""
     if not outcomes:
-        raise ValueError("no SLO verdict to combine: at least one SLO must be checked (an empty set is not a pass)")
+        raise ValueError(
+            "no SLO verdict to combine: at least one SLO must be checked (an empty set is not a pass)"
+        )
     for dominant in (Outcome.ERRORED, Outcome.INVALID, Outcome.FAIL):
         if dominant in outcomes:
             return dominant
@@ -371,22 +391,31 @@ def median_trend_verdict(repetition_verdicts: Sequence[SloVerdict]) -> SloVerdic
     name = repetition_verdicts[0].name
     if any(v.name != name for v in repetition_verdicts):
         raise ValueError(f"median over different SLOs: {sorted({v.name for v in repetition_verdicts})}")
-    outcome = combine_outcomes([v.outcome for v in repetition_verdicts if not v.outcome.is_measured] or [Outcome.PASS])
+    outcome = combine_outcomes(
+        [v.outcome for v in repetition_verdicts if not v.outcome.is_measured] or [Outcome.PASS]
+    )
     if outcome is not Outcome.PASS:  # an ERRORED or INVALID repetition
         broken = [i for i, v in enumerate(repetition_verdicts) if v.outcome is outcome]
         reasons = "; ".join(f"repetition {i}: {repetition_verdicts[i].detail}" for i in broken)
         return SloVerdict(name, outcome, None, repetition_verdicts[0].threshold, reasons)
     thresholds = {v.threshold for v in repetition_verdicts}
     if len(thresholds) != 1 or None in thresholds:
-        raise ValueError(f"{name}: repetitions were judged against different thresholds {sorted(map(str, thresholds))}")
+        raise ValueError(
+            f"{name}: repetitions were judged against different thresholds {sorted(map(str, thresholds))}"
+        )
     threshold = float(repetition_verdicts[0].threshold)  # type: ignore[arg-type]
     slopes = [float(v.value) for v in repetition_verdicts]  # type: ignore[arg-type]
-    median = statistics.median(slopes)  # even count: mean of the middle two, like statistics.median in Theodolite
+    median = statistics.median(
+        slopes
+    )  # even count: mean of the middle two, like statistics.median in Theodolite
     outcome = Outcome.PASS if median < threshold else Outcome.FAIL
     relation = "<" if outcome is Outcome.PASS else ">="
     slopes_text = ", ".join(f"{s:.6g}" for s in slopes)
     return SloVerdict(
-        name, outcome, median, threshold,
+        name,
+        outcome,
+        median,
+        threshold,
         f"median of {len(slopes)} slopes [{slopes_text}] = {median:.6g} {relation} {threshold:.6g}",
     )
 
@@ -428,9 +457,9 @@ def combine_repetitions(
     return tuple(combined)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # One repetition from its recorded series (shared by the live runner and the offline `analyse`)
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -449,7 +478,9 @@ class SloSettings:
 
     def __post_init__(self) -> None:
         if self.slope_method not in SLOPE_METHODS:
-            raise ValueError(f"unknown slope method {self.slope_method!r}: use one of {', '.join(SLOPE_METHODS)}")
+            raise ValueError(
+                f"unknown slope method {self.slope_method!r}: use one of {', '.join(SLOPE_METHODS)}"
+            )
         if self.malformed_max_count is not None and self.malformed_max_fraction is not None:
             raise ValueError("give at most one of malformed_max_count and malformed_max_fraction")
 
@@ -502,29 +533,39 @@ def evaluate_repetition(
     """
     verdicts = [
         check_lag_trend(
-            lag, warmup_s=settings.warmup_s, threshold=settings.lag_trend_threshold,
-            target_rate=target_rate, method=settings.slope_method,
+            lag,
+            warmup_s=settings.warmup_s,
+            threshold=settings.lag_trend_threshold,
+            target_rate=target_rate,
+            method=settings.slope_method,
         )
     ]
     if generator_rate is not None and target_rate is not None:
         verdicts.append(
             check_generator_rate(
-                generator_rate, target_rate, warmup_s=settings.warmup_s, min_fraction=settings.generator_min_fraction
+                generator_rate,
+                target_rate,
+                warmup_s=settings.warmup_s,
+                min_fraction=settings.generator_min_fraction,
             )
         )
     if event_time_latency is not None and settings.latency_trend_threshold is not None:
         verdicts.append(
             check_latency_trend(
-                event_time_latency, threshold=settings.latency_trend_threshold,
-                warmup_s=settings.warmup_s, method=settings.slope_method,
+                event_time_latency,
+                threshold=settings.latency_trend_threshold,
+                warmup_s=settings.warmup_s,
+                method=settings.slope_method,
             )
         )
     bounded = settings.malformed_max_count is not None or settings.malformed_max_fraction is not None
     if bounded and records_malformed is not None and records_total is not None:
         verdicts.append(
             check_malformed_records(
-                records_malformed, records_total,
-                max_count=settings.malformed_max_count, max_fraction=settings.malformed_max_fraction,
+                records_malformed,
+                records_total,
+                max_count=settings.malformed_max_count,
+                max_fraction=settings.malformed_max_fraction,
             )
         )
     return tuple(verdicts)

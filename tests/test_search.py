@@ -11,7 +11,13 @@ from pytest_theodolite.metrics import (
     capacity_from_sub_experiments,
     demand_from_sub_experiments,
 )
-from pytest_theodolite.search import Strategy, describe_strategy, parse_strategy, search_capacity, search_demand
+from pytest_theodolite.search import (
+    Strategy,
+    describe_strategy,
+    parse_strategy,
+    search_capacity,
+    search_demand,
+)
 from pytest_theodolite.slo import Outcome
 
 P, F, I, E = Outcome.PASS, Outcome.FAIL, Outcome.INVALID, Outcome.ERRORED
@@ -59,9 +65,17 @@ def test_linear_stops_at_the_first_pass():
     assert dict(result.demand) == {100: 1, 200: 2, 300: 4, 400: None}
     assert ran(result) == [
         (100, 1),
-        (200, 1), (200, 2),
-        (300, 1), (300, 2), (300, 3), (300, 4),
-        (400, 1), (400, 2), (400, 3), (400, 4), (400, 5),
+        (200, 1),
+        (200, 2),
+        (300, 1),
+        (300, 2),
+        (300, 3),
+        (300, 4),
+        (400, 1),
+        (400, 2),
+        (400, 3),
+        (400, 4),
+        (400, 5),
     ]
     assert result.strategy == "linear" and result.skipped == () and result.unmeasured == ()
 
@@ -95,7 +109,9 @@ def test_binary_reports_none_after_probing_up_to_the_largest():
 
 
 def test_binary_with_lower_bound_bisects_only_above_the_previous_demand():
-    result = search_demand(monotonic_oracle({100: 3, 200: 4}), [100, 200], RESOURCES, Strategy.BINARY, lower_bound=True)
+    result = search_demand(
+        monotonic_oracle({100: 3, 200: 4}), [100, 200], RESOURCES, Strategy.BINARY, lower_bound=True
+    )
     assert dict(result.demand) == {100: 3, 200: 4}
     # load 200 searches [3, 4, 5]: probe 4 pass, then 3 fail.
     assert ran(result) == [(100, 3), (100, 1), (100, 2), (200, 4), (200, 3)]
@@ -106,9 +122,15 @@ def test_initial_guess_starts_at_the_previous_demand_and_steps_both_ways():
     result = search_demand(monotonic_oracle(needed), [100, 200, 300], RESOURCES, Strategy.INITIAL_GUESS)
     assert dict(result.demand) == needed
     assert ran(result) == [
-        (100, 1), (100, 2), (100, 3),  # no previous demand: start at r=1, step up while failing
-        (200, 3), (200, 2), (200, 1),  # guess 3 passes: step down while passing, stop at the first fail
-        (300, 2), (300, 3), (300, 4),  # guess 2 fails: step up to the first pass
+        (100, 1),
+        (100, 2),
+        (100, 3),  # no previous demand: start at r=1, step up while failing
+        (200, 3),
+        (200, 2),
+        (200, 1),  # guess 3 passes: step down while passing, stop at the first fail
+        (300, 2),
+        (300, 3),
+        (300, 4),  # guess 2 fails: step up to the first pass
     ]
 
 
@@ -126,7 +148,9 @@ def test_initial_guess_after_a_load_without_demand_starts_from_the_first_resourc
 @pytest.mark.parametrize("strategy", list(Strategy))
 def test_a_broken_sub_experiment_makes_the_load_unmeasured_not_none(strategy, broken):
     # Load 200's very first probe is broken, whatever the strategy probes first.
-    first_probe = {Strategy.FULL: 1, Strategy.LINEAR: 1, Strategy.BINARY: 3, Strategy.INITIAL_GUESS: 1}[strategy]
+    first_probe = {Strategy.FULL: 1, Strategy.LINEAR: 1, Strategy.BINARY: 3, Strategy.INITIAL_GUESS: 1}[
+        strategy
+    ]
     oracle = monotonic_oracle({100: 1, 200: 2, 300: 3}, overrides={(200, first_probe): broken})
     result = search_demand(oracle, [100, 200, 300], RESOURCES, strategy)
     assert result.unmeasured == (200,)
@@ -207,22 +231,36 @@ def test_capacity_linear_ascends_loads_until_the_first_fail():
     assert isinstance(result, CapacityResult)
     assert dict(result.capacity) == {1: 100, 2: 200, 3: None, 4: 400}
     assert ran(result) == [
-        (100, 1), (200, 1),
-        (100, 2), (200, 2), (300, 2),
+        (100, 1),
+        (200, 1),
+        (100, 2),
+        (200, 2),
+        (300, 2),
         (100, 3),
-        (100, 4), (200, 4), (300, 4), (400, 4),
+        (100, 4),
+        (200, 4),
+        (300, 4),
+        (400, 4),
     ]
 
 
 def test_capacity_lower_bound_starts_at_previous_capacity_and_does_not_skip_after_none():
-    result = search_capacity(capacity_oracle(MAX_LOAD), LOADS, [1, 2, 3, 4], Strategy.LINEAR, lower_bound=True)
+    result = search_capacity(
+        capacity_oracle(MAX_LOAD), LOADS, [1, 2, 3, 4], Strategy.LINEAR, lower_bound=True
+    )
     assert dict(result.capacity) == {1: 100, 2: 200, 3: None, 4: 400}
     assert result.skipped == ()
     assert ran(result) == [
-        (100, 1), (200, 1),
-        (100, 2), (200, 2), (300, 2),
+        (100, 1),
+        (200, 1),
+        (100, 2),
+        (200, 2),
+        (300, 2),
         (200, 3),  # starts at capacity(2) = 200
-        (100, 4), (200, 4), (300, 4), (400, 4),  # capacity(3) was none: no restriction
+        (100, 4),
+        (200, 4),
+        (300, 4),
+        (400, 4),  # capacity(3) was none: no restriction
     ]
 
 
@@ -249,12 +287,21 @@ def test_capacity_full_takes_the_largest_pass():
 
 
 def test_capacity_initial_guess_steps_up_while_passing_and_down_while_failing():
-    result = search_capacity(capacity_oracle({1: 200, 2: 400, 3: 100}), LOADS, [1, 2, 3], Strategy.INITIAL_GUESS)
+    result = search_capacity(
+        capacity_oracle({1: 200, 2: 400, 3: 100}), LOADS, [1, 2, 3], Strategy.INITIAL_GUESS
+    )
     assert dict(result.capacity) == {1: 200, 2: 400, 3: 100}
     assert ran(result) == [
-        (100, 1), (200, 1), (300, 1),  # no guess: start at the smallest load, step up while passing
-        (200, 2), (300, 2), (400, 2),  # guess 200 passes: step up to the end
-        (400, 3), (300, 3), (200, 3), (100, 3),  # guess 400 fails: step down to the first pass
+        (100, 1),
+        (200, 1),
+        (300, 1),  # no guess: start at the smallest load, step up while passing
+        (200, 2),
+        (300, 2),
+        (400, 2),  # guess 200 passes: step up to the end
+        (400, 3),
+        (300, 3),
+        (200, 3),
+        (100, 3),  # guess 400 fails: step down to the first pass
     ]
 
 
@@ -265,7 +312,7 @@ def test_capacity_broken_point_makes_the_resource_amount_unmeasured():
     assert result.status(1) == "unmeasured" and result.status(2) == "300"
 
 
-# ---- strategies agree with the offline metric ----------------------------------------------------------------
+# ---- strategies agree with the offline metric
 
 
 @pytest.mark.parametrize("lower_bound", [False, True])
@@ -285,7 +332,12 @@ def test_offline_metric_on_the_executed_points_reproduces_every_strategy(strateg
 
 
 def test_demand_from_a_table_distinguishes_none_and_unmeasured():
-    table = [SubExperiment(100, 1, F), SubExperiment(100, 2, P), SubExperiment(200, 2, F), SubExperiment(300, 1, I)]
+    table = [
+        SubExperiment(100, 1, F),
+        SubExperiment(100, 2, P),
+        SubExperiment(200, 2, F),
+        SubExperiment(300, 1, I),
+    ]
     result = demand_from_sub_experiments(table)
     assert isinstance(result, DemandResult)
     assert dict(result.demand) == {100: 2, 200: None}
@@ -295,8 +347,12 @@ def test_demand_from_a_table_distinguishes_none_and_unmeasured():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("binary", (Strategy.BINARY, False)), ("linear+lower-bound", (Strategy.LINEAR, True)),
-     ("lower-bound", (Strategy.LINEAR, True)), ("Initial-Guess", (Strategy.INITIAL_GUESS, False))],
+    [
+        ("binary", (Strategy.BINARY, False)),
+        ("linear+lower-bound", (Strategy.LINEAR, True)),
+        ("lower-bound", (Strategy.LINEAR, True)),
+        ("Initial-Guess", (Strategy.INITIAL_GUESS, False)),
+    ],
 )
 def test_strategy_names_parse_and_describe(text, expected):
     assert parse_strategy(text) == expected

@@ -11,9 +11,9 @@ from pytest_theodolite.slo import (
     LATENCY_TREND,
     MALFORMED_RECORDS,
     Outcome,
+    SlopeThreshold,
     SloSettings,
     SloVerdict,
-    SlopeThreshold,
     TimeSeries,
     check_generator_rate,
     check_lag_trend,
@@ -151,7 +151,9 @@ def test_relative_threshold_without_target_rate_is_a_caller_error():
         check_lag_trend(TimeSeries.of(*noisy_lag(0)), threshold=SlopeThreshold(relative_to_load=0.01))
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"absolute": 1.0, "relative_to_load": 0.1}, {"relative_to_load": -1.0}])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"absolute": 1.0, "relative_to_load": 0.1}, {"relative_to_load": -1.0}]
+)
 def test_slope_threshold_needs_exactly_one_valid_form(kwargs):
     with pytest.raises(ValueError):
         SlopeThreshold(**kwargs)
@@ -266,7 +268,10 @@ def test_combining_nothing_is_not_a_pass():
 
 def test_median_slope_decides_over_repetitions():
     # Slopes 500, 2500, 1500: one repetition above the threshold, but the median (1500) is below it.
-    reps = [SloVerdict(LAG_TREND, Outcome.PASS if s < 2000 else Outcome.FAIL, s, 2000.0) for s in (500, 2500, 1500)]
+    reps = [
+        SloVerdict(LAG_TREND, Outcome.PASS if s < 2000 else Outcome.FAIL, s, 2000.0)
+        for s in (500, 2500, 1500)
+    ]
     combined = median_trend_verdict(reps)
     assert (combined.outcome, combined.value) == (Outcome.PASS, 1500.0)
     reps_failing = [SloVerdict(LAG_TREND, Outcome.FAIL, s, 2000.0) for s in (2500, 3000)] + [reps[0]]
@@ -281,7 +286,10 @@ def test_median_of_an_even_count_averages_the_middle_two():
 
 @pytest.mark.parametrize("broken", [Outcome.INVALID, Outcome.ERRORED])
 def test_a_broken_repetition_makes_the_median_verdict_broken(broken):
-    reps = [SloVerdict(LAG_TREND, Outcome.PASS, 1.0, 2000.0), SloVerdict(LAG_TREND, broken, None, 2000.0, "why")]
+    reps = [
+        SloVerdict(LAG_TREND, Outcome.PASS, 1.0, 2000.0),
+        SloVerdict(LAG_TREND, broken, None, 2000.0, "why"),
+    ]
     combined = median_trend_verdict(reps)
     assert combined.outcome is broken
     assert "repetition 1: why" in combined.detail
@@ -294,14 +302,24 @@ def test_combine_repetitions_uses_median_for_trends_and_all_for_the_rest():
             SloVerdict(GENERATOR_RATE, generator_outcome, 1.0, 1.0),
         ]
 
-    combined = {v.name: v for v in combine_repetitions([rep(100, Outcome.PASS), rep(3000, Outcome.PASS), rep(200, Outcome.PASS)])}
+    combined = {
+        v.name: v
+        for v in combine_repetitions(
+            [rep(100, Outcome.PASS), rep(3000, Outcome.PASS), rep(200, Outcome.PASS)]
+        )
+    }
     assert combined[LAG_TREND].outcome is Outcome.PASS and combined[LAG_TREND].value == 200
-    combined = combine_repetitions([rep(100, Outcome.PASS), rep(200, Outcome.INVALID), rep(300, Outcome.PASS)])
+    combined = combine_repetitions(
+        [rep(100, Outcome.PASS), rep(200, Outcome.INVALID), rep(300, Outcome.PASS)]
+    )
     assert combine_verdicts(combined) is Outcome.INVALID
 
 
 def test_an_slo_missing_from_one_repetition_counts_as_errored():
-    first = [SloVerdict(LAG_TREND, Outcome.PASS, 1.0, 2000.0), SloVerdict(GENERATOR_RATE, Outcome.PASS, 1.0, 1.0)]
+    first = [
+        SloVerdict(LAG_TREND, Outcome.PASS, 1.0, 2000.0),
+        SloVerdict(GENERATOR_RATE, Outcome.PASS, 1.0, 1.0),
+    ]
     second = [SloVerdict("run", Outcome.ERRORED, None, None, "executor lost")]
     combined = combine_repetitions([first, second])
     assert combine_verdicts(combined) is Outcome.ERRORED
@@ -327,19 +345,29 @@ def test_evaluate_repetition_checks_what_is_configured():
     assert [v.name for v in only_lag] == [LAG_TREND]
     settings = SloSettings(latency_trend_threshold=0.01, malformed_max_fraction=0.001)
     every = evaluate_repetition(
-        settings, lag=lag, target_rate=1000.0, generator_rate=rate, event_time_latency=latency,
-        records_total=100_000, records_malformed=500,
+        settings,
+        lag=lag,
+        target_rate=1000.0,
+        generator_rate=rate,
+        event_time_latency=latency,
+        records_total=100_000,
+        records_malformed=500,
     )
     assert {v.name: v.outcome for v in every} == {
-        LAG_TREND: Outcome.PASS, GENERATOR_RATE: Outcome.PASS, LATENCY_TREND: Outcome.PASS,
+        LAG_TREND: Outcome.PASS,
+        GENERATOR_RATE: Outcome.PASS,
+        LATENCY_TREND: Outcome.PASS,
         MALFORMED_RECORDS: Outcome.FAIL,
     }
 
 
 def test_slo_settings_round_trip_and_validation():
     settings = SloSettings(
-        warmup_s=30, lag_trend_threshold=SlopeThreshold(relative_to_load=0.02), slope_method="theil-sen",
-        latency_trend_threshold=0.1, malformed_max_count=3,
+        warmup_s=30,
+        lag_trend_threshold=SlopeThreshold(relative_to_load=0.02),
+        slope_method="theil-sen",
+        latency_trend_threshold=0.1,
+        malformed_max_count=3,
     )
     assert SloSettings.from_dict(settings.to_dict()) == settings
     assert SloSettings.from_dict({}) == SloSettings()
