@@ -223,6 +223,17 @@ def redact_secrets(value: Any) -> Any:
     return value
 
 
+def _json_safe(value: Any) -> Any:
+    """Non-finite floats (not valid JSON) become their text, e.g. 'inf', so a setting never breaks the write."""
+    if isinstance(value, Mapping):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    return value
+
+
 def environment_info() -> dict[str, Any]:
     """Versions and machine facts worth keeping beside the numbers (no imports of the heavy packages)."""
     versions = {"python": platform.python_version()}
@@ -343,9 +354,9 @@ class ResultsWriter:
             "experiment_id": self.experiment_id,
             "metric": Metric(metric).value,
             "slo": slo_settings.to_dict(),
-            "settings": redact_secrets(dict(settings or {})),
-            "environment": redact_secrets(
-                dict(environment if environment is not None else environment_info())
+            "settings": _json_safe(redact_secrets(dict(settings or {}))),
+            "environment": _json_safe(
+                redact_secrets(dict(environment if environment is not None else environment_info()))
             ),
             "loads": [int(x) for x in loads],
             "resources": [int(x) for x in resources],

@@ -144,6 +144,11 @@ def test_secrets_are_never_written(tmp_path):
     assert saved["warmup_s"] == 60 and saved["remote"].endswith("@example.invalid/path")
 
 
+def test_non_finite_settings_do_not_break_the_json(tmp_path):
+    writer = make_writer(tmp_path, settings={"max_offsets_per_trigger": float("inf"), "n": 1})
+    assert json.loads(writer.json_path.read_text())["settings"] == {"max_offsets_per_trigger": "inf", "n": 1}
+
+
 def test_redaction_leaves_the_input_untouched():
     settings = {"token": "t", "plain": {"x": 1}}
     assert redact_secrets(settings) == {"token": REDACTED, "plain": {"x": 1}}
