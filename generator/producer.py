@@ -33,6 +33,7 @@ import queue as queue_module
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -78,7 +79,9 @@ _KAFKA_PYTHON_NAMES = {
 }
 
 _MAX_CHUNK = 2_000  # records sent between two looks at the clock, the stop flag and the report boundary
-_START_MARGIN_S = 0.3  # time between "all workers ready" and the first record, so every worker starts on time
+_START_MARGIN_S = 0.3
+_LATE_TOLERANCE_S = 0.1  # a record handed over this late still counts for the second it was due in
+_ACK_GRACE_S = 2.0  # how long a closed second waits for its acknowledgements before it is reported short  # time between "all workers ready" and the first record, so every worker starts on time
 
 
 def librdkafka_config(settings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -509,6 +512,7 @@ def _worker_main(plan: _WorkerPlan, reports: Any, go: Any, start_epoch_s: Any, s
         reports.put(("error", plan.index, _redact(f"{type(exc).__name__}: {exc}", plan.producer_config)))
     finally:
         producer.flush(10.0)
+        sender.finish()
         acknowledged = sender.produced - len(producer) - errors.delivery_failures
         first_error = _redact(errors.messages[0], plan.producer_config) if errors.messages else None
         reports.put(("done", plan.index,
@@ -537,20 +541,42 @@ class _ScheduledSender:
         self.start_s = start_epoch_s
         self.start_ms = int(round(start_epoch_s * 1000))
         self.produced = 0
+        self.next_window_end_s = start_epoch_s + 1.0
+        self.pending_windows: deque[tuple[int, int]] = deque()  # (epoch second, records handed over by its end)
+        self.reported = 0  # acknowledged records reported so far
+
+    def finish(self) -> None:
+        """After the final flush: report every second that ended before the stop."""
+        self._report_acknowledged(time.time(), self.produced, final=True)
 
     def acknowledged(self, sent: int) -> int:
         # len(producer): records queued or in flight; with success reports off, the rest were acknowledged
         return sent - len(self.producer) - self.errors.delivery_failures
 
-    def _report(self, now: float, next_report_s: float, sent: int, acked_reported: int) -> tuple[float, int]:
-        acked_now = self.acknowledged(sent)
-        first_second = int(next_report_s) - 1
-        seconds_passed = int(now - next_report_s) + 1
-        for skipped in range(seconds_passed - 1):  # a stall longer than a second: nothing counted then
-            self.reports.put(("second", self.plan.index, first_second + skipped, 0))
-        self.reports.put(("second", self.plan.index, first_second + seconds_passed - 1,
-                          acked_now - acked_reported))
-        return next_report_s + seconds_passed, acked_now
+    def _close_windows(self, now: float, sent: int) -> None:
+        """Note, for every second that ended by ``now``, how many of its scheduled records were handed over.
+
+        Records are attributed to the second they were scheduled in (``min(sent, due at its end)``), so on
+        schedule every second holds exactly its share of the target -- no jitter from where a boundary falls
+        between two sends -- and a generator that falls behind shows a shortfall in the second it fell behind.
+        """
+        while now >= self.next_window_end_s:
+            end_ms = int(round((self.next_window_end_s - self.start_s) * 1000))
+            self.pending_windows.append((int(self.next_window_end_s) - 1, min(sent, self.schedule.due(end_ms - 1))))
+            self.next_window_end_s += 1.0
+
+    def _report_acknowledged(self, now: float, sent: int, final: bool = False) -> None:
+        """Report each closed second once its handed-over records are acknowledged (or after a grace period,
+        with what was acknowledged by then; later acknowledgements then count for the next second)."""
+        acknowledged = self.acknowledged(sent)
+        while self.pending_windows:
+            second, handed_over = self.pending_windows[0]
+            if acknowledged < handed_over and now < second + 1 + _ACK_GRACE_S and not final:
+                return
+            confirmed = max(0, min(acknowledged, handed_over) - self.reported)
+            self.reported += confirmed
+            self.reports.put(("second", self.plan.index, second, confirmed))
+            self.pending_windows.popleft()
 
     def _produce_when_queue_has_room(self, value: bytes, key: bytes, timestamp: int) -> None:
         while True:
@@ -561,38 +587,58 @@ class _ScheduledSender:
                 self.producer.poll(0.05)
 
     def run(self, stop_event: Any) -> None:
-        producer, topic, produce = self.producer, self.plan.topic, self.producer.produce
-        keys, prefixes, phases = self.keys, self.prefixes, self.phases_ms
-        offsets, suffixes = self.value_offsets, self.value_suffixes
-        key_count, period_ms, mask = len(keys), self.schedule.period_ms, len(suffixes) - 1
-        due_by, offset_ms = self.schedule.due, self.schedule.offset_ms
-        start_s, start_ms = self.start_s, self.start_ms
-        next_report_s = start_s + 1.0
-        acked_reported = 0
+        producer, due_by, offset_ms = self.producer, self.schedule.due, self.schedule.offset_ms
+        start_s = self.start_s
         sent = 0
         while not stop_event.is_set():
             now = time.time()
-            if now >= next_report_s:
-                next_report_s, acked_reported = self._report(now, next_report_s, sent, acked_reported)
-            due = due_by(int((now - start_s) * 1000))
+            if now >= self.next_window_end_s:
+                sent = self._finish_ended_second(sent)
+            if self.pending_windows:
+                self._report_acknowledged(now, sent)
+            due = due_by(int((time.time() - start_s) * 1000))
             if due <= sent:
-                # nothing due: wait in poll() (it serves error reports) until the next record or report
+                # nothing due: wait in poll() (it serves error reports) until the next record or second
                 next_due_s = start_s + offset_ms(sent) / 1000.0
-                producer.poll(max(0.0, min(next_due_s, next_report_s) - time.time()))
+                producer.poll(max(0.0, min(next_due_s, self.next_window_end_s) - time.time()))
                 continue
-            target = min(due, sent + _MAX_CHUNK)
-            cycle, owned = divmod(sent, key_count)
-            while sent < target:
-                take = min(key_count - owned, target - sent)
-                cycle_ms = start_ms + cycle * period_ms
-                for m in range(owned, owned + take):
-                    timestamp = cycle_ms + phases[m]
-                    value = b"%s%d%s" % (prefixes[m], timestamp, suffixes[(offsets[m] + cycle) & mask])
-                    try:
-                        produce(topic, value, keys[m], timestamp=timestamp)
-                    except BufferError:
-                        self._produce_when_queue_has_room(value, keys[m], timestamp)
-                sent += take
-                self.produced = sent
-                cycle, owned = cycle + 1, 0
+            sent = self._send(sent, min(due, sent + _MAX_CHUNK))
             producer.poll(0)
+        if time.time() >= self.next_window_end_s:  # a second that ended before the stop still counts
+            self._finish_ended_second(sent)
+
+    def _finish_ended_second(self, sent: int) -> int:
+        """Close the second(s) that ended; return the new ``sent``.
+
+        Records of the second that just ended still count for it if handed over within _LATE_TOLERANCE_S
+        after its end: a process descheduled for a few ms is jitter, not a shortfall. A generator that cannot
+        keep up falls further behind than that, and the second shows it.
+        """
+        window_end_s = self.next_window_end_s
+        due_in_window = self.schedule.due(int(round((window_end_s - self.start_s) * 1000)) - 1)
+        while sent < due_in_window and time.time() < window_end_s + _LATE_TOLERANCE_S:
+            sent = self._send(sent, min(due_in_window, sent + _MAX_CHUNK))
+        self._close_windows(time.time(), sent)
+        return sent
+
+    def _send(self, sent: int, target: int) -> int:
+        """Hand events ``sent .. target - 1`` to librdkafka in a tight loop; return the new ``sent``."""
+        topic, produce = self.plan.topic, self.producer.produce
+        keys, prefixes, phases = self.keys, self.prefixes, self.phases_ms
+        offsets, suffixes, mask = self.value_offsets, self.value_suffixes, len(self.value_suffixes) - 1
+        key_count, period_ms = len(keys), self.schedule.period_ms
+        cycle, owned = divmod(sent, key_count)
+        while sent < target:
+            take = min(key_count - owned, target - sent)
+            cycle_ms = self.start_ms + cycle * period_ms
+            for m in range(owned, owned + take):
+                timestamp = cycle_ms + phases[m]
+                value = b"%s%d%s" % (prefixes[m], timestamp, suffixes[(offsets[m] + cycle) & mask])
+                try:
+                    produce(topic, value, keys[m], timestamp=timestamp)
+                except BufferError:
+                    self._produce_when_queue_has_room(value, keys[m], timestamp)
+            sent += take
+            self.produced = sent
+            cycle, owned = cycle + 1, 0
+        return sent
