@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 
@@ -17,6 +17,7 @@ from .shared import release_all
 from .spark.cluster import SparkCluster
 
 SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
+T = TypeVar("T")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -78,15 +79,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         release_all(session.config._tmp_path_factory.getbasetemp())  # the services the workers shared
 
 
-@contextmanager
-def _setup_errors_stop_the_run(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A missing or broken part (Java, Maven, broker, cluster) is reported once, without a traceback, and
-    stops the run instead of failing every later test the same way."""
+def _start(request: pytest.FixtureRequest, start: Callable[[], T]) -> T:
+    """Run ``start``; a missing or broken part (Java, Maven, broker, cluster) is reported once, without a
+    traceback, and stops the run instead of failing every later test the same way."""
     try:
-        yield
+        return start()
     except TheodoliteSetupError as exc:
-        request.session.shouldstop = f"pytest-theodolite: {str(exc).splitlines()[0]}"
-        pytest.fail(f"pytest-theodolite: {exc}", pytrace=False)
+        message = str(exc)
+    # outside the except block, so that pytest shows the message alone and not an exception chain
+    request.session.shouldstop = f"pytest-theodolite: {message.splitlines()[0]}"
+    pytest.fail(f"pytest-theodolite: {message}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -99,14 +101,13 @@ def kafka_cluster(request: pytest.FixtureRequest, theodolite_settings: Theodolit
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """The Kafka cluster of this test session: ``bootstrap_servers``, ``create_topic``, ``end_offsets``, ..."""
     if _is_xdist_worker(request.config) and theodolite_settings.kafka_provider != "testcontainers":
-        with _setup_errors_stop_the_run(request):
-            cluster = services.shared_kafka(theodolite_settings, tmp_path_factory.getbasetemp().parent)
+        cluster = _start(request, lambda: services.shared_kafka(theodolite_settings,
+                                                                tmp_path_factory.getbasetemp().parent))
         yield cluster
         cluster.close()
         return
-    with _setup_errors_stop_the_run(request):
-        context = services.open_kafka(theodolite_settings)
-        cluster = context.__enter__()
+    context = services.open_kafka(theodolite_settings)
+    cluster = _start(request, context.__enter__)
     try:
         yield cluster
     finally:
@@ -118,13 +119,10 @@ def spark_cluster(request: pytest.FixtureRequest, theodolite_settings: Theodolit
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """Spark with up to ``--theodolite-max-instances`` one-core executors: ``with spark_cluster.session(instances=r)``."""
     if _is_xdist_worker(request.config):
-        with _setup_errors_stop_the_run(request):
-            cluster = services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent)
-        yield cluster
+        yield _start(request, lambda: services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent))
         return
-    with _setup_errors_stop_the_run(request):
-        context = services.open_spark(theodolite_settings)
-        cluster = context.__enter__()
+    context = services.open_spark(theodolite_settings)
+    cluster = _start(request, context.__enter__)
     try:
         yield cluster
     finally:

@@ -118,7 +118,7 @@ class EmbeddedKafka:
             if not self.process.alive():
                 raise TheodoliteSetupError(
                     f"The embedded Kafka broker exited during start (exit code {self.process.returncode()}). "
-                    f"Last lines of {self.process.log_path}:\n{self.process.log_tail(25)}"
+                    f"Last lines of {self.process.log_path}:\n{self.process.log_excerpt(25)}"
                 )
             if READY_LINE in self.process.log_path.read_text(errors="replace"):
                 break
@@ -126,7 +126,7 @@ class EmbeddedKafka:
         else:
             raise TheodoliteSetupError(
                 f"The embedded Kafka broker did not log {READY_LINE!r} within {self.start_timeout_s:.0f} s. "
-                f"Last lines of {self.process.log_path}:\n{self.process.log_tail(25)}"
+                f"Last lines of {self.process.log_path}:\n{self.process.log_excerpt(25)}"
             )
         from .admin import wait_for_metadata  # a metadata round trip proves the listener really serves
 

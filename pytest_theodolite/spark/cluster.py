@@ -145,7 +145,7 @@ class StandaloneCluster:
                 if not process.alive():
                     raise TheodoliteSetupError(
                         f"A Spark process exited while waiting for {what} (exit code {process.returncode()}). "
-                        f"Last lines of {process.log_path}:\n{process.log_tail(20)}"
+                        f"Last lines of {process.log_path}:\n{process.log_excerpt(20)}"
                     )
             try:
                 if ready():

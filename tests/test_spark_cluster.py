@@ -1,0 +1,57 @@
+"""The spark_cluster fixture: real executor JVMs, the Kafka connector, per-instance CPU quotas."""
+
+import pytest
+from kafka import KafkaProducer
+
+from pytest_theodolite.spark import cgroups
+from pytest_theodolite.spark.cluster import StandaloneCluster, registered_executors
+
+pytestmark = pytest.mark.integration
+
+
+def test_streaming_query_on_two_instances_copies_every_record(kafka_cluster, spark_cluster, tmp_path):
+    records = 5_000
+    kafka_cluster.create_topic("copy-in", partitions=4)
+    kafka_cluster.create_topic("copy-out", partitions=4)
+    producer = KafkaProducer(**kafka_cluster.client_kwargs(), linger_ms=20)
+    for i in range(records):
+        producer.send("copy-in", key=b"k%d" % (i % 100), value=b"%d" % i)
+    producer.flush()
+    producer.close()
+
+    with spark_cluster.session(instances=2) as spark:
+        assert registered_executors(spark) == 2
+        assert spark.conf.get("spark.cores.max") == "2"
+        query = (
+            spark.readStream.format("kafka").options(**kafka_cluster.spark_options())
+            .option("subscribe", "copy-in").option("startingOffsets", "earliest").load()
+            .selectExpr("key", "value")
+            .writeStream.format("kafka").options(**kafka_cluster.spark_options())
+            .option("topic", "copy-out").option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True).start()
+        )
+        assert query.awaitTermination(180), "the availableNow query did not finish within 180 s"
+        assert query.exception() is None
+        executors = {e.executorId for e in spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()}
+    assert kafka_cluster.total_end_offset("copy-out") == records
+    assert len(executors) == 3  # two executors and the driver
+
+
+def test_session_refuses_more_instances_than_the_cluster_has(spark_cluster):
+    with pytest.raises(ValueError, match=r"instances=99 is outside 1\.\.\d+"):
+        with spark_cluster.session(instances=99):
+            pass
+
+
+@pytest.mark.skipif(not cgroups.detect().available, reason=f"no cgroups here: {cgroups.detect().reason}")
+def test_each_instance_runs_in_its_own_cgroup_with_the_configured_quota():
+    with StandaloneCluster(workers=2, instance_cpu=0.25) as cluster:
+        groups = cluster.instance_groups
+        assert groups is not None and len(groups.groups) == 2
+        workers = cluster.processes[1:]
+        for group, worker in zip(groups.groups, workers):
+            quota = group.quota_file.read_text().split()
+            assert int(quota[0]) == 25_000  # 0.25 of a 100 ms period
+            assert str(worker.pid) in (group.path / "cgroup.procs").read_text().split()
+        parent = groups.parent
+    assert not parent.exists(), "the instance cgroups must be removed when the cluster stops"
