@@ -42,7 +42,7 @@ class ActivePowerRecord:
 
     identifier: str
     timestamp: int  # epoch ms
-    valueInW: float  # noqa: N815 -- Theodolite's field name, kept verbatim
+    valueInW: float  # Theodolite's field name, kept verbatim
 
     def to_json(self) -> bytes:
         return encode_record(self.identifier, self.timestamp, self.valueInW)

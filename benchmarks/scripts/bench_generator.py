@@ -1,0 +1,181 @@
+"""Benchmark of the load generator against the embedded broker: rate accuracy, throughput per core next to
+Kafka's own ProducerPerformance, and the largest load the whole generator sustains on this machine.
+
+    THEODOLITE_CACHE_DIR=/tmp/tcache python benchmarks/scripts/bench_generator.py [--duration-s 60]
+
+All figures of one run come from the same broker, side by side; on a shared machine compare the ratios, not
+the absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from generator import MEASURED_RATE_PER_PROCESS, LoadGenerator, Workload, encode_record
+from pytest_theodolite import maven
+from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.kafka.embedded import EmbeddedKafka
+
+PRODUCER_PERFORMANCE_JARS = [
+    "org.apache.kafka:kafka-tools:4.1.1",
+    "org.apache.logging.log4j:log4j-core:2.24.3",
+    "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3",
+]
+PARTITIONS = 4
+UNLIMITED = 1e12  # lifts the generator's own capacity refusal: here we measure that capacity
+
+
+@dataclass(frozen=True)
+class RunResult:
+    target: float
+    processes: int
+    rates: list[float]  # achieved records/s per second after the skipped start
+    acknowledged: int
+    written: int  # growth of the topic's end offsets
+    cpu_s: float  # user + system CPU of the worker processes during the measured seconds
+    measured_records: float
+
+    @property
+    def within_2_percent(self) -> int:
+        return sum(1 for r in self.rates if abs(r - self.target) <= 0.02 * self.target)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.rates) if self.rates else 0.0
+
+    @property
+    def sustained(self) -> bool:
+        return bool(self.rates) and self.within_2_percent == len(self.rates)
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        return self.cpu_s / self.measured_records * 1e6 if self.measured_records else float("nan")
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def run_generator(cluster: KafkaCluster, topic: str, workload: Workload, duration_s: float, skip_s: int,
+                  processes: int | None = None, max_rate_per_process: float = UNLIMITED) -> RunResult:
+    cluster.delete_topic(topic)
+    cluster.create_topic(topic, PARTITIONS)
+    with LoadGenerator(cluster.bootstrap_servers, topic, workload, processes=processes,
+                       max_rate_per_process=max_rate_per_process) as generator:
+        pids = generator.worker_pids
+        time.sleep(skip_s)
+        cpu_before, wall_before = _cpu_seconds(pids), time.time()
+        time.sleep(duration_s - skip_s)
+        cpu_after, wall_after = _cpu_seconds(pids), time.time()
+    samples = [s for s in generator.achieved_rates() if s.epoch_s >= generator.started_at + skip_s]
+    rates = [s.records_per_s for s in samples]
+    # records sent while the CPU was measured: the mean achieved rate times that span
+    measured = (statistics.fmean(rates) if rates else 0.0) * (wall_after - wall_before)
+    return RunResult(workload.target_rate, generator.process_count, rates, generator.totals.acknowledged,
+                     cluster.total_end_offset(topic), cpu_after - cpu_before, measured)
+
+
+def run_producer_performance(bootstrap: str, topic: str, records: int, record_size: int) -> tuple[float, float]:
+    """(records/s, CPU-µs per record) of Kafka's ProducerPerformance with the generator's producer settings."""
+    jars = maven.resolve(PRODUCER_PERFORMANCE_JARS)
+    command = [maven.java_executable(), "-Xmx512m", "-cp", ":".join(map(str, jars)),
+               "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+               "--record-size", str(record_size), "--throughput", "-1", "--producer-props",
+               f"bootstrap.servers={bootstrap}", "acks=all", "linger.ms=5", "batch.size=1048576",
+               "compression.type=none"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output = process.stdout.read() if process.stdout else ""
+        _, status, usage = os.wait4(process.pid, 0)  # rusage of exactly this JVM: all its threads
+        process.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            process.wait()
+    summary = [line for line in output.splitlines() if f"{records} records sent" in line]
+    if process.returncode != 0 or not summary:
+        raise RuntimeError(f"ProducerPerformance failed:\n{output[-2000:]}")
+    rate = float(re.search(r"records sent, ([\d.]+) records/sec", summary[-1]).group(1))
+    return rate, (usage.ru_utime + usage.ru_stime) / records * 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration-s", type=float, default=60.0, help="length of each rate-accuracy run")
+    parser.add_argument("--skip-s", type=int, default=5, help="start seconds left out of every figure")
+    parser.add_argument("--loads", default="1000,10000,50000", help="rate-accuracy loads, records/s")
+    parser.add_argument("--max-search", default="200000,300000,400000,500000,600000,700000",
+                        help="ascending loads tried for the largest sustained load")
+    parser.add_argument("--search-duration-s", type=float, default=20.0)
+    args = parser.parse_args()
+    cpus = os.cpu_count() or 1
+
+    with EmbeddedKafka() as broker:
+        cluster = KafkaCluster(broker.bootstrap_servers)
+        print(f"broker {broker.bootstrap_servers}, {cpus} CPUs, topics with {PARTITIONS} partitions", flush=True)
+
+        print(f"\n## Rate accuracy ({args.duration_s:.0f} s per load, first {args.skip_s} s skipped)")
+        print("| target rec/s | processes | mean rec/s | min | max | seconds within ±2 % | acked = log growth |")
+        print("|---:|---:|---:|---:|---:|---:|:---:|")
+        for load in (int(x) for x in args.loads.split(",")):
+            # as users get it: default process count and capacity check
+            result = run_generator(cluster, "bench-rate", Workload(keys=load), args.duration_s, args.skip_s,
+                                   max_rate_per_process=MEASURED_RATE_PER_PROCESS)
+            print(f"| {load:,} | {result.processes} | {result.mean:,.0f} | {min(result.rates):,.0f} | "
+                  f"{max(result.rates):,.0f} | {result.within_2_percent}/{len(result.rates)} | "
+                  f"{'yes' if result.acknowledged == result.written else f'NO ({result.acknowledged} vs {result.written})'} |",
+                  flush=True)
+
+        print("\n## Throughput per core: one generator process vs ProducerPerformance, same broker")
+        record_size = len(encode_record("s_12345", int(time.time() * 1000), 417.263))
+        # a target no single process reaches: it sends flat out, the achieved mean is its maximum
+        saturated = run_generator(cluster, "bench-core", Workload(keys=2_000_000, period_ms=1000), 20.0,
+                                  args.skip_s, processes=1)
+        cluster.delete_topic("bench-pp")
+        cluster.create_topic("bench-pp", PARTITIONS)
+        pp_rate, pp_cpu = run_producer_performance(broker.bootstrap_servers, "bench-pp", 5_000_000, record_size)
+        print(f"record size {record_size} B (generator: JSON value + key s_<n>; ProducerPerformance: random "
+              "bytes, no key)")
+        print("| producer | records/s | CPU-µs/record |")
+        print("|---|---:|---:|")
+        print(f"| generator, 1 process | {saturated.mean:,.0f} | {saturated.cpu_us_per_record:.2f} |")
+        print(f"| ProducerPerformance (JVM) | {pp_rate:,.0f} | {pp_cpu:.2f} |")
+        print(f"generator / ProducerPerformance: {saturated.mean / pp_rate:.0%} of its records/s, "
+              f"{saturated.cpu_us_per_record / pp_cpu:.2f}x its CPU per record", flush=True)
+
+        print(f"\n## Largest sustained load, all {cpus} processes ({args.search_duration_s:.0f} s each, every "
+              f"second after {args.skip_s} s within ±2 %)")
+        print("| target rec/s | mean rec/s | min | seconds within ±2 % | sustained |")
+        print("|---:|---:|---:|---:|:---:|")
+        largest = None
+        for load in (int(x) for x in args.max_search.split(",")):
+            result = run_generator(cluster, "bench-max", Workload(keys=load), args.search_duration_s, args.skip_s,
+                                   processes=cpus)
+            print(f"| {load:,} | {result.mean:,.0f} | {min(result.rates):,.0f} | "
+                  f"{result.within_2_percent}/{len(result.rates)} | {'yes' if result.sustained else 'no'} |",
+                  flush=True)
+            if not result.sustained:
+                break
+            largest = load
+        print(f"largest sustained load: {f'{largest:,} records/s' if largest else 'none of those tried'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
