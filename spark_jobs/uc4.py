@@ -1,0 +1,211 @@
+"""UC4 hierarchical aggregation: sum the readings of sensor groups, and of groups of groups, per window.
+
+Data flow (Theodolite's, in Spark SQL):
+
+1. The sensor registry (a tree of groups whose leaves are sensors) arrives as JSON on ``config_topic``; the
+   latest record there is the registry in force. It is read as a *static* Kafka DataFrame joined to the
+   stream: Spark re-plans, and so re-reads, the static side of a stream-static join in every micro-batch, so a
+   new registry takes effect at the next micro-batch without restarting the query.
+2. The registry becomes (child, parent) pairs: every sensor and every group with its direct parent group.
+3. Readings from ``input_topic`` and group results from ``feedback_topic`` are joined with the pairs, which
+   duplicates each reading to its parent group (a sensor listed in several groups goes to each).
+4. Per (group, window) the job keeps each child's readings and reports the sum over children of each
+   child's *latest* value in the window (latest by event time, then Kafka offset -- later versions of a
+   group's result in the feedback topic replace earlier ones), as Theodolite's UC4 does.
+5. Results go to ``output_topic`` and to ``feedback_topic``; from there they re-enter step 3 as readings of
+   the group, so a group of groups sums its subgroups' results. Each level up costs one more micro-batch.
+
+Because results must re-enter the aggregation while their window is still open, UC4 runs in update mode:
+every micro-batch writes the current sum of each (group, window) it changed, and a consumer keeps the last
+record per (key, windowStart). ``watermark_delay`` (default: 1 minute) must exceed the time results take to
+travel up the hierarchy, or the upper levels' contributions arrive after their window was dropped.
+
+Output (both topics): key = group identifier, value = ``{"identifier", "timestamp" (latest event time
+summed), "valueInW" (= "sumInW", so that the record parses as a reading), "sumInW", "childCount",
+"averageInW" (sum / childCount), "windowStart", "windowEnd"}``.
+
+Registry JSON: ``{"identifier": "root", "name": "...", "children": [{"identifier": "g", "children": [...]},
+{"identifier": "s_0", "name": "..."}]}``, or that object under ``"topLevelSensor"`` (Theodolite's own).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from .common import (
+    RECORDS_METRIC,
+    DeploymentOptions,
+    epoch_millis,
+    parse_power_records,
+    read_kafka,
+    start_sink,
+)
+
+DEFAULT_WINDOW_SIZE = "1 minute"
+DEFAULT_WATERMARK_DELAY = "1 minute"
+#: levels of groups below the root the registry may have; a deeper registry fails the query (config error)
+DEFAULT_MAX_HIERARCHY_DEPTH = 16
+#: observation counting the records read back from the feedback topic (``observedMetrics[...]``)
+FEEDBACK_METRIC = "feedback_records"
+
+# children stay raw JSON strings (Spark's JSON reader keeps a nested object as its text for a string field)
+# and are parsed one level at a time: a fixed Spark schema cannot describe a tree of any depth
+_NODE_SCHEMA = "identifier STRING, children ARRAY<STRING>"
+
+
+def latest_registry(
+    spark: SparkSession, *, bootstrap_servers: str, config_topic: str, deployment: DeploymentOptions
+) -> DataFrame:
+    """A static one-row DataFrame (column ``registry``, JSON string): the newest record of ``config_topic``.
+    Re-evaluated in every micro-batch of a stream it is joined with."""
+    raw = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", config_topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .options(**deployment.kafka_client_options())
+        .load()
+    )
+    return raw.where(F.col("value").isNotNull()).select(
+        F.max_by(F.col("value").cast("string"), F.struct("timestamp", "partition", "offset")).alias("registry")
+    )
+
+
+def _child_parent_pairs(node_json: Column, levels: int) -> Column:
+    """``array<struct<child, parent>>`` of every node below ``node_json`` down to ``levels`` levels, as one
+    native expression (nested ``transform``s, linear in ``levels``)."""
+    node = F.from_json(node_json, _NODE_SCHEMA)
+    children = F.coalesce(node["children"], F.array().cast("array<string>"))
+    direct = F.transform(
+        children,
+        lambda child: F.struct(
+            F.from_json(child, _NODE_SCHEMA)["identifier"].alias("child"), node["identifier"].alias("parent")
+        ),
+    )
+    if levels == 1:
+        too_deep = F.exists(children, lambda child: F.size(F.from_json(child, _NODE_SCHEMA)["children"]) > 0)
+        return F.when(
+            too_deep, F.raise_error(F.lit("UC4: the sensor registry is deeper than max_hierarchy_depth"))
+        ).otherwise(direct)
+    below = F.flatten(F.transform(children, lambda child: _child_parent_pairs(child, levels - 1)))
+    return F.concat(direct, below)
+
+
+def child_parent_pairs(registry: DataFrame, max_depth: int) -> DataFrame:
+    """Registry -> rows (``child``, ``parent``): each sensor and group with its direct parent group."""
+    root = F.coalesce(F.get_json_object("registry", "$.topLevelSensor"), F.col("registry"))
+    return (
+        registry.select(F.explode(_child_parent_pairs(root, max_depth)).alias("pair"))
+        .select("pair.child", "pair.parent")
+        .where(F.col("child").isNotNull() & F.col("parent").isNotNull())
+    )
+
+
+def aggregate_groups(readings: DataFrame, pairs: DataFrame, *, window_size: str) -> DataFrame:
+    """Readings (sensors and fed-back groups) -> per (group, window) the sum of each child's latest value."""
+    # the registry is tiny: broadcasting it keeps the stream from being shuffled for the join
+    joined = readings.join(F.broadcast(pairs), readings["identifier"] == pairs["child"])
+    groups = joined.groupBy(
+        F.col("parent").alias("identifier"), F.window("event_time", window_size).alias("window")
+    ).agg(
+        # every version of every child in this window; the latest per child is picked below
+        F.collect_list(F.struct(F.col("child"), "timestamp", "offset", "valueInW")).alias("versions"),
+        F.max("timestamp").alias("timestamp"),
+    )
+    # descending by (child, timestamp, offset): each child's latest version comes first among its own
+    newest_first = F.sort_array("versions", asc=False)
+    with_latest = groups.select(
+        "identifier",
+        "window",
+        "timestamp",
+        F.filter(
+            newest_first,
+            lambda version, i: (i == 0) | (F.get(newest_first, i - 1)["child"] != version["child"]),
+        ).alias("latest"),
+    )
+    total = F.aggregate("latest", F.lit(0.0), lambda acc, version: acc + version["valueInW"])
+    return with_latest.select(
+        "identifier",
+        "timestamp",
+        total.alias("sumInW"),
+        F.size("latest").alias("childCount"),
+        epoch_millis(F.col("window.start")).alias("windowStart"),
+        epoch_millis(F.col("window.end")).alias("windowEnd"),
+    )
+
+
+def start_query(
+    spark: SparkSession,
+    *,
+    bootstrap_servers: str,
+    input_topic: str,
+    output_topic: str,
+    checkpoint_dir: str,
+    config_topic: str,
+    feedback_topic: str,
+    window_size: str = DEFAULT_WINDOW_SIZE,
+    max_hierarchy_depth: int = DEFAULT_MAX_HIERARCHY_DEPTH,
+    **options: Any,
+) -> StreamingQuery:
+    """Start UC4 and return the running query.
+
+    ``config_topic``: where the sensor registry is published; ``feedback_topic``: where group results are
+    written and read back (create it beforehand, it must differ from ``input_topic``); ``window_size``:
+    tumbling window (``"1 minute"``); ``max_hierarchy_depth``: levels of groups the registry may have (16).
+    ``options``: the deployment options of :class:`spark_jobs.common.DeploymentOptions` (``watermark_delay``
+    defaults to 1 minute; ``sink="noop"`` is refused: without the feedback topic there is no UC4).
+    The observations are ``records`` (input topic) and ``feedback_records`` (feedback topic).
+    """
+    deployment = DeploymentOptions.from_options(options)
+    if deployment.sink != "kafka":
+        raise ValueError("UC4 needs the Kafka sink: its results feed back into the aggregation")
+    if feedback_topic in (input_topic, output_topic):
+        raise ValueError("UC4's feedback_topic must differ from its input and output topics")
+    if max_hierarchy_depth < 1:
+        raise ValueError(f"max_hierarchy_depth must be >= 1, got {max_hierarchy_depth}")
+
+    def readings_of(topic: str, metric: str) -> DataFrame:
+        raw = read_kafka(spark, bootstrap_servers=bootstrap_servers, topics=topic, deployment=deployment)
+        return parse_power_records(raw, metric).select("identifier", "timestamp", "offset", "valueInW",
+                                                       "event_time")
+
+    readings = (
+        readings_of(input_topic, RECORDS_METRIC)
+        .unionByName(readings_of(feedback_topic, FEEDBACK_METRIC))
+        .withWatermark("event_time", deployment.watermark_delay or DEFAULT_WATERMARK_DELAY)
+    )
+    registry = latest_registry(
+        spark, bootstrap_servers=bootstrap_servers, config_topic=config_topic, deployment=deployment
+    )
+    results = aggregate_groups(
+        readings, child_parent_pairs(registry, max_hierarchy_depth), window_size=window_size
+    )
+    # named columns first, then a struct of plain references: with aliases inside ``struct`` (two fields over
+    # the same ``sumInW``) Spark 4.0 wrote JSON with a field missing and another named ``col6``
+    results = results.withColumns(
+        {"valueInW": F.col("sumInW"), "averageInW": F.col("sumInW") / F.col("childCount")}
+    )
+    value = F.to_json(
+        F.struct("identifier", "timestamp", "valueInW", "sumInW", "childCount", "averageInW", "windowStart",
+                 "windowEnd")
+    )
+    # one row per destination: the Kafka sink routes each row by its ``topic`` column, so a single query
+    # writes the output and the feedback (no foreachBatch, no second query)
+    both_topics = results.select(
+        F.col("identifier").alias("key"),
+        value.alias("value"),
+        F.explode(F.array(F.lit(output_topic), F.lit(feedback_topic))).alias("topic"),
+    )
+    return start_sink(
+        both_topics,
+        bootstrap_servers=bootstrap_servers,
+        output_topic=None,
+        checkpoint_dir=checkpoint_dir,
+        output_mode="update",
+        deployment=deployment,
+    )

@@ -1,0 +1,398 @@
+"""The four use-case jobs against a real broker and a real Spark: a known input gives exactly the output a
+pandas reference computes from the same records, and malformed records change nothing but are counted."""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from spark_jobs import uc1, uc2, uc3, uc4
+
+pytestmark = pytest.mark.integration
+
+BASE_MS = 1_704_103_200_000  # 2024-01-01T10:00:00Z
+SENSORS = [f"s_{i}" for i in range(4)]
+QUERY_TIMEOUT_S = 180
+
+# (key, value) pairs a job must drop and count: not JSON, missing field, wrong types, null key, bad time
+MALFORMED: list[tuple[bytes | None, bytes]] = [
+    (b"s_0", b"this is not json"),
+    (b"s_1", json.dumps({"identifier": "s_1", "timestamp": BASE_MS + 1000}).encode()),
+    (b"s_2", json.dumps({"identifier": "s_2", "timestamp": BASE_MS + 1000, "valueInW": "high"}).encode()),
+    (b"s_3", json.dumps({"identifier": "s_3", "timestamp": "yesterday", "valueInW": 1.0}).encode()),
+    (None, json.dumps({"identifier": "s_0", "timestamp": BASE_MS + 1000, "valueInW": 1.0}).encode()),
+    (b"s_1", json.dumps({"identifier": "s_1", "timestamp": -5, "valueInW": 1.0}).encode()),
+    (b"s_2", b"[1, 2, 3]"),
+]
+
+
+# -- helpers -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark(spark_cluster):
+    """One SparkSession for the module: starting executors is the slow part."""
+    with spark_cluster.session(instances=1) as session:
+        yield session
+
+
+def fresh_topic(kafka_cluster, role: str, partitions: int = 1) -> str:
+    name = f"jobs-{role}-{uuid.uuid4().hex[:8]}"
+    kafka_cluster.create_topic(name, partitions)
+    return name
+
+
+def reading(identifier: str, timestamp_ms: int, value: float) -> dict[str, Any]:
+    return {"identifier": identifier, "timestamp": timestamp_ms, "valueInW": value}
+
+
+def produce(kafka_cluster, topic: str, readings: list[dict[str, Any]],
+            malformed: list[tuple[bytes | None, bytes]] = ()) -> None:
+    """Write readings (key = identifier, Kafka timestamp = event time), malformed records interleaved."""
+    producer = KafkaProducer(**kafka_cluster.client_kwargs())
+    try:
+        bad = list(malformed)
+        for index, record in enumerate(readings):
+            producer.send(topic, key=record["identifier"].encode(), value=json.dumps(record).encode(),
+                          timestamp_ms=record["timestamp"])
+            if bad and index % 5 == 2:
+                key, value = bad.pop()
+                producer.send(topic, key=key, value=value)
+        for key, value in bad:
+            producer.send(topic, key=key, value=value)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def consume_all(kafka_cluster, topic: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every record of ``topic`` in offset order (per partition): (key, parsed value)."""
+    end = kafka_cluster.end_offsets(topic)
+    consumer = KafkaConsumer(**kafka_cluster.client_kwargs(), enable_auto_commit=False)
+    partitions = [TopicPartition(topic, p) for p in end]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    records: list[tuple[str, dict[str, Any]]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while any(consumer.position(tp) < end[tp.partition] for tp in partitions):
+            assert time.monotonic() < deadline, f"could not read {topic} to its end"
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend((r.key.decode(), json.loads(r.value)) for r in batch)
+    finally:
+        consumer.close()
+    return records
+
+
+def run_available_now(query) -> None:
+    """Wait for an ``available_now`` query to finish; fail with its error if it had one."""
+    try:
+        finished = query.awaitTermination(QUERY_TIMEOUT_S)
+    finally:
+        if query.isActive:
+            query.stop()
+    assert query.exception() is None, query.exception()
+    assert finished, f"query did not finish within {QUERY_TIMEOUT_S} s"
+
+
+def observed_totals(query, metric: str = "records") -> dict[str, int]:
+    """Sum a per-batch observation over the query's progress reports."""
+    totals = {"total": 0, "malformed": 0}
+    for progress in query.recentProgress:
+        row = progress["observedMetrics"].get(metric)
+        if row is not None:
+            totals["total"] += row["total"] or 0
+            totals["malformed"] += row["malformed"] or 0
+    return totals
+
+
+def statistics_frame(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    grouped = frame.groupby(keys)["valueInW"]
+    return pd.DataFrame({
+        "count": grouped.count(),
+        "sumInW": grouped.sum(),
+        "minInW": grouped.min(),
+        "maxInW": grouped.max(),
+        "meanInW": grouped.mean(),
+        "populationVarianceInW": grouped.var(ddof=0),
+    }).reset_index()
+
+
+def assert_same_statistics(expected: pd.DataFrame, actual: pd.DataFrame, keys: list[str]) -> None:
+    expected = expected.sort_values(keys).reset_index(drop=True)
+    actual = actual.sort_values(keys).reset_index(drop=True)
+    assert len(actual) == len(expected), (len(actual), len(expected))
+    pd.testing.assert_frame_equal(actual[keys], expected[keys], check_dtype=False)
+    assert actual["count"].tolist() == expected["count"].tolist()
+    for column in ("sumInW", "minInW", "maxInW", "meanInW", "populationVarianceInW"):
+        assert actual[column].tolist() == pytest.approx(expected[column].tolist(), rel=1e-9, abs=1e-9), column
+
+
+def random_readings(seed: int, start_ms: int, seconds: int, step_ms: int = 1000) -> list[dict[str, Any]]:
+    """Each sensor every ``step_ms``, each with its own phase, values in [0, 1000)."""
+    generator = random.Random(seed)
+    readings = [
+        reading(sensor, start_ms + t + phase * 37, round(generator.uniform(0, 1000), 3))
+        for t in range(0, seconds * 1000, step_ms)
+        for phase, sensor in enumerate(SENSORS)
+    ]
+    generator.shuffle(readings)  # out of order within the run: windows must not care
+    return readings
+
+
+# -- UC1 -----------------------------------------------------------------------------------------------------
+
+
+def test_uc1_converts_every_valid_record_and_counts_malformed(spark, kafka_cluster):
+    input_topic, output_topic = fresh_topic(kafka_cluster, "uc1-in", 2), fresh_topic(kafka_cluster, "uc1-out")
+    readings = random_readings(seed=1, start_ms=BASE_MS, seconds=10)
+    produce(kafka_cluster, input_topic, readings, MALFORMED)
+
+    query = uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
+                            output_topic=output_topic, checkpoint_dir=tempfile.mkdtemp(), available_now=True)
+    run_available_now(query)
+
+    output = consume_all(kafka_cluster, output_topic)
+    actual = sorted((key, value["sensorId"], value["epochMillis"], value["activePowerW"], value["time"])
+                    for key, value in output)
+    expected = sorted(
+        (r["identifier"], r["identifier"], r["timestamp"], r["valueInW"],
+         pd.Timestamp(r["timestamp"], unit="ms", tz="UTC").strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
+        for r in readings
+    )
+    assert actual == expected
+    assert observed_totals(query) == {"total": len(readings) + len(MALFORMED), "malformed": len(MALFORMED)}
+
+
+def test_uc1_noop_sink_writes_nothing(spark, kafka_cluster):
+    input_topic, output_topic = fresh_topic(kafka_cluster, "uc1n-in"), fresh_topic(kafka_cluster, "uc1n-out")
+    readings = random_readings(seed=2, start_ms=BASE_MS, seconds=3)
+    produce(kafka_cluster, input_topic, readings)
+    query = uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
+                            output_topic=output_topic, checkpoint_dir=tempfile.mkdtemp(), available_now=True,
+                            sink="noop")
+    run_available_now(query)
+    assert kafka_cluster.total_end_offset(output_topic) == 0
+    assert observed_totals(query) == {"total": len(readings), "malformed": 0}
+
+
+def test_unknown_option_is_an_error(spark, kafka_cluster):
+    with pytest.raises(TypeError, match="trigger_intreval"):
+        uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic="x",
+                        output_topic="y", checkpoint_dir=tempfile.mkdtemp(), trigger_intreval="1 second")
+
+
+# -- UC2 -----------------------------------------------------------------------------------------------------
+
+
+def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster):
+    input_topic, output_topic = fresh_topic(kafka_cluster, "uc2-in", 2), fresh_topic(kafka_cluster, "uc2-out")
+    readings = random_readings(seed=3, start_ms=BASE_MS, seconds=35)
+    # one reading far ahead moves the watermark past every window above, so all of them are written
+    flush = reading("flush", BASE_MS + 3_600_000, 0.0)
+    produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
+
+    query = uc2.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
+                            output_topic=output_topic, checkpoint_dir=tempfile.mkdtemp(),
+                            window_size="10 seconds", watermark_delay="0 seconds", available_now=True,
+                            shuffle_partitions=2)
+    run_available_now(query)
+
+    frame = pd.DataFrame(readings)
+    frame["windowStart"] = frame["timestamp"] // 10_000 * 10_000
+    expected = statistics_frame(frame, ["identifier", "windowStart"])
+    output = consume_all(kafka_cluster, output_topic)
+    assert all(key == value["identifier"] for key, value in output)
+    actual = pd.DataFrame([value for _, value in output])
+    assert (actual["windowEnd"] - actual["windowStart"] == 10_000).all()
+    assert_same_statistics(expected, actual, ["identifier", "windowStart"])
+    assert observed_totals(query) == {"total": len(readings) + 1 + len(MALFORMED), "malformed": len(MALFORMED)}
+
+
+# -- UC3 -----------------------------------------------------------------------------------------------------
+
+
+def test_uc3_hour_of_day_sliding_windows_match_pandas(spark, kafka_cluster):
+    input_topic, output_topic = fresh_topic(kafka_cluster, "uc3-in"), fresh_topic(kafka_cluster, "uc3-out")
+    # Kathmandu is UTC+05:45: its hours change at hh:15 UTC, which these readings straddle (all one UTC hour)
+    zone = "Asia/Kathmandu"
+    readings = random_readings(seed=4, start_ms=BASE_MS + 14 * 60_000 + 40_000, seconds=40, step_ms=2000)
+    flush = reading("flush", BASE_MS + 3_600_000 * 5, 0.0)
+    produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
+
+    query = uc3.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
+                            output_topic=output_topic, checkpoint_dir=tempfile.mkdtemp(),
+                            window_size="20 seconds", window_advance="10 seconds", time_zone=zone,
+                            output_mode="append", watermark_delay="0 seconds", available_now=True)
+    run_available_now(query)
+
+    frame = pd.DataFrame(readings)
+    frame["hourOfDay"] = pd.to_datetime(frame["timestamp"], unit="ms", utc=True).dt.tz_convert(zone).dt.hour
+    assert frame["hourOfDay"].nunique() == 2  # the test means something only if the hour changes
+    # every reading lies in the two 20 s windows that start at the 10 s boundaries at or before it
+    latest_start = frame["timestamp"] // 10_000 * 10_000
+    frame = pd.concat([frame.assign(windowStart=latest_start), frame.assign(windowStart=latest_start - 10_000)])
+    expected = statistics_frame(frame, ["identifier", "hourOfDay", "windowStart"])
+
+    output = consume_all(kafka_cluster, output_topic)
+    assert all(key == f"{v['identifier']};{v['hourOfDay']}" and v["timeZone"] == zone for key, v in output)
+    actual = pd.DataFrame([value for _, value in output])
+    assert (actual["windowEnd"] - actual["windowStart"] == 20_000).all()
+    assert_same_statistics(expected, actual, ["identifier", "hourOfDay", "windowStart"])
+    assert observed_totals(query) == {"total": len(readings) + 1 + len(MALFORMED), "malformed": len(MALFORMED)}
+
+
+# -- UC4 -----------------------------------------------------------------------------------------------------
+
+
+def registry(children_per_group: int, levels: int, moved: dict[str, str] | None = None) -> dict[str, Any]:
+    """Theodolite-shaped registry: groups ``group_lvl_<level>_<index>``, leaf sensors ``s_<n>``;
+    ``moved`` re-parents sensors (sensor -> group) to model a registry change."""
+    moved = moved or {}
+    sensor_counter = iter(range(children_per_group ** levels))
+    group_index = {level: iter(range(children_per_group ** level)) for level in range(levels)}
+
+    def group(level: int) -> dict[str, Any]:
+        identifier = f"group_lvl_{level}_{next(group_index[level])}"
+        if level == levels - 1:
+            children = [{"identifier": f"s_{n}", "name": f"sensor {n}"}
+                        for n in (next(sensor_counter) for _ in range(children_per_group))]
+        else:
+            children = [group(level + 1) for _ in range(children_per_group)]
+        return {"identifier": identifier, "name": identifier, "children": children}
+
+    root = group(0)
+
+    def relocate(node: dict[str, Any]) -> None:
+        node["children"] = [c for c in node.get("children", []) if c["identifier"] not in moved]
+        node["children"] += [{"identifier": s, "name": s} for s, g in moved.items() if g == node["identifier"]]
+        for child in node["children"]:
+            if "children" in child:
+                relocate(child)
+
+    relocate(root)
+    return root
+
+
+def leaves_by_group(node: dict[str, Any]) -> dict[str, set[str]]:
+    """Every group -> the sensors anywhere below it."""
+    result: dict[str, set[str]] = {}
+
+    def visit(n: dict[str, Any]) -> set[str]:
+        if "children" not in n:
+            return {n["identifier"]}
+        below = set().union(*(visit(c) for c in n["children"])) if n["children"] else set()
+        result[n["identifier"]] = below
+        return below
+
+    visit(node)
+    return result
+
+
+def expected_group_sums(readings: list[dict[str, Any]], tree: dict[str, Any], window_ms: int) -> dict:
+    """(group, windowStart) -> sum over the group's sensors of each sensor's latest value in the window."""
+    frame = pd.DataFrame(readings)
+    frame["windowStart"] = frame["timestamp"] // window_ms * window_ms
+    latest = frame.sort_values("timestamp").groupby(["identifier", "windowStart"])["valueInW"].last()
+    sums = {}
+    for group, sensors in leaves_by_group(tree).items():
+        for window_start in sorted(frame["windowStart"].unique()):
+            values = [latest[(s, window_start)] for s in sensors if (s, window_start) in latest.index]
+            if values:
+                sums[(group, int(window_start))] = sum(values)
+    return sums
+
+
+def run_until_feedback_settles(query, kafka_cluster, feedback_topic: str) -> None:
+    """Process all input, then again while the feedback loop still produces records (one pass per level)."""
+    previous = -1
+    deadline = time.monotonic() + QUERY_TIMEOUT_S
+    while (current := kafka_cluster.total_end_offset(feedback_topic)) != previous:
+        assert time.monotonic() < deadline, "UC4's feedback loop did not settle"
+        assert query.exception() is None, query.exception()
+        previous = current
+        query.processAllAvailable()
+
+
+def latest_results(kafka_cluster, output_topic: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """Update-mode output as a table: the last record per (group, windowStart) wins."""
+    return {(key, value["windowStart"]): value for key, value in consume_all(kafka_cluster, output_topic)}
+
+
+@pytest.fixture
+def uc4_topics(kafka_cluster) -> Iterator[dict[str, str]]:
+    yield {role: fresh_topic(kafka_cluster, f"uc4-{role}") for role in ("input", "output", "config", "feedback")}
+
+
+def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(spark, kafka_cluster, uc4_topics):
+    tree = registry(children_per_group=4, levels=3)
+    assert len(leaves_by_group(tree)) == 21 and len(leaves_by_group(tree)["group_lvl_0_0"]) == 64
+    producer = KafkaProducer(**kafka_cluster.client_kwargs())
+    producer.send(uc4_topics["config"], key=b"registry", value=json.dumps(tree).encode())
+    producer.flush()
+    producer.close()
+
+    window_ms = 10_000
+    generator = random.Random(5)
+    # every sensor three times in the first window, twice in the second: only the latest value counts
+    readings = [
+        reading(f"s_{n}", BASE_MS + window * window_ms + 1000 * k + n, round(generator.uniform(0, 100), 2))
+        for window, repeats in ((0, 3), (1, 2))
+        for k in range(repeats)
+        for n in range(64)
+    ]
+    generator.shuffle(readings)
+    readings.append(reading("s_unknown", BASE_MS + 500, 1e6))  # in no group: must not count anywhere
+    produce(kafka_cluster, uc4_topics["input"], readings, MALFORMED)
+
+    query = uc4.start_query(
+        spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=uc4_topics["input"],
+        output_topic=uc4_topics["output"], checkpoint_dir=tempfile.mkdtemp(), config_topic=uc4_topics["config"],
+        feedback_topic=uc4_topics["feedback"], window_size="10 seconds", watermark_delay="1 hour",
+        trigger_interval="100 milliseconds",
+    )
+    try:
+        run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])
+        expected = expected_group_sums(readings[:-1], tree, window_ms)
+        actual = latest_results(kafka_cluster, uc4_topics["output"])
+        assert len(expected) == 21 * 2
+        assert set(actual) == set(expected)
+        for key, total in expected.items():
+            assert actual[key]["sumInW"] == pytest.approx(total, rel=1e-9), key
+        # the root and level 1 are groups of groups: their sums came through the feedback topic
+        assert actual[("group_lvl_0_0", BASE_MS)]["childCount"] == 4
+        assert observed_totals(query)["malformed"] == len(MALFORMED)
+        assert observed_totals(query)["total"] == len(readings) + len(MALFORMED)
+
+        # a new registry moves two sensors; the running query must apply it to the next window
+        moved = {"s_0": "group_lvl_2_15", "s_63": "group_lvl_1_0"}
+        new_tree = registry(children_per_group=4, levels=3, moved=moved)
+        producer = KafkaProducer(**kafka_cluster.client_kwargs())
+        producer.send(uc4_topics["config"], key=b"registry", value=json.dumps(new_tree).encode())
+        producer.flush()
+        producer.close()
+        later = [reading(f"s_{n}", BASE_MS + 2 * window_ms + n, float(n + 1)) for n in range(64)]
+        produce(kafka_cluster, uc4_topics["input"], later)
+        run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])
+    finally:
+        query.stop()
+
+    actual = latest_results(kafka_cluster, uc4_topics["output"])
+    expected_later = expected_group_sums(later, new_tree, window_ms)
+    later_window = BASE_MS + 2 * window_ms
+    assert {k for k in actual if k[1] == later_window} == set(expected_later)
+    for key, total in expected_later.items():
+        assert actual[key]["sumInW"] == pytest.approx(total, rel=1e-9), key
+    # s_n's value here is n + 1: s_0 has left group_lvl_2_0 for group_lvl_2_15, whose s_63 left for group_lvl_1_0
+    assert actual[("group_lvl_2_0", later_window)]["sumInW"] == 2 + 3 + 4
+    assert actual[("group_lvl_2_15", later_window)]["sumInW"] == 61 + 62 + 63 + 1
+    assert actual[("group_lvl_1_0", later_window)]["childCount"] == 5  # four groups and s_63
