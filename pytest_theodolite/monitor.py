@@ -1,0 +1,133 @@
+"""Lag and rate sampling on a fixed clock.
+
+Spark does not commit its consumer offsets to Kafka, and its ``*OffsetsBehindLatest`` metrics read 0 unless
+``maxOffsetsPerTrigger`` is set, so the lag is measured from outside: the broker's log-end offsets of the
+input topic minus the offsets the query's last finished micro-batch processed up to (its progress
+``sources[].endOffset``), sampled every ``interval_s`` -- also while a long batch runs, which is exactly when
+the lag grows.
+
+The parsing and arithmetic are pure functions; ``LagSampler`` is the thin part that talks to Kafka and Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+
+SERIES = ("lag-trend", "input-rate", "processed-rate", "batch-duration", "generator-rate")
+
+
+def processed_offsets(progress: Mapping[str, Any] | None, topic: str) -> dict[int, int]:
+    """Offsets per partition of ``topic`` that the micro-batch of ``progress`` processed up to.
+
+    ``progress`` is a query progress as JSON (``StreamingQueryProgress.json``); a query may read several
+    topics (UC4 reads its feedback topic too), so only sources subscribed to ``topic`` count.
+    """
+    offsets: dict[int, int] = {}
+    for source in (progress or {}).get("sources") or []:
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        if isinstance(end, Mapping) and topic in end:
+            for partition, offset in end[topic].items():
+                offsets[int(partition)] = max(offsets.get(int(partition), 0), int(offset))
+    return offsets
+
+
+def total_lag(end_offsets: Mapping[int, int], processed: Mapping[int, int]) -> int:
+    """Σ over partitions of (log-end offset − processed offset); a partition not processed yet lags by all of it."""
+    return sum(max(0, end - processed.get(partition, 0)) for partition, end in end_offsets.items())
+
+
+def observed_totals(progresses: Sequence[Mapping[str, Any]], metric: str) -> dict[str, int]:
+    """Sum of an observation's fields (e.g. records total/malformed) over distinct micro-batches."""
+    totals: dict[str, int] = {}
+    seen: set[int] = set()
+    for progress in progresses:
+        batch = progress.get("batchId")
+        if batch in seen:
+            continue
+        seen.add(batch)
+        row = (progress.get("observedMetrics") or {}).get(metric) or {}
+        for name, value in row.items():
+            if isinstance(value, (int, float)):
+                totals[name] = totals.get(name, 0) + int(value)
+    return totals
+
+
+@dataclass(frozen=True)
+class LagSample:
+    timestamp_s: float
+    lag: int
+    end_offset: int
+    processed_offset: int
+    input_rows_per_s: float | None  # of the last finished micro-batch
+    processed_rows_per_s: float | None
+    batch_duration_ms: float | None
+    batch_id: int | None
+
+
+def sample_from(timestamp_s: float, end_offsets: Mapping[int, int], progress: Mapping[str, Any] | None,
+                topic: str) -> LagSample:
+    processed = processed_offsets(progress, topic)
+    progress = progress or {}
+    duration = (progress.get("durationMs") or {}).get("triggerExecution")
+    return LagSample(
+        timestamp_s=timestamp_s,
+        lag=total_lag(end_offsets, processed),
+        end_offset=sum(end_offsets.values()),
+        processed_offset=sum(processed.values()),
+        input_rows_per_s=progress.get("inputRowsPerSecond"),
+        processed_rows_per_s=progress.get("processedRowsPerSecond"),
+        batch_duration_ms=None if duration is None else float(duration),
+        batch_id=progress.get("batchId"),
+    )
+
+
+@dataclass
+class LagSampler:
+    """Reads broker end offsets with its own consumer (kept open: a new connection each second would cost
+    more than the request) and the query's last progress."""
+
+    client_kwargs: Mapping[str, Any] = field(repr=False)
+    topic: str
+    partitions: int
+    request_timeout_s: float = 10.0
+    _consumer: KafkaConsumer | None = field(default=None, init=False, repr=False)
+
+    def end_offsets(self) -> dict[int, int]:
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(**self.client_kwargs, enable_auto_commit=False,
+                                           request_timeout_ms=int(self.request_timeout_s * 1000) + 1000)
+        offsets = self._consumer.end_offsets([TopicPartition(self.topic, p) for p in range(self.partitions)],
+                                             timeout_ms=int(self.request_timeout_s * 1000))
+        return {tp.partition: offset for tp, offset in offsets.items()}
+
+    def sample(self, query: Any) -> LagSample:
+        end = self.end_offsets()
+        now = time.time()
+        return sample_from(now, end, last_progress(query), self.topic)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def last_progress(query: Any) -> dict[str, Any] | None:
+    """The query's last progress as a dict, in two py4j calls (pyspark's own wrapper makes one per field)."""
+    progress = query._jsq.lastProgress()
+    return None if progress is None else json.loads(progress.json())
+
+
+def all_progress(query: Any) -> list[dict[str, Any]]:
+    """Every progress Spark still keeps for the query (see spark.sql.streaming.numRecentProgressUpdates)."""
+    return [json.loads(p.json()) for p in query._jsq.recentProgress()]

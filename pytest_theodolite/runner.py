@@ -1,0 +1,308 @@
+"""One benchmark's experiment: sub-experiments (load l, instances r) chosen by a search strategy.
+
+A sub-experiment repetition: fresh topics and checkpoint directory, a Spark session with exactly r executors,
+the job's query, the load generator, lag sampled on a clock for warm-up + duration, then teardown in reverse
+order (generator, query, session, topics, checkpoint) whatever happened. Its series are written as they are
+measured; its verdicts come from the pure SLO functions, so ``python -m pytest_theodolite analyse`` can
+recompute them from the files alone.
+
+A query that dies, a broker that stops answering or an executor that is lost make the repetition ERRORED,
+never a pass; a generator that cannot produce the load makes it INVALID.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator import LoadGenerator, Workload, WorkloadError
+
+from . import monitor
+from .kafka.admin import KafkaCluster
+from .metrics import CapacityResult, DemandResult, Metric
+from .results import RepetitionRecord, ResultsWriter, SubExperimentRecord
+from .search import Strategy, describe_strategy, search_capacity, search_demand
+from .slo import GENERATOR_RATE, LAG_TREND, Outcome, SloSettings, SloVerdict, TimeSeries, evaluate_repetition
+from .spark.cluster import SparkCluster, registered_executors
+
+RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A use case (a job with the ``start_query`` contract of ``spark_jobs``) along one load dimension."""
+
+    name: str
+    start_query: Callable[..., Any]
+    #: load -> what the generator sends, e.g. ``lambda keys: Workload(keys=keys)``
+    workload: Callable[[int], Workload]
+    job_options: Mapping[str, Any] = field(default_factory=dict)
+    input_partitions: int = 4
+    #: job options naming further topics the runner creates fresh per repetition (UC4: config/feedback)
+    extra_topics: tuple[str, ...] = ()
+    #: the extra topic that receives the generator's sensor registry (UC4)
+    registry_topic_option: str | None = None
+
+
+@dataclass(frozen=True)
+class ExperimentSettings:
+    loads: tuple[int, ...]
+    resources: tuple[int, ...]
+    duration_s: float = 60.0  # measured after the warm-up
+    sample_interval_s: float = 1.0
+    repetitions: int = 1
+    slo: SloSettings = field(default_factory=SloSettings)
+    strategy: Strategy = Strategy.LINEAR
+    lower_bound: bool = True
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.loads or any(load < 1 for load in self.loads):
+            problems.append(f"loads must be positive whole numbers, got {list(self.loads)}")
+        if not self.resources or any(r < 1 for r in self.resources):
+            problems.append(f"resources must be positive whole numbers, got {list(self.resources)}")
+        if self.duration_s <= 0:
+            problems.append(f"duration must be positive, got {self.duration_s} s")
+        if self.slo.warmup_s < 0:
+            problems.append(f"warm-up must not be negative, got {self.slo.warmup_s} s")
+        if not 0 < self.sample_interval_s <= self.duration_s:
+            problems.append(f"the sample interval must be in (0, duration], got {self.sample_interval_s} s")
+        if self.repetitions < 1:
+            problems.append(f"repetitions must be at least 1, got {self.repetitions}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def strategy_name(self) -> str:
+        return describe_strategy(self.strategy, self.lower_bound)
+
+
+@dataclass(frozen=True)
+class PhaseTimings:
+    """Wall time of one repetition's phases (the issue asks where a sub-experiment's time goes)."""
+
+    setup_s: float = 0.0  # topics, session with r registered executors, query start, generator start
+    warmup_s: float = 0.0
+    measurement_s: float = 0.0
+    teardown_s: float = 0.0
+
+    def as_counters(self) -> dict[str, int]:
+        return {f"{name.removesuffix('_s')}_ms": int(round(value * 1000)) for name, value in vars(self).items()}
+
+
+class _Abort(Exception):
+    """Ends a repetition early with an ERRORED or INVALID verdict."""
+
+    def __init__(self, outcome: Outcome, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+        self.reason = reason
+
+
+@dataclass
+class ExperimentRunner:
+    benchmark: Benchmark
+    settings: ExperimentSettings
+    kafka: KafkaCluster
+    spark: SparkCluster
+    writer: ResultsWriter
+    generator_client_config: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: called with every finished sub-experiment (progress output in the plugin)
+    on_sub_experiment: Callable[[SubExperimentRecord], None] | None = None
+    timings: dict[tuple[int, int, int], PhaseTimings] = field(default_factory=dict, init=False)
+    records: dict[tuple[int, int], SubExperimentRecord] = field(default_factory=dict, init=False)
+
+    # -- metrics ---------------------------------------------------------------------------------------
+    def measure_demand(self, *, stop_on_unmeasured: bool = False) -> DemandResult:
+        result = search_demand(self.run_sub_experiment, self.settings.loads, self.settings.resources,
+                               self.settings.strategy, lower_bound=self.settings.lower_bound,
+                               stop_on_unmeasured=stop_on_unmeasured)
+        self.writer.write_demand(result)
+        return result
+
+    def measure_capacity(self, *, stop_on_unmeasured: bool = False) -> CapacityResult:
+        result = search_capacity(self.run_sub_experiment, self.settings.loads, self.settings.resources,
+                                 self.settings.strategy, lower_bound=self.settings.lower_bound,
+                                 stop_on_unmeasured=stop_on_unmeasured)
+        self.writer.write_capacity(result)
+        return result
+
+    # -- one sub-experiment ----------------------------------------------------------------------------
+    def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
+        workload = self.benchmark.workload(load)
+        repetitions = [self.run_repetition(load, resources, rep, workload)
+                       for rep in range(self.settings.repetitions)]
+        record = SubExperimentRecord.from_repetitions(load, resources, workload.target_rate, repetitions)
+        self.writer.record_sub_experiment(record)
+        self.records[(load, resources)] = record
+        if self.on_sub_experiment is not None:
+            self.on_sub_experiment(record)
+        return record
+
+    def run_repetition(self, load: int, resources: int, repetition: int, workload: Workload) -> RepetitionRecord:
+        run_id = uuid.uuid4().hex[:8]
+        topics = {"input": f"theodolite-{run_id}-input", "output": f"theodolite-{run_id}-output"}
+        topics.update({option: f"theodolite-{run_id}-{option.replace('_', '-')}"
+                       for option in self.benchmark.extra_topics})
+        checkpoint = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{run_id}-"))
+        lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
+        series_writers = {name: self.writer.open_series(load, resources, name, repetition)
+                          for name in ("input-rate", "processed-rate", "batch-duration")}
+        lag_t: list[float] = []
+        lag_v: list[float] = []
+        phases: dict[str, float] = {}
+        generator: LoadGenerator | None = None
+        counters: dict[str, int] = {}
+        abort: _Abort | None = None
+        t_start = t_teardown = time.monotonic()
+        try:
+            for name in topics.values():
+                self.kafka.create_topic(name, self.benchmark.input_partitions)
+            with self.spark.session(instances=resources, conf=self.settings.spark_conf,
+                                    app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}") as spark:
+                query = None
+                try:
+                    options = {**self.benchmark.job_options,
+                               **{option: topics[option] for option in self.benchmark.extra_topics}}
+                    if self.kafka.properties:
+                        options["kafka_options"] = {f"kafka.{k}": v for k, v in self.kafka.properties.items()}
+                    try:
+                        query = self.benchmark.start_query(
+                            spark, bootstrap_servers=self.kafka.bootstrap_servers, input_topic=topics["input"],
+                            output_topic=topics["output"], checkpoint_dir=str(checkpoint), **options)
+                    except Exception as exc:  # noqa: BLE001 -- the job's own error, reported in the verdict
+                        raise _Abort(Outcome.ERRORED, f"the job did not start: {type(exc).__name__}: "
+                                                      f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+                    generator = LoadGenerator(
+                        self.kafka.bootstrap_servers, topics["input"], workload,
+                        client_config=self.generator_client_config,
+                        config_topic=topics.get(self.benchmark.registry_topic_option or ""),
+                    )
+                    try:
+                        generator.start()
+                    except WorkloadError as exc:
+                        raise _Abort(Outcome.INVALID, f"the generator refused the load: {exc}") from None
+                    phases["setup_s"] = time.monotonic() - t_start
+                    phases.update(self._sample(spark, query, resources, topics["input"],
+                                               lag_writer, series_writers, lag_t, lag_v))
+                except _Abort as exc:
+                    abort = exc
+                finally:
+                    t_teardown = time.monotonic()
+                    if generator is not None:
+                        generator.stop()
+                    if query is not None:
+                        counters.update(self._stop_query(query))
+        finally:
+            lag_writer.close()
+            for writer in series_writers.values():
+                writer.close()
+            for name in topics.values():
+                try:
+                    self.kafka.delete_topic(name)
+                except Exception:  # noqa: BLE001 -- a dead broker is reported by the verdict, not here
+                    pass
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        phases["teardown_s"] = time.monotonic() - t_teardown
+        timings = PhaseTimings(**phases)
+        self.timings[(load, resources, repetition)] = timings
+        counters.update(timings.as_counters())
+
+        generator_series = None
+        if generator is not None:
+            rates = generator.achieved_rates()
+            generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
+            self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
+        verdicts = self._verdicts(abort, TimeSeries.of(lag_t, lag_v), workload.target_rate, generator_series,
+                                  counters)
+        return RepetitionRecord(repetition, verdicts, counters)
+
+    def _sample(self, spark, query, resources, input_topic, lag_writer, series_writers, lag_t, lag_v) -> dict[str, float]:
+        """Sample until warm-up + duration have passed; raises _Abort when the run cannot be judged."""
+        sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
+        warmup, total = self.settings.slo.warmup_s, self.settings.slo.warmup_s + self.settings.duration_s
+        interval = self.settings.sample_interval_s
+        started = time.monotonic()
+        next_tick = started
+        try:
+            while True:
+                if not query.isActive:
+                    exc = query.exception()
+                    raise _Abort(Outcome.ERRORED, f"the query stopped: {str(exc).splitlines()[0] if exc else 'no error'}")
+                if (registered := registered_executors(spark)) < resources:
+                    raise _Abort(Outcome.ERRORED, f"an executor was lost: {registered} of {resources} registered")
+                try:
+                    sample = sampler.sample(query)
+                except Exception as exc:  # noqa: BLE001 -- whatever kafka-python raises, the broker is gone
+                    raise _Abort(Outcome.ERRORED, f"the broker did not answer: {exc!r}") from None
+                lag_t.append(sample.timestamp_s)
+                lag_v.append(sample.lag)
+                lag_writer.append(sample.timestamp_s, sample.lag)
+                for name, value in (("input-rate", sample.input_rows_per_s),
+                                    ("processed-rate", sample.processed_rows_per_s),
+                                    ("batch-duration", sample.batch_duration_ms)):
+                    if value is not None:
+                        series_writers[name].append(sample.timestamp_s, value)
+                if time.monotonic() - started >= total:
+                    break
+                next_tick += interval
+                time.sleep(max(0.0, next_tick - time.monotonic()))
+        finally:
+            sampler.close()
+        elapsed = time.monotonic() - started
+        return {"warmup_s": min(warmup, elapsed), "measurement_s": max(0.0, elapsed - warmup)}
+
+    @staticmethod
+    def _stop_query(query) -> dict[str, int]:
+        try:
+            totals = monitor.observed_totals(monitor.all_progress(query), RECORDS_METRIC)
+        except Exception:  # noqa: BLE001 -- a dead query may not answer; the counts are optional
+            totals = {}
+        try:
+            query.stop()
+        except Exception:  # noqa: BLE001
+            pass
+        return {f"records_{name}": value for name, value in totals.items()}
+
+    def _verdicts(self, abort: _Abort | None, lag: TimeSeries, target_rate: float,
+                  generator_rate: TimeSeries | None, counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
+        if abort is not None:
+            return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
+        return evaluate_repetition(
+            self.settings.slo, lag=lag, target_rate=target_rate, generator_rate=generator_rate,
+            records_total=counters.get("records_total"), records_malformed=counters.get("records_malformed"),
+        )
+
+
+def experiment_settings_dict(benchmark: Benchmark, settings: ExperimentSettings, testbed: Mapping[str, Any]) -> dict[str, Any]:
+    """Every setting of an experiment, for the results JSON (secrets are redacted by the writer)."""
+    return {
+        "benchmark": benchmark.name,
+        "job": f"{benchmark.start_query.__module__}.{benchmark.start_query.__qualname__}",
+        "job_options": dict(benchmark.job_options),
+        "input_partitions": benchmark.input_partitions,
+        "duration_s": settings.duration_s,
+        "warmup_s": settings.slo.warmup_s,
+        "sample_interval_s": settings.sample_interval_s,
+        "repetitions": settings.repetitions,
+        "strategy": settings.strategy_name,
+        "spark_conf": dict(settings.spark_conf),
+        "testbed": dict(testbed),
+    }
+
+
+def new_writer(results_dir: Path, experiment_id: str, benchmark: Benchmark, settings: ExperimentSettings,
+               metric: Metric, testbed: Mapping[str, Any]) -> ResultsWriter:
+    return ResultsWriter(results_dir, experiment_id, metric=metric, slo_settings=settings.slo,
+                         settings=experiment_settings_dict(benchmark, settings, testbed),
+                         loads=settings.loads, resources=settings.resources)
+
+
+__all__: Sequence[str] = ("Benchmark", "ExperimentRunner", "ExperimentSettings", "PhaseTimings", "new_writer")

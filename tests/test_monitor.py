@@ -1,0 +1,56 @@
+"""Pure parts of the lag monitor: offsets out of query progress, lag arithmetic, observed totals."""
+
+import json
+
+from pytest_theodolite.monitor import observed_totals, processed_offsets, sample_from, total_lag
+
+
+def progress(batch_id, end_offset, **extra):
+    return {"batchId": batch_id, "sources": [{"description": "KafkaV2[Subscribe[in]]", "endOffset": end_offset}],
+            **extra}
+
+
+def test_processed_offsets_reads_json_string_and_dict_forms():
+    as_string = progress(3, json.dumps({"in": {"0": 10, "1": 20}}))
+    as_dict = progress(3, {"in": {"0": 10, "1": 20}})
+    assert processed_offsets(as_string, "in") == {0: 10, 1: 20}
+    assert processed_offsets(as_dict, "in") == {0: 10, 1: 20}
+
+
+def test_processed_offsets_counts_only_the_input_topic():
+    # UC4 reads its feedback topic in another source of the same query
+    two_sources = {"sources": [
+        {"endOffset": json.dumps({"in": {"0": 5}})},
+        {"endOffset": json.dumps({"feedback": {"0": 999}})},
+    ]}
+    assert processed_offsets(two_sources, "in") == {0: 5}
+    assert processed_offsets(None, "in") == {}
+    assert processed_offsets({"sources": [{"endOffset": "not json"}]}, "in") == {}
+
+
+def test_total_lag_counts_unprocessed_partitions_fully_and_never_negative():
+    assert total_lag({0: 100, 1: 50}, {0: 60}) == 40 + 50
+    assert total_lag({0: 100}, {0: 120}) == 0  # a progress newer than the end-offset read
+    assert total_lag({}, {}) == 0
+
+
+def test_sample_from_takes_rates_and_batch_duration_of_the_last_batch():
+    p = progress(7, {"in": {"0": 30}}, inputRowsPerSecond=12.5, processedRowsPerSecond=40.0,
+                 durationMs={"triggerExecution": 250})
+    sample = sample_from(1000.0, {0: 100}, p, "in")
+    assert (sample.lag, sample.end_offset, sample.processed_offset) == (70, 100, 30)
+    assert (sample.input_rows_per_s, sample.processed_rows_per_s, sample.batch_duration_ms) == (12.5, 40.0, 250.0)
+    assert sample.batch_id == 7
+    before_first_batch = sample_from(1000.0, {0: 100}, None, "in")
+    assert before_first_batch.lag == 100 and before_first_batch.batch_duration_ms is None
+
+
+def test_observed_totals_sums_each_batch_once():
+    batches = [
+        {"batchId": 0, "observedMetrics": {"records": {"total": 10, "malformed": 1}}},
+        {"batchId": 1, "observedMetrics": {"records": {"total": 5, "malformed": 0}}},
+        {"batchId": 1, "observedMetrics": {"records": {"total": 5, "malformed": 0}}},  # reported twice
+        {"batchId": 2},
+    ]
+    assert observed_totals(batches, "records") == {"total": 15, "malformed": 1}
+    assert observed_totals([], "records") == {}

@@ -1,0 +1,70 @@
+"""The measurement core end to end: a small UC1 demand function on the real broker and Spark."""
+
+import csv
+
+import pytest
+
+from generator import Workload
+from pytest_theodolite import __main__ as analyse_cli
+from pytest_theodolite.metrics import Metric
+from pytest_theodolite.results import read_results
+from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.slo import Outcome, SloSettings, SlopeThreshold
+from spark_jobs import uc1
+
+pytestmark = pytest.mark.integration
+
+
+def uc1_benchmark(**job_options):
+    return Benchmark("uc1-keys", uc1.start_query, lambda keys: Workload(keys=keys), job_options=job_options,
+                     input_partitions=2)
+
+
+def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_path, capsys):
+    settings = ExperimentSettings(
+        loads=(200, 2_000), resources=(1, 2), duration_s=12, sample_interval_s=1,
+        slo=SloSettings(warmup_s=6, lag_trend_threshold=SlopeThreshold(relative_to_load=0.1)),
+    )
+    benchmark = uc1_benchmark()
+    writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
+    runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    demand = runner.measure_demand()
+
+    # linear + lower bound: 200 rec/s needs 1 instance; 2000 starts its search at 1
+    assert demand.sub_experiments[0].load == 200 and demand.sub_experiments[0].resources == 1
+    assert demand.demand[200] == 1, runner.records[(200, 1)]
+    assert demand.demand[2_000] in (1, 2, None)
+    for (load, resources), record in runner.records.items():
+        assert record.outcome in (Outcome.PASS, Outcome.FAIL), record
+        [repetition] = record.repetitions
+        assert repetition.counters["records_malformed"] == 0
+        assert repetition.counters["records_total"] > 0.8 * load * settings.duration_s
+        assert repetition.counters["setup_ms"] > 0 and repetition.counters["teardown_ms"] > 0
+        generator = next(v for v in record.verdicts if v.name == "generator-rate")
+        assert generator.outcome is Outcome.PASS, generator
+
+    lag_file = tmp_path / "exp1_200_1_lag-trend_0.csv"
+    rows = list(csv.DictReader(lag_file.open()))
+    assert list(rows[0]) == ["timestamp", "value"]
+    assert len(rows) >= settings.duration_s + settings.slo.warmup_s - 2
+    assert (tmp_path / "exp1_demand.csv").read_text().startswith("load,resources\n200,1\n")
+
+    # the raw files alone give the same verdicts again
+    assert analyse_cli.main(["analyse", str(tmp_path)]) == 0
+    reread = read_results(tmp_path)
+    assert {(s.load, s.resources): s.outcome for s in reread.sub_experiments} == {
+        key: record.outcome for key, record in runner.records.items()}
+    assert "200" in capsys.readouterr().out
+
+
+def test_a_job_that_cannot_start_is_errored_not_failed(kafka_cluster, spark_cluster, tmp_path):
+    settings = ExperimentSettings(loads=(100,), resources=(1,), duration_s=2, slo=SloSettings(warmup_s=0))
+    benchmark = uc1_benchmark(sink="no-such-sink")
+    writer = new_writer(tmp_path, "2", benchmark, settings, Metric.DEMAND, testbed={})
+    runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    demand = runner.measure_demand()
+    assert demand.unmeasured == (100,)
+    record = runner.records[(100, 1)]
+    assert record.outcome is Outcome.ERRORED
+    assert "the job did not start" in record.verdicts[0].detail
+    assert not [t for t in kafka_cluster.list_topics() if t.startswith("theodolite-")], "topics left behind"
