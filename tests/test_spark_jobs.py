@@ -57,21 +57,26 @@ def reading(identifier: str, timestamp_ms: int, value: float) -> dict[str, Any]:
 
 def produce(kafka_cluster, topic: str, readings: list[dict[str, Any]],
             malformed: list[tuple[bytes | None, bytes]] = ()) -> None:
-    """Write readings (key = identifier, Kafka timestamp = event time), malformed records interleaved."""
+    """Write readings (key = identifier, Kafka timestamp = event time), malformed records interleaved, and
+    check that the broker acknowledged every one (a silently lost record would fail a test much later)."""
+    records_before = kafka_cluster.total_end_offset(topic)
     producer = KafkaProducer(**kafka_cluster.client_kwargs())
     try:
         bad = list(malformed)
+        sent = []
         for index, record in enumerate(readings):
-            producer.send(topic, key=record["identifier"].encode(), value=json.dumps(record).encode(),
-                          timestamp_ms=record["timestamp"])
+            sent.append(producer.send(topic, key=record["identifier"].encode(), value=json.dumps(record).encode(),
+                                      timestamp_ms=record["timestamp"]))
             if bad and index % 5 == 2:
                 key, value = bad.pop()
-                producer.send(topic, key=key, value=value)
-        for key, value in bad:
-            producer.send(topic, key=key, value=value)
+                sent.append(producer.send(topic, key=key, value=value))
+        sent.extend(producer.send(topic, key=key, value=value) for key, value in bad)
         producer.flush()
+        for future in sent:
+            future.get(timeout=30)
     finally:
         producer.close()
+    assert kafka_cluster.total_end_offset(topic) == records_before + len(sent)
 
 
 def consume_all(kafka_cluster, topic: str) -> list[tuple[str, dict[str, Any]]]:
@@ -169,8 +174,8 @@ def test_uc1_converts_every_valid_record_and_counts_malformed(spark, kafka_clust
          pd.Timestamp(r["timestamp"], unit="ms", tz="UTC").strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
         for r in readings
     )
-    assert actual == expected
     assert observed_totals(query) == {"total": len(readings) + len(MALFORMED), "malformed": len(MALFORMED)}
+    assert actual == expected
 
 
 def test_uc1_noop_sink_writes_nothing(spark, kafka_cluster):

@@ -1,0 +1,208 @@
+"""Records/s one Spark instance (1 executor, 1 core) sustains for each use-case job, next to Kafka's
+ConsumerPerformance reading the same topic on the same broker.
+
+Method (a first cut, not a lag-trend search): the input topic is pre-filled with ``--records`` readings of 64
+sensors (written by a Spark batch job, so the fill is fast and native); each job then reads it from the start
+with ``maxOffsetsPerTrigger`` = ``--batch`` records per micro-batch and runs until it has processed all of it.
+The rate is the input records of micro-batches 2..n divided by the wall time from the start of micro-batch 2
+to the end of the last one (micro-batch 1 pays for code generation and consumer creation: that is warm-up).
+UC4 also runs the feedback micro-batches that the loop causes in that span, as it would in production.
+
+    python benchmarks/scripts/bench_jobs.py [--records 400000] [--batch 50000] [--uc 1 2 3 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("THEODOLITE_CACHE_DIR", "/tmp/tcache")
+
+from pytest_theodolite import maven  # noqa: E402
+from pytest_theodolite.kafka.admin import KafkaCluster  # noqa: E402
+from pytest_theodolite.kafka.embedded import EmbeddedKafka  # noqa: E402
+from pytest_theodolite.spark.cluster import SparkCluster  # noqa: E402
+from pytest_theodolite.spark.jars import connector_jars  # noqa: E402
+
+from spark_jobs import uc1, uc2, uc3, uc4  # noqa: E402
+
+SENSORS = 64
+PARTITIONS = 1  # one executor core: one input partition keeps the comparison with one consumer fair
+BASE_MS = 1_704_103_200_000
+CONSUMER_PERFORMANCE = [
+    "org.apache.kafka:kafka-tools:4.1.1",
+    "org.apache.logging.log4j:log4j-core:2.24.3",
+    "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3",
+]
+
+
+@dataclass
+class JobRate:
+    use_case: str
+    records: int
+    batches: int
+    seconds: float
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds if self.seconds else float("nan")
+
+
+def fill_input(spark: Any, bootstrap_servers: str, topic: str, records: int) -> None:
+    """``records`` readings: sensor ``s_<i % 64>``, one reading per sensor per second of event time."""
+    from pyspark.sql import functions as F
+
+    rows = spark.range(records).select(
+        F.concat(F.lit("s_"), (F.col("id") % SENSORS).cast("string")).alias("identifier"),
+        (F.lit(BASE_MS) + (F.col("id") / SENSORS).cast("long") * 1000 + F.col("id") % SENSORS).alias("timestamp"),
+        (F.rand(seed=7) * 1000).alias("valueInW"),
+    )
+    (
+        rows.select(F.col("identifier").alias("key"), F.to_json(F.struct("identifier", "timestamp", "valueInW"))
+                    .alias("value"))
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", topic)
+        .save()
+    )
+
+
+def uc4_registry() -> dict[str, Any]:
+    """4 children x 3 levels: 21 groups over s_0..s_63."""
+    sensors = iter(range(SENSORS))
+
+    def group(level: int, index: int) -> dict[str, Any]:
+        if level == 2:
+            children = [{"identifier": f"s_{next(sensors)}", "name": "sensor"} for _ in range(4)]
+        else:
+            children = [group(level + 1, index * 4 + i) for i in range(4)]
+        return {"identifier": f"group_lvl_{level}_{index}", "name": "group", "children": children}
+
+    return group(0, 0)
+
+
+def measure(query: Any, total_records: int, timeout_s: float) -> tuple[int, int, float]:
+    """Run until ``total_records`` input records are processed; (records, batches, seconds) after warm-up."""
+    deadline = time.monotonic() + timeout_s
+    processed = 0
+    while processed < total_records:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"processed {processed} of {total_records} records in {timeout_s} s")
+        if query.exception() is not None:
+            raise RuntimeError(query.exception())
+        time.sleep(0.5)
+        processed = sum(_input_records(p) for p in query.recentProgress)
+    query.stop()
+    progress = [p for p in query.recentProgress]
+    with_input = [i for i, p in enumerate(progress) if _input_records(p) > 0]
+    measured = progress[with_input[1]: with_input[-1] + 1]  # from the second input batch to the last one
+    start = _epoch_s(measured[0]["timestamp"])
+    end = _epoch_s(measured[-1]["timestamp"]) + measured[-1]["durationMs"]["triggerExecution"] / 1000
+    return sum(_input_records(p) for p in measured), len(measured), end - start
+
+
+def _input_records(progress: Any) -> int:
+    row = progress["observedMetrics"].get("records")
+    return int(row["total"] or 0) if row is not None else 0
+
+
+def _epoch_s(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int) -> JobRate:
+    output_topic = f"bench-{use_case}-out-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(output_topic, PARTITIONS)
+    common: dict[str, Any] = dict(
+        bootstrap_servers=kafka.bootstrap_servers, input_topic=input_topic, output_topic=output_topic,
+        checkpoint_dir=tempfile.mkdtemp(prefix=f"bench-{use_case}-"), max_offsets_per_trigger=batch,
+        shuffle_partitions=1, query_name=f"bench_{use_case}",
+    )
+    if use_case == "uc1":
+        query = uc1.start_query(spark, **common)
+    elif use_case == "uc2":
+        query = uc2.start_query(spark, **common)
+    elif use_case == "uc3":
+        query = uc3.start_query(spark, **common, window_size="1 hour", window_advance="10 minutes")
+    else:
+        config_topic = f"bench-uc4-config-{uuid.uuid4().hex[:6]}"
+        feedback_topic = f"bench-uc4-feedback-{uuid.uuid4().hex[:6]}"
+        for topic in (config_topic, feedback_topic):
+            kafka.create_topic(topic, PARTITIONS)
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(**kafka.client_kwargs())
+        producer.send(config_topic, key=b"registry", value=json.dumps(uc4_registry()).encode())
+        producer.flush()
+        producer.close()
+        query = uc4.start_query(spark, **common, config_topic=config_topic, feedback_topic=feedback_topic,
+                                window_size="1 minute")
+    try:
+        counted, batches, seconds = measure(query, records, timeout_s=900)
+    finally:
+        if query.isActive:
+            query.stop()
+    return JobRate(use_case, counted, batches, seconds)
+
+
+def consumer_performance(bootstrap_servers: str, topic: str, records: int) -> float:
+    """nMsg.sec of Kafka's ConsumerPerformance reading ``records`` of ``topic`` once."""
+    jars = maven.resolve(CONSUMER_PERFORMANCE)
+    command = [maven.java_executable(), "-Xmx512m", "-cp", ":".join(map(str, jars)),
+               "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap_servers,
+               "--topic", topic, "--messages", str(records), "--timeout", "60000"]
+    output = subprocess.run(command, capture_output=True, text=True, timeout=300).stdout
+    lines = [line for line in output.splitlines() if re.match(r"^\d{4}-\d\d-\d\d", line)]
+    if not lines:
+        raise RuntimeError(f"ConsumerPerformance printed no result:\n{output[-2000:]}")
+    header = [h.strip() for h in output.splitlines()[[i for i, line in enumerate(output.splitlines())
+                                                       if line.startswith("start.time")][0]].split(",")]
+    values = [v.strip() for v in lines[-1].split(",")]
+    return float(values[header.index("nMsg.sec")])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=400_000)
+    parser.add_argument("--batch", type=int, default=50_000, help="maxOffsetsPerTrigger")
+    parser.add_argument("--uc", nargs="*", type=int, default=[1, 2, 3, 4])
+    args = parser.parse_args()
+
+    cluster = SparkCluster(master_url="local-cluster", max_instances=1, jars=connector_jars())
+    with EmbeddedKafka() as broker:
+        kafka = KafkaCluster(broker.bootstrap_servers)
+        input_topic = f"bench-input-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(input_topic, PARTITIONS)
+        results: list[JobRate] = []
+        with cluster.session(instances=1, app_name="bench_jobs") as spark:
+            spark.sparkContext.setLogLevel("ERROR")
+            fill_input(spark, broker.bootstrap_servers, input_topic, args.records)
+            assert kafka.total_end_offset(input_topic) == args.records
+            for n in args.uc:
+                results.append(run_job(f"uc{n}", spark, kafka, input_topic, args.records, args.batch))
+                print(f"uc{n}: {results[-1].records_per_s:,.0f} records/s", flush=True)
+        kafka_rate = consumer_performance(broker.bootstrap_servers, input_topic, args.records)
+        kafka.close()
+
+    print(f"\n## One Spark instance (1 executor, 1 core) vs ConsumerPerformance, {args.records:,} records "
+          f"pre-filled, {args.batch:,} per micro-batch, 1 partition")
+    print("| job | records/s | measured records | micro-batches | seconds | share of ConsumerPerformance |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {r.use_case} | {r.records_per_s:,.0f} | {r.records:,} | {r.batches} | {r.seconds:.1f} "
+              f"| {r.records_per_s / kafka_rate:.1%} |")
+    print(f"| ConsumerPerformance (1 JVM consumer) | {kafka_rate:,.0f} | {args.records:,} | | | 100% |")
+
+
+if __name__ == "__main__":
+    main()
