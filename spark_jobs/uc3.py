@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -36,7 +36,7 @@ DEFAULT_TIME_ZONE = "UTC"
 DEFAULT_WATERMARK_DELAY = "1 minute"
 
 
-def hour_of_day(event_time: str, *, time_zone: str, session_time_zone: str) -> F.Column:
+def hour_of_day(event_time: str, *, time_zone: str, session_time_zone: str) -> Column:
     """The hour (0-23) of the instant ``event_time`` on a wall clock in ``time_zone``.
 
     The instant becomes the session zone's wall-clock time (the cast), which ``convert_timezone`` moves to

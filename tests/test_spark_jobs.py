@@ -9,6 +9,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -45,9 +46,14 @@ def spark(spark_cluster):
         yield session
 
 
+#: the readings are timestamped in 2024: without this the broker's time-based retention (one hour on the
+#: embedded broker) may delete them between the write and the job's read
+KEEP_FOREVER = {"retention.ms": "-1"}
+
+
 def fresh_topic(kafka_cluster, role: str, partitions: int = 1) -> str:
     name = f"jobs-{role}-{uuid.uuid4().hex[:8]}"
-    kafka_cluster.create_topic(name, partitions)
+    kafka_cluster.create_topic(name, partitions, configs=KEEP_FOREVER)
     return name
 
 
@@ -118,6 +124,12 @@ def observed_totals(query, metric: str = "records") -> dict[str, int]:
             totals["total"] += row["total"] or 0
             totals["malformed"] += row["malformed"] or 0
     return totals
+
+
+def checkpoint_conf(checkpoint_dir: str) -> dict[str, str]:
+    """The SQL settings a query recorded with its first micro-batch (line 2 of the first offset-log file)."""
+    offset_log = (Path(checkpoint_dir) / "offsets" / "0").read_text().splitlines()
+    return json.loads(offset_log[1])["conf"]
 
 
 def statistics_frame(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -206,11 +218,16 @@ def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster):
     flush = reading("flush", BASE_MS + 3_600_000, 0.0)
     produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
 
+    session_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    checkpoint_dir = tempfile.mkdtemp()
     query = uc2.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
-                            output_topic=output_topic, checkpoint_dir=tempfile.mkdtemp(),
+                            output_topic=output_topic, checkpoint_dir=checkpoint_dir,
                             window_size="10 seconds", watermark_delay="0 seconds", available_now=True,
-                            shuffle_partitions=2)
+                            shuffle_partitions=3)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == session_partitions  # the caller's session is untouched
     run_available_now(query)
+    # ... while the query ran with its own setting, recorded in its checkpoint
+    assert checkpoint_conf(checkpoint_dir)["spark.sql.shuffle.partitions"] == "3"
 
     frame = pd.DataFrame(readings)
     frame["windowStart"] = frame["timestamp"] // 10_000 * 10_000
@@ -226,7 +243,7 @@ def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster):
 # -- UC3 -----------------------------------------------------------------------------------------------------
 
 
-def test_uc3_hour_of_day_sliding_windows_match_pandas(spark, kafka_cluster):
+def test_uc3_hour_of_day_sliding_windows_match_pandas_on_rocksdb(spark, kafka_cluster):
     input_topic, output_topic = fresh_topic(kafka_cluster, "uc3-in"), fresh_topic(kafka_cluster, "uc3-out")
     # Kathmandu is UTC+05:45: its hours change at hh:15 UTC, which these readings straddle (all one UTC hour)
     zone = "Asia/Kathmandu"
@@ -234,11 +251,15 @@ def test_uc3_hour_of_day_sliding_windows_match_pandas(spark, kafka_cluster):
     flush = reading("flush", BASE_MS + 3_600_000 * 5, 0.0)
     produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
 
+    checkpoint_dir = tempfile.mkdtemp()
     query = uc3.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
-                            output_topic=output_topic, checkpoint_dir=tempfile.mkdtemp(),
+                            output_topic=output_topic, checkpoint_dir=checkpoint_dir,
                             window_size="20 seconds", window_advance="10 seconds", time_zone=zone,
-                            output_mode="append", watermark_delay="0 seconds", available_now=True)
+                            output_mode="append", watermark_delay="0 seconds", available_now=True,
+                            state_store="rocksdb")
     run_available_now(query)
+    assert checkpoint_conf(checkpoint_dir)["spark.sql.streaming.stateStore.providerClass"].endswith(
+        "RocksDBStateStoreProvider")
 
     frame = pd.DataFrame(readings)
     frame["hourOfDay"] = pd.to_datetime(frame["timestamp"], unit="ms", utc=True).dt.tz_convert(zone).dt.hour

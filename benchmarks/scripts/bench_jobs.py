@@ -37,6 +37,8 @@ from spark_jobs import uc1, uc2, uc3, uc4  # noqa: E402
 SENSORS = 64
 PARTITIONS = 1  # one executor core: one input partition keeps the comparison with one consumer fair
 BASE_MS = 1_704_103_200_000
+#: the readings are timestamped in 2024: time-based retention would delete them between fill and read
+KEEP_FOREVER = {"retention.ms": "-1"}
 CONSUMER_PERFORMANCE = [
     "org.apache.kafka:kafka-tools:4.1.1",
     "org.apache.logging.log4j:log4j-core:2.24.3",
@@ -122,7 +124,7 @@ def _epoch_s(iso: str) -> float:
 
 def run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int) -> JobRate:
     output_topic = f"bench-{use_case}-out-{uuid.uuid4().hex[:6]}"
-    kafka.create_topic(output_topic, PARTITIONS)
+    kafka.create_topic(output_topic, PARTITIONS, configs=KEEP_FOREVER)
     common: dict[str, Any] = dict(
         bootstrap_servers=kafka.bootstrap_servers, input_topic=input_topic, output_topic=output_topic,
         checkpoint_dir=tempfile.mkdtemp(prefix=f"bench-{use_case}-"), max_offsets_per_trigger=batch,
@@ -138,7 +140,7 @@ def run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, re
         config_topic = f"bench-uc4-config-{uuid.uuid4().hex[:6]}"
         feedback_topic = f"bench-uc4-feedback-{uuid.uuid4().hex[:6]}"
         for topic in (config_topic, feedback_topic):
-            kafka.create_topic(topic, PARTITIONS)
+            kafka.create_topic(topic, PARTITIONS, configs=KEEP_FOREVER)
         from kafka import KafkaProducer
 
         producer = KafkaProducer(**kafka.client_kwargs())
@@ -182,7 +184,7 @@ def main() -> None:
     with EmbeddedKafka() as broker:
         kafka = KafkaCluster(broker.bootstrap_servers)
         input_topic = f"bench-input-{uuid.uuid4().hex[:6]}"
-        kafka.create_topic(input_topic, PARTITIONS)
+        kafka.create_topic(input_topic, PARTITIONS, configs=KEEP_FOREVER)
         results: list[JobRate] = []
         with cluster.session(instances=1, app_name="bench_jobs") as spark:
             spark.sparkContext.setLogLevel("ERROR")
