@@ -24,15 +24,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-os.environ.setdefault("THEODOLITE_CACHE_DIR", "/tmp/tcache")
-
-from pytest_theodolite import maven  # noqa: E402
-from pytest_theodolite.kafka.admin import KafkaCluster  # noqa: E402
-from pytest_theodolite.kafka.embedded import EmbeddedKafka  # noqa: E402
-from pytest_theodolite.spark.cluster import SparkCluster  # noqa: E402
-from pytest_theodolite.spark.jars import connector_jars  # noqa: E402
-
-from spark_jobs import uc1, uc2, uc3, uc4  # noqa: E402
+from pytest_theodolite import maven
+from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.spark.cluster import SparkCluster
+from pytest_theodolite.spark.jars import connector_jars
+from spark_jobs import uc1, uc2, uc3, uc4
 
 SENSORS = 64
 PARTITIONS = 1  # one executor core: one input partition keeps the comparison with one consumer fair
@@ -119,17 +116,17 @@ def _input_records(progress: Any) -> int:
 def _epoch_s(iso: str) -> float:
     from datetime import datetime
 
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(iso).timestamp()  # Python 3.11 reads the trailing "Z"
 
 
 def run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int) -> JobRate:
     output_topic = f"bench-{use_case}-out-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(output_topic, PARTITIONS, configs=KEEP_FOREVER)
-    common: dict[str, Any] = dict(
-        bootstrap_servers=kafka.bootstrap_servers, input_topic=input_topic, output_topic=output_topic,
-        checkpoint_dir=tempfile.mkdtemp(prefix=f"bench-{use_case}-"), max_offsets_per_trigger=batch,
-        shuffle_partitions=1, query_name=f"bench_{use_case}",
-    )
+    common: dict[str, Any] = {
+        "bootstrap_servers": kafka.bootstrap_servers, "input_topic": input_topic, "output_topic": output_topic,
+        "checkpoint_dir": tempfile.mkdtemp(prefix=f"bench-{use_case}-"), "max_offsets_per_trigger": batch,
+        "shuffle_partitions": 1, "query_name": f"bench_{use_case}",
+    }
     if use_case == "uc1":
         query = uc1.start_query(spark, **common)
     elif use_case == "uc2":
@@ -163,13 +160,13 @@ def consumer_performance(bootstrap_servers: str, topic: str, records: int) -> fl
     command = [maven.java_executable(), "-Xmx512m", "-cp", ":".join(map(str, jars)),
                "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap_servers,
                "--topic", topic, "--messages", str(records), "--timeout", "60000"]
-    output = subprocess.run(command, capture_output=True, text=True, timeout=300).stdout
-    lines = [line for line in output.splitlines() if re.match(r"^\d{4}-\d\d-\d\d", line)]
-    if not lines:
+    output = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False).stdout
+    header_lines = [line for line in output.splitlines() if line.startswith("start.time")]
+    result_lines = [line for line in output.splitlines() if re.match(r"^\d{4}-\d\d-\d\d", line)]
+    if not header_lines or not result_lines:
         raise RuntimeError(f"ConsumerPerformance printed no result:\n{output[-2000:]}")
-    header = [h.strip() for h in output.splitlines()[[i for i, line in enumerate(output.splitlines())
-                                                       if line.startswith("start.time")][0]].split(",")]
-    values = [v.strip() for v in lines[-1].split(",")]
+    header = [h.strip() for h in header_lines[0].split(",")]
+    values = [v.strip() for v in result_lines[-1].split(",")]
     return float(values[header.index("nMsg.sec")])
 
 
@@ -179,6 +176,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50_000, help="maxOffsetsPerTrigger")
     parser.add_argument("--uc", nargs="*", type=int, default=[1, 2, 3, 4])
     args = parser.parse_args()
+    os.environ.setdefault("THEODOLITE_CACHE_DIR", "/tmp/tcache")  # reuse jars already downloaded there
 
     cluster = SparkCluster(master_url="local-cluster", max_instances=1, jars=connector_jars())
     with EmbeddedKafka() as broker:
