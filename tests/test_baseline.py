@@ -1,0 +1,587 @@
+"""Baselines: file round trip, refusal of broken files, the comparison rules. Pure: no broker, no Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_theodolite.baseline import (
+    FORMAT_VERSION,
+    UNMEASURED,
+    Baseline,
+    BaselineError,
+    Testbed,
+    TestbedDifference,
+    Verdict,
+    baseline_from_measurement,
+    baseline_path,
+    compare,
+    compare_point,
+    describe_testbed_differences,
+    load_baseline,
+    write_baseline,
+)
+from pytest_theodolite.metrics import DemandResult
+from pytest_theodolite.results import REDACTED
+
+TESTBED = Testbed(
+    cores=8,
+    memory_gib=31.3,
+    instance_cpu=0.5,
+    kafka_provider="embedded",
+    spark_master="standalone",
+    pyspark_version="4.0.0",
+    python_version="3.11.7",
+)
+
+
+def make_baseline(demand: dict[int, int | None] | None = None, **settings: object) -> Baseline:
+    return Baseline(
+        benchmark="uc1",
+        demand={1000: 1, 2000: 2, 4000: 3} if demand is None else demand,
+        settings=settings or {"duration_s": 300, "warmup_s": 60},
+        testbed=TESTBED,
+    )
+
+
+def valid_document() -> dict:
+    return json.loads(make_baseline().to_json())
+
+
+def write_document(tmp_path: Path, document: object) -> Path:
+    path = tmp_path / "uc1.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------------------------------------
+# File layout and round trip
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_written_file_is_sorted_indented_with_loads_in_numeric_order(tmp_path: Path) -> None:
+    baseline = Baseline(
+        "uc1",
+        {10000: None, 2000: 1, 4000: 2},
+        {"strategy": "linear", "duration_s": 300.0, "loads": (2000, 4000, 10000)},
+        TESTBED,
+    )
+    path = write_baseline(tmp_path / "baselines" / "uc1.json", baseline)
+
+    assert path == tmp_path / "baselines" / "uc1.json"
+    assert path.read_text(encoding="utf-8") == (
+        "{\n"
+        '  "benchmark": "uc1",\n'
+        '  "demand": {\n'
+        '    "2000": 1,\n'
+        '    "4000": 2,\n'
+        '    "10000": null\n'
+        "  },\n"
+        '  "format_version": 1,\n'
+        '  "settings": {\n'
+        '    "duration_s": 300.0,\n'
+        '    "loads": [\n'
+        "      2000,\n"
+        "      4000,\n"
+        "      10000\n"
+        "    ],\n"
+        '    "strategy": "linear"\n'
+        "  },\n"
+        '  "testbed": {\n'
+        '    "cores": 8,\n'
+        '    "instance_cpu": 0.5,\n'
+        '    "kafka_provider": "embedded",\n'
+        '    "memory_gib": 31.3,\n'
+        '    "pyspark_version": "4.0.0",\n'
+        '    "python_version": "3.11.7",\n'
+        '    "spark_master": "standalone"\n'
+        "  }\n"
+        "}\n"
+    )
+    assert [p.name for p in path.parent.iterdir()] == ["uc1.json"]  # no temporary file left behind
+
+
+def test_round_trip_gives_an_equal_baseline(tmp_path: Path) -> None:
+    baseline = make_baseline({1000: 1, 3000: None}, duration_s=300, nested={"b": [1, 2.5], "a": None})
+    path = write_baseline(tmp_path / "uc1.json", baseline)
+
+    loaded = load_baseline(path)
+
+    assert loaded == baseline
+    assert loaded is not None and loaded.loads == (1000, 3000) and loaded.format_version == FORMAT_VERSION
+
+
+def test_rewriting_replaces_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "uc1.json"
+    write_baseline(path, make_baseline({1000: 1}))
+    write_baseline(path, make_baseline({1000: 2}))
+
+    loaded = load_baseline(path)
+    assert loaded is not None and loaded.demand == {1000: 2}
+
+
+def test_settings_are_stored_redacted_and_as_plain_json(tmp_path: Path) -> None:
+    baseline = make_baseline(
+        kafka={"sasl.jaas.config": "...password=hunter2;", "bootstrap": "SASL://user:pw@host:9092"},
+        threshold=float("inf"),
+        results_dir=Path("/tmp/results"),
+    )
+    text = write_baseline(tmp_path / "uc1.json", baseline).read_text(encoding="utf-8")
+
+    assert "hunter2" not in text and ":pw@" not in text
+    assert json.loads(text)["settings"] == {
+        "kafka": {"bootstrap": f"SASL://{REDACTED}@host:9092", "sasl.jaas.config": REDACTED},
+        "threshold": "inf",
+        "results_dir": "/tmp/results",
+    }
+
+
+def test_missing_file_is_no_baseline(tmp_path: Path) -> None:
+    assert load_baseline(tmp_path / "absent.json") is None
+
+
+def test_baseline_path_is_named_after_the_benchmark(tmp_path: Path) -> None:
+    assert baseline_path(tmp_path, "uc2-window_1m") == tmp_path / "uc2-window_1m.json"
+    with pytest.raises(ValueError, match="must be letters, digits"):
+        baseline_path(tmp_path, "../uc1")
+
+
+def test_a_file_of_another_benchmark_is_refused_when_the_name_is_given(tmp_path: Path) -> None:
+    path = write_baseline(tmp_path / "uc2.json", make_baseline())
+    with pytest.raises(BaselineError) as error:
+        load_baseline(path, benchmark="uc2")
+    assert str(error.value) == (
+        f"{path}: holds the baseline of benchmark 'uc1', expected 'uc2'"
+        ' (was the file copied without changing its "benchmark"?)'
+    )
+
+
+def test_an_invalid_baseline_is_refused_in_python_too() -> None:
+    with pytest.raises(ValueError, match=r"demand\[1000\] = 0 is not a whole number of instances"):
+        make_baseline({1000: 0})
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Broken files: one BaselineError naming the file and the problem
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _with(**changes: object) -> dict:
+    document = valid_document()
+    document.update(changes)
+    return document
+
+
+def _without(key: str) -> dict:
+    document = valid_document()
+    del document[key]
+    return document
+
+
+def _testbed_with(**changes: object) -> dict:
+    document = valid_document()
+    document["testbed"].update(changes)
+    return document
+
+
+BROKEN_DOCUMENTS = {
+    "word as resources": (
+        _with(demand={"1000": "two"}),
+        'demand["1000"] is "two", expected a whole number of instances or null',
+    ),
+    "negative resources": (
+        _with(demand={"1000": -1}),
+        'demand["1000"] is -1, expected 1 or more instances or null',
+    ),
+    "zero resources": (
+        _with(demand={"1000": 0}),
+        'demand["1000"] is 0, expected 1 or more instances or null',
+    ),
+    "fractional resources": (
+        _with(demand={"1000": 2.5}),
+        'demand["1000"] is 2.5, expected a whole number of instances or null',
+    ),
+    "boolean resources": (
+        _with(demand={"1000": True}),
+        'demand["1000"] is true, expected a whole number of instances or null',
+    ),
+    "load not a number": (
+        _with(demand={"1k": 1}),
+        'demand key "1k" is not a load, expected a whole number such as "1000"',
+    ),
+    "fractional load": (
+        _with(demand={"1000.5": 1}),
+        'demand key "1000.5" is not a load, expected a whole number such as "1000"',
+    ),
+    "negative load": (
+        _with(demand={"-5": 1}),
+        'demand key "-5" is not a load, expected a whole number such as "1000"',
+    ),
+    "load with leading zero": (
+        _with(demand={"0100": 1}),
+        'demand key "0100" is not a load, expected a whole number such as "1000"',
+    ),
+    "demand a list": (_with(demand=[1, 2]), 'demand is a list, expected an object {"<load>": instances}'),
+    "demand empty": (_with(demand={}), "demand is empty, expected at least one load"),
+    "missing demand": (_without("demand"), "missing key demand"),
+    "missing testbed": (_without("testbed"), "missing key testbed"),
+    "typo key": (
+        _with(demnad={}),
+        "unknown key demnad (expected keys: benchmark, demand, format_version, settings, testbed)",
+    ),
+    "top level list": (
+        [1, 2],
+        (
+            "the top level is a list, expected an object with keys benchmark, demand, format_version, settings,"
+            " testbed"
+        ),
+    ),
+    "version as text": (_with(format_version="1"), 'format_version is "1", expected 1'),
+    "newer version": (
+        _with(format_version=2),
+        (
+            "format_version is 2, written by a newer pytest-theodolite (this one reads 1): upgrade"
+            " pytest-theodolite"
+        ),
+    ),
+    "benchmark number": (
+        _with(benchmark=1),
+        "benchmark is 1, expected a name of letters, digits, '.', '_' or '-'",
+    ),
+    "settings a list": (_with(settings=[]), "settings is a list, expected an object"),
+    "testbed text": (_with(testbed="8 cores"), 'testbed is the text "8 cores", expected an object'),
+    "testbed cores text": (
+        _testbed_with(cores="8"),
+        'testbed.cores is "8", expected a whole number >= 1 or null',
+    ),
+    "testbed cpu zero": (
+        _testbed_with(instance_cpu=0),
+        "testbed.instance_cpu is 0, expected a number > 0 or null (unlimited)",
+    ),
+    "testbed master null": (_testbed_with(spark_master=None), "testbed.spark_master is null, expected text"),
+    "testbed missing key": (
+        {**valid_document(), "testbed": {k: v for k, v in TESTBED.to_dict().items() if k != "memory_gib"}},
+        "missing key testbed.memory_gib",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_DOCUMENTS))
+def test_broken_file_names_file_and_problem(tmp_path: Path, case: str) -> None:
+    document, problem = BROKEN_DOCUMENTS[case]
+    path = write_document(tmp_path, document)
+
+    with pytest.raises(BaselineError) as error:
+        load_baseline(path)
+
+    assert str(error.value) == f"{path}: {problem}"
+
+
+def test_message_uses_the_path_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "uc1.json").write_text(json.dumps(_with(demand={"1000": "two"})))
+    monkeypatch.chdir(tmp_path)
+
+    with pytest.raises(BaselineError) as error:
+        load_baseline("baselines/uc1.json")
+
+    assert str(error.value) == (
+        'baselines/uc1.json: demand["1000"] is "two", expected a whole number of instances or null'
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "not valid JSON: Expecting value at line 1 column 1"),
+        # the wording of json's message varies between Python versions; the position does not
+        ('{"benchmark": "uc1",\n  "demand": {"1000": 1,}}', "not valid JSON: "),
+        ('{"demand": {"1000": NaN}}', "not valid JSON: NaN is not a JSON number"),
+        ('{"demand": {"1000": 1, "1000": 2}}', 'key "1000" appears twice in one object'),
+    ],
+)
+def test_text_that_is_not_json_is_refused(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "uc1.json"
+    path.write_text(text, encoding="utf-8")
+
+    with pytest.raises(BaselineError) as error:
+        load_baseline(path)
+
+    assert str(error.value).startswith(f"{path}: {problem}")
+    if "\n" in text:
+        assert str(error.value).endswith(" at line 2 column 24")
+
+
+def test_bytes_that_are_not_utf8_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "uc1.json"
+    path.write_bytes(b'{"benchmark": "\xff"}')
+
+    with pytest.raises(BaselineError) as error:
+        load_baseline(path)
+
+    assert str(error.value) == f"{path}: not UTF-8 text (invalid start byte at byte 15)"
+
+
+def test_a_directory_in_place_of_the_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "uc1.json").mkdir()
+    with pytest.raises(BaselineError, match=r"uc1\.json: cannot be read: "):
+        load_baseline(tmp_path / "uc1.json")
+
+
+def test_baseline_error_is_a_value_error() -> None:
+    assert issubclass(BaselineError, ValueError)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Comparison of one point
+# ------------------------------------------------------------------------------------------------------------
+
+BASELINE = make_baseline({1000: 3, 2000: None})
+
+
+@pytest.mark.parametrize(
+    ("load", "measured", "tolerance", "verdict"),
+    [
+        (1000, 3, 0, Verdict.PASS),  # equal
+        (1000, 4, 0, Verdict.REGRESSION),  # one more instance
+        (1000, 4, 1, Verdict.PASS),  # within the tolerance
+        (1000, 5, 1, Verdict.REGRESSION),  # beyond the tolerance
+        (1000, 2, 0, Verdict.IMPROVEMENT),  # fewer instances: passes, baseline could be lowered
+        (1000, None, 0, Verdict.REGRESSION),  # none is worse than any number
+        (1000, None, 100, Verdict.REGRESSION),  # ... whatever the tolerance
+        (2000, 4, 0, Verdict.IMPROVEMENT),  # baseline none, now solvable
+        (2000, None, 0, Verdict.PASS),  # none both
+        (1000, UNMEASURED, 0, Verdict.UNMEASURED),
+        (2000, UNMEASURED, 0, Verdict.UNMEASURED),
+        (8000, 2, 0, Verdict.NEW_LOAD),  # no baseline value for this load
+        (8000, None, 0, Verdict.NEW_LOAD),
+        (8000, UNMEASURED, 0, Verdict.UNMEASURED),  # a broken measurement matters more than a new load
+    ],
+)
+def test_compare_point_rules(load: int, measured: object, tolerance: int, verdict: Verdict) -> None:
+    point = compare_point(load, measured, BASELINE, tolerance)  # type: ignore[arg-type]
+
+    assert point.verdict is verdict
+    assert point.passed is (verdict in (Verdict.PASS, Verdict.IMPROVEMENT, Verdict.NEW_LOAD))
+    assert (point.load, point.measured, point.tolerance) == (load, measured, tolerance)
+
+
+def test_compare_point_without_any_baseline_is_a_new_load() -> None:
+    point = compare_point(1000, 3, None)
+    assert point.verdict is Verdict.NEW_LOAD and not point.in_baseline and point.baseline_text == "-"
+
+
+def test_point_texts_tell_none_from_missing_from_unmeasured() -> None:
+    assert compare_point(2000, None, BASELINE).baseline_text == "none"
+    assert compare_point(1000, None, BASELINE).baseline_text == "3"
+    assert compare_point(1000, None, BASELINE).measured_text == "none"
+    assert compare_point(1000, None, BASELINE, skipped=True).measured_text == "none (skipped)"
+    assert compare_point(1000, UNMEASURED, BASELINE).measured_text == "unmeasured"
+    assert compare_point(1000, 2, BASELINE).measured_text == "2"
+
+
+def test_point_descriptions() -> None:
+    assert compare_point(1000, 4, BASELINE, 0).describe("uc1") == (
+        "uc1 load 1000: measured 4 instances, baseline 3 instances: regression"
+    )
+    assert compare_point(1000, None, BASELINE, 1).describe() == (
+        "load 1000: measured none (no tested instance count met the SLOs), baseline 3 instances"
+        " (tolerance +1): regression"
+    )
+    assert compare_point(2000, 1, BASELINE).describe() == (
+        "load 2000: measured 1 instance, baseline none: improvement: the baseline could be lowered"
+    )
+    assert compare_point(1000, UNMEASURED, BASELINE).describe() == (
+        "load 1000: measured nothing (unmeasured), baseline 3 instances: unmeasured: an invalid or errored"
+        " sub-experiment left this load unjudged"
+    )
+
+
+@pytest.mark.parametrize("tolerance", [-1, 0.5, True])
+def test_tolerance_must_be_a_whole_number_of_instances(tolerance: object) -> None:
+    with pytest.raises(ValueError, match="tolerance must be a whole number of instances >= 0"):
+        compare_point(1000, 3, BASELINE, tolerance)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("measured", [0, -2, 1.5, "3"])
+def test_measured_value_must_be_instances_none_or_unmeasured(measured: object) -> None:
+    with pytest.raises(ValueError, match="is not a whole number of instances >= 1, None"):
+        compare_point(1000, measured, BASELINE)  # type: ignore[arg-type]
+
+
+def test_verdict_labels() -> None:
+    assert [v.label for v in Verdict] == ["PASS", "IMPROVEMENT", "REGRESSION", "UNMEASURED", "NEW LOAD"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Comparison of a demand function
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_compare_sorts_points_into_regressions_improvements_and_unmeasured() -> None:
+    baseline = make_baseline({1000: 1, 2000: 2, 4000: 3, 8000: None, 16000: 4})
+    measured = DemandResult(
+        demand={1000: 1, 2000: 1, 4000: 4, 8000: None, 32000: 2},
+        unmeasured=(16000,),
+        loads=(1000, 2000, 4000, 8000, 16000, 32000),
+    )
+
+    comparison = compare(measured, baseline, measured_testbed=TESTBED)
+
+    assert [(p.load, p.verdict) for p in comparison.points] == [
+        (1000, Verdict.PASS),
+        (2000, Verdict.IMPROVEMENT),
+        (4000, Verdict.REGRESSION),
+        (8000, Verdict.PASS),
+        (16000, Verdict.UNMEASURED),
+        (32000, Verdict.NEW_LOAD),
+    ]
+    assert [p.load for p in comparison.regressions] == [4000]
+    assert [p.load for p in comparison.improvements] == [2000]
+    assert [p.load for p in comparison.unmeasured] == [16000]
+    assert [p.load for p in comparison.new_loads] == [32000]
+    assert comparison.passed is False
+    assert comparison.benchmark == "uc1" and comparison.not_run == ()
+    assert comparison.point(4000).measured == 4 and comparison.point(4000).baseline == 3
+
+
+def test_compare_passes_with_improvements_and_within_tolerance() -> None:
+    baseline = make_baseline({1000: 2, 2000: 2})
+    measured = DemandResult(demand={1000: 1, 2000: 3})
+
+    assert compare(measured, baseline, 0, measured_testbed=None).passed is False
+    comparison = compare(measured, baseline, 1, measured_testbed=None)
+    assert comparison.passed is True
+    assert [p.verdict for p in comparison.points] == [Verdict.IMPROVEMENT, Verdict.PASS]
+
+
+def test_compare_fails_on_unmeasured_alone() -> None:
+    measured = DemandResult(demand={1000: 1}, unmeasured=(2000,))
+    comparison = compare(measured, make_baseline({1000: 1, 2000: 1}), measured_testbed=None)
+
+    assert comparison.passed is False and comparison.regressions == ()
+    assert [p.load for p in comparison.unmeasured] == [2000]
+
+
+def test_compare_marks_skipped_loads_and_lists_baseline_loads_not_run() -> None:
+    measured = DemandResult(demand={1000: None, 2000: None}, skipped=(2000,))
+    comparison = compare(measured, make_baseline({1000: None, 2000: 1, 4000: 2}), measured_testbed=None)
+
+    assert [(p.measured_text, p.verdict) for p in comparison.points] == [
+        ("none", Verdict.PASS),
+        ("none (skipped)", Verdict.REGRESSION),
+    ]
+    assert comparison.not_run == (4000,)
+
+
+def test_compare_without_baseline_makes_every_load_new() -> None:
+    measured = DemandResult(demand={1000: 1, 2000: None}, unmeasured=(4000,))
+    comparison = compare(measured, None, measured_testbed=TESTBED, benchmark="uc1")
+
+    assert comparison.benchmark == "uc1" and comparison.has_baseline is False
+    assert [p.verdict for p in comparison.points] == [Verdict.NEW_LOAD, Verdict.NEW_LOAD, Verdict.UNMEASURED]
+    assert comparison.testbed_differs is False
+
+
+def test_compare_refuses_the_baseline_of_another_benchmark() -> None:
+    with pytest.raises(ValueError, match="comparing benchmark 'uc2' with the baseline of 'uc1'"):
+        compare(DemandResult(demand={1000: 1}), make_baseline(), measured_testbed=None, benchmark="uc2")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Testbed
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _replace(testbed: Testbed, **changes: object) -> Testbed:
+    return Testbed(**{**testbed.to_dict(), **changes})
+
+
+def test_testbed_difference_sentence_for_cores() -> None:
+    comparison = compare(
+        DemandResult(demand={1000: 1}), make_baseline(), measured_testbed=_replace(TESTBED, cores=2)
+    )
+
+    assert comparison.testbed_differs is True
+    assert comparison.testbed_differences == (TestbedDifference("cores", "8 cores", "2 cores"),)
+    assert comparison.testbed_sentence == (
+        "baseline recorded on 8 cores, this run has 2 cores; the comparison still runs"
+    )
+    assert comparison.passed is True  # a different testbed is reported, not failed
+
+
+def test_testbed_difference_sentence_for_several_fields() -> None:
+    now = _replace(
+        TESTBED, cores=2, instance_cpu=None, kafka_provider="testcontainers", python_version="3.12.1"
+    )
+
+    assert describe_testbed_differences(TESTBED.differences(now)) == (
+        "baseline recorded on 8 cores, 0.5 CPU per instance, Kafka embedded and Python 3.11.7,"
+        " this run has 2 cores, unlimited CPU per instance, Kafka testcontainers and Python 3.12.1;"
+        " the comparison still runs"
+    )
+
+
+def test_testbed_ignores_python_patch_releases_and_unknown_values() -> None:
+    now = _replace(TESTBED, python_version="3.11.9", cores=None, memory_gib=None, pyspark_version=None)
+
+    assert TESTBED.differences(now) == ()
+    assert describe_testbed_differences(()) == ""
+    assert (
+        compare(DemandResult(demand={1000: 1}), make_baseline(), measured_testbed=now).testbed_sentence == ""
+    )
+
+
+def test_testbed_current_discovers_what_it_can() -> None:
+    testbed = Testbed.current(kafka_provider="external", spark_master="spark://m:7077", instance_cpu=1)
+
+    assert testbed.cores is not None and testbed.cores >= 1
+    assert testbed.memory_gib is not None and testbed.memory_gib > 0
+    assert testbed.instance_cpu == 1.0 and isinstance(testbed.instance_cpu, float)
+    assert (testbed.kafka_provider, testbed.spark_master) == ("external", "spark://m:7077")
+    assert testbed.python_version.count(".") == 2
+
+
+def test_testbed_current_takes_given_values() -> None:
+    testbed = Testbed.current(
+        kafka_provider="embedded",
+        spark_master="standalone",
+        instance_cpu=None,
+        cores=4,
+        memory_gib=15.62,
+        pyspark_version="9.9.9",
+    )
+    assert (testbed.cores, testbed.memory_gib, testbed.instance_cpu, testbed.pyspark_version) == (
+        4,
+        15.6,
+        None,
+        "9.9.9",
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Updating a baseline
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_update_replaces_measured_loads_and_keeps_unmeasured_and_unrun_ones() -> None:
+    previous = make_baseline({1000: 2, 2000: 3, 4000: 4})
+    measured = DemandResult(demand={1000: 1, 8000: None}, unmeasured=(2000,))
+    now = _replace(TESTBED, cores=2)
+
+    updated = baseline_from_measurement("uc1", measured, {"duration_s": 60}, now, previous)
+
+    assert updated.demand == {1000: 1, 2000: 3, 4000: 4, 8000: None}
+    assert updated.testbed == now and updated.settings == {"duration_s": 60}
+
+
+def test_update_without_previous_leaves_unmeasured_loads_out() -> None:
+    measured = DemandResult(demand={1000: 1}, unmeasured=(2000,))
+    assert baseline_from_measurement("uc1", measured, {}, TESTBED).demand == {1000: 1}
+
+
+def test_update_with_nothing_measured_is_refused() -> None:
+    with pytest.raises(ValueError, match="no load was measured"):
+        baseline_from_measurement("uc1", DemandResult(demand={}, unmeasured=(1000,)), {}, TESTBED)
