@@ -1,0 +1,369 @@
+"""What the gates show people: failure tables, the terminal summary, Markdown for CI pages, JUnit properties
+and the scalability plot. Pure rendering over the comparison data: no pytest, Kafka or Spark imports.
+
+Words are the same everywhere: a load's status is PASS, IMPROVEMENT, REGRESSION, UNMEASURED or NEW LOAD
+(`Verdict.label`); a sub-experiment's mark is `ok`, `FAIL`, `INVALID` or `ERRORED`. Plain ASCII, no emoji,
+so tables line up in any terminal and log.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_theodolite.baseline import Baseline, Comparison, PointComparison, Verdict
+from pytest_theodolite.metrics import DemandResult
+from pytest_theodolite.results import SubExperimentRecord
+from pytest_theodolite.slo import Outcome
+
+#: (load, resources) of one sub-experiment
+Point = tuple[int, int]
+
+OUTCOME_MARKS: Mapping[Outcome, str] = {
+    Outcome.PASS: "ok",
+    Outcome.FAIL: "FAIL",
+    Outcome.INVALID: "INVALID",
+    Outcome.ERRORED: "ERRORED",
+}
+
+PLOT_INSTALL_HINT = "pip install 'pytest-theodolite[plot]'"
+
+
+class PlotDependencyMissing(ImportError):
+    """matplotlib is not installed; the message says how to install it."""
+
+
+@dataclass(frozen=True)
+class BenchmarkReport:
+    """Everything the summaries say about one benchmark of a session."""
+
+    name: str
+    comparison: Comparison
+    measured: DemandResult
+    baseline: Baseline | None  # None: no baseline file yet
+    plot_path: Path | None = None
+    notes: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Small pieces
+# ------------------------------------------------------------------------------------------------------------
+
+
+def slopes_and_outcomes(
+    records: Iterable[SubExperimentRecord],
+) -> tuple[dict[Point, float | None], dict[Point, Outcome]]:
+    """The deciding lag slope and the outcome of each recorded sub-experiment, keyed by (load, resources)."""
+    records = tuple(records)
+    slopes = {(r.load, r.resources): r.lag_trend_slope for r in records}
+    outcomes = {(r.load, r.resources): r.outcome for r in records}
+    return slopes, outcomes
+
+
+def format_slope(slope: float | None) -> str:
+    """'+5321/s', '-12/s', '+0.4/s'; 'n/a' when no slope could be fitted."""
+    if slope is None or math.isnan(slope):
+        return "n/a"
+    if math.isinf(slope):
+        return "+inf/s" if slope > 0 else "-inf/s"
+    # Whole records/s are enough next to a threshold of thousands; keep a decimal for near-zero trends.
+    return f"{slope:+.0f}/s" if abs(slope) >= 10 else f"{slope:+.1f}/s"
+
+
+def lag_slopes_text(
+    load: int, slopes: Mapping[Point, float | None], outcomes: Mapping[Point, Outcome] | None = None
+) -> str:
+    """'r=1: +5321/s FAIL, r=2: -12/s ok' for the sub-experiments run at `load`; '-' when none ran."""
+    outcomes = outcomes or {}
+    at_load = sorted(
+        resources for (point_load, resources) in set(slopes) | set(outcomes) if point_load == load
+    )
+    if not at_load:
+        return "-"
+    parts = []
+    for resources in at_load:
+        part = f"r={resources}: {format_slope(slopes.get((load, resources)))}"
+        outcome = outcomes.get((load, resources))
+        if outcome is not None:
+            part += f" {OUTCOME_MARKS[outcome]}"
+        parts.append(part)
+    return ", ".join(parts)
+
+
+def benchmark_status(comparison: Comparison) -> str:
+    """One word for a benchmark: REGRESSION > UNMEASURED > IMPROVEMENT > NEW LOAD > PASS (worst first)."""
+    for verdict in (Verdict.REGRESSION, Verdict.UNMEASURED, Verdict.IMPROVEMENT, Verdict.NEW_LOAD):
+        if any(p.verdict is verdict for p in comparison.points):
+            return verdict.label
+    return Verdict.PASS.label
+
+
+def _points(comparison: Comparison | PointComparison) -> tuple[PointComparison, ...]:
+    return (comparison,) if isinstance(comparison, PointComparison) else comparison.points
+
+
+def _fixed_width_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]
+) -> list[str]:
+    """Columns separated by ' | ', a '-+-' rule under the header; numbers right-aligned, no trailing spaces."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            cell.rjust(width) if align_right else cell.ljust(width)
+            for cell, width, align_right in zip(cells, widths, right, strict=True)
+        ]
+        return " | ".join(padded).rstrip()
+
+    return [line(headers), "-+-".join("-" * width for width in widths), *(line(row) for row in rows)]
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def _loads_text(points: Sequence[PointComparison]) -> str:
+    return ", ".join(str(p.load) for p in points)
+
+
+def _improvement_sentence(points: Sequence[PointComparison]) -> str:
+    changes = ", ".join(f"load {p.load} needs {p.measured_text} (baseline {p.baseline_text})" for p in points)
+    return f"improvement: {changes}; the baseline could be lowered"
+
+
+def _commentary(report: BenchmarkReport) -> list[str]:
+    """Sentences under a benchmark's table: what did not fail but is worth knowing."""
+    comparison = report.comparison
+    sentences = []
+    if not comparison.has_baseline:
+        sentences.append("no baseline stored yet: record one to gate this benchmark")
+    elif comparison.new_loads:
+        sentences.append(
+            f"no baseline value for load {_loads_text(comparison.new_loads)}: record one to gate it"
+        )
+    if comparison.unmeasured:
+        sentences.append(
+            f"unmeasured: load {_loads_text(comparison.unmeasured)} (an invalid or errored sub-experiment)"
+        )
+    if comparison.improvements:
+        sentences.append(_improvement_sentence(comparison.improvements))
+    if comparison.testbed_differs:
+        sentences.append(f"testbed: {comparison.testbed_sentence}")
+    if comparison.not_run:
+        sentences.append(f"not run this time: baseline load {', '.join(map(str, comparison.not_run))}")
+    if report.plot_path is not None:
+        sentences.append(f"plot: {report.plot_path}")
+    sentences.extend(report.notes)
+    return sentences
+
+
+def _headline(report: BenchmarkReport) -> str:
+    comparison = report.comparison
+    problems = [
+        _count(len(points), noun)
+        for points, noun in (
+            (comparison.regressions, "regression"),
+            (comparison.unmeasured, "unmeasured load"),
+        )
+        if points
+    ]
+    details = problems + ([f"tolerance +{comparison.tolerance}"] if comparison.tolerance else [])
+    return f"{report.name}: {benchmark_status(comparison)}" + (f" ({', '.join(details)})" if details else "")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Renderers
+# ------------------------------------------------------------------------------------------------------------
+
+
+def failure_table(
+    comparison: Comparison | PointComparison,
+    slopes: Mapping[Point, float | None],
+    outcomes: Mapping[Point, Outcome] | None = None,
+) -> str:
+    """A fixed-width table for a failing gate's message: load | baseline | measured | lag slopes.
+
+    `slopes` (and `outcomes`, for the ok/FAIL marks) are keyed by (load, resources); see `slopes_and_outcomes`.
+    """
+    rows = [
+        (str(p.load), p.baseline_text, p.measured_text, lag_slopes_text(p.load, slopes, outcomes))
+        for p in _points(comparison)
+    ]
+    headers = ("load", "baseline", "measured", "lag slopes")
+    return "\n".join(_fixed_width_table(headers, rows, right=(True, True, True, False)))
+
+
+def terminal_summary(benchmarks: Sequence[BenchmarkReport]) -> list[str]:
+    """Lines for pytest's terminal summary: per benchmark a headline, a table, and what is worth knowing."""
+    lines: list[str] = []
+    for report in benchmarks:
+        if lines:
+            lines.append("")
+        lines.append(_headline(report))
+        rows = [
+            (str(p.load), p.baseline_text, p.measured_text, p.verdict.label) for p in report.comparison.points
+        ]
+        if rows:
+            table = _fixed_width_table(
+                ("load", "baseline", "measured", "verdict"), rows, right=(True, True, True, False)
+            )
+            lines.extend(f"  {line}" for line in table)
+        else:
+            lines.append("  no load was measured")
+        lines.extend(f"  {sentence}" for sentence in _commentary(report))
+    return lines
+
+
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
+    """GitHub-flavoured Markdown for `$GITHUB_STEP_SUMMARY`: a heading and a table per benchmark."""
+    parts = ["## Scalability gates (pytest-theodolite)", ""]
+    if not benchmarks:
+        parts += ["No benchmark ran.", ""]
+    for report in benchmarks:
+        parts += [f"### `{report.name}`: {benchmark_status(report.comparison)}", ""]
+        if report.comparison.points:
+            parts += ["| load | baseline | measured | status |", "| ---: | ---: | ---: | :--- |"]
+            parts += [
+                f"| {p.load} | {_markdown_cell(p.baseline_text)} | {_markdown_cell(p.measured_text)}"
+                f" | {p.verdict.label} |"
+                for p in report.comparison.points
+            ]
+        else:
+            parts.append("No load was measured.")
+        parts.append("")
+        commentary = [s for s in _commentary(report) if not s.startswith("plot: ")]  # a local path
+        if report.comparison.tolerance:
+            commentary.insert(0, f"tolerance: +{_count(report.comparison.tolerance, 'instance')}")
+        if commentary:
+            parts += [f"- {_markdown_cell(sentence)}" for sentence in commentary] + [""]
+    return "\n".join(parts)
+
+
+def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -> list[tuple[str, str]]:
+    """(name, value) pairs for JUnit XML: theodolite.demand.<load> is the measured value, 'none' or
+    'unmeasured'; theodolite.baseline.<load> the baseline value, 'none' or 'missing'."""
+    properties = [("theodolite.benchmark", benchmark)]
+    tolerance = comparison.tolerance
+    for point in _points(comparison):
+        measured = (
+            "unmeasured"
+            if point.verdict is Verdict.UNMEASURED
+            else "none"
+            if point.measured is None
+            else str(point.measured)
+        )
+        baseline = point.baseline_text if point.in_baseline else "missing"
+        properties += [
+            (f"theodolite.demand.{point.load}", measured),
+            (f"theodolite.baseline.{point.load}", baseline),
+            (f"theodolite.verdict.{point.load}", point.verdict.value),
+        ]
+    properties.append(("theodolite.tolerance", str(tolerance)))
+    if isinstance(comparison, Comparison) and comparison.testbed_differs:
+        properties.append(("theodolite.testbed", comparison.testbed_sentence))
+    return properties
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Plot
+# ------------------------------------------------------------------------------------------------------------
+
+
+def scalability_plot(
+    path: str | os.PathLike[str],
+    benchmark_name: str,
+    measured: DemandResult,
+    baseline: Baseline | None,
+) -> Path:
+    """A PNG of measured (and baseline) demand over load; "none" is drawn on a top row labelled "none",
+    unmeasured loads as crosses on the load axis. Written atomically; returns the path."""
+    try:
+        # Figure + Agg canvas directly: no pyplot, so no global figure state and no GUI backend is touched.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise PlotDependencyMissing(
+            f"the scalability plot needs matplotlib, which is not installed: {PLOT_INSTALL_HINT}"
+        ) from error
+
+    baseline_demand = dict(baseline.demand) if baseline is not None else {}
+    numbers = [v for v in (*measured.demand.values(), *baseline_demand.values()) if v is not None]
+    none_row = max([*numbers, *measured.resources, 1]) + 1  # one row above every instance count
+
+    figure = Figure(figsize=(8, 5), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+
+    def draw(demand: Mapping[int, int | None], style: dict[str, object], label: str) -> None:
+        loads = sorted(demand)
+        # NaN breaks the line at "none": a line into the none row would suggest counts in between.
+        values = [math.nan if demand[load] is None else demand[load] for load in loads]
+        axes.plot(loads, values, label=label, **style)
+        nones = [load for load in loads if demand[load] is None]
+        if nones:
+            axes.plot(
+                nones,
+                [none_row] * len(nones),
+                linestyle="none",
+                marker="v" if style.get("linestyle") == "--" else "^",  # both visible where they coincide
+                markersize=9,
+                color=style["color"],
+                markerfacecolor="none" if style.get("linestyle") == "--" else style["color"],
+                label=f"{label}: none",
+            )
+
+    if baseline is not None:
+        draw(
+            baseline_demand, {"color": "tab:gray", "linestyle": "--", "marker": "s", "alpha": 0.8}, "baseline"
+        )
+    draw(
+        {load: value for load, value in measured.demand.items() if load not in measured.unmeasured},
+        {"color": "tab:blue", "linestyle": "-", "marker": "o", "linewidth": 2},
+        "measured",
+    )
+    if measured.unmeasured:
+        axes.plot(
+            list(measured.unmeasured),
+            [0] * len(measured.unmeasured),
+            linestyle="none",
+            marker="x",
+            markersize=10,
+            color="tab:red",
+            clip_on=False,
+            label="unmeasured (invalid/errored)",
+        )
+
+    step = max(1, math.ceil(none_row / 10))
+    ticks = [*range(0, none_row, step), none_row]
+    axes.set_yticks(ticks, [*map(str, ticks[:-1]), "none"])
+    axes.axhline(none_row - 0.5, color="lightgray", linewidth=0.8)
+    axes.set_ylim(0, none_row + 0.5)
+    axes.set_xlabel("load (records/s)")
+    axes.set_ylabel("instances")
+    axes.set_title(f"{benchmark_name}: demand (fewest instances meeting the SLOs)")
+    axes.grid(True, alpha=0.3)
+    if not (measured.demand or measured.unmeasured or baseline_demand):
+        axes.text(0.5, 0.5, "no load measured", transform=axes.transAxes, ha="center")
+    else:
+        axes.legend(loc="best", fontsize="small")
+    figure.tight_layout()
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            figure.savefig(file, format="png")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
