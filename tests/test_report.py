@@ -1,0 +1,364 @@
+"""Rendering of gate results: exact table lines, Markdown, JUnit properties, the PNG plot. Pure: no broker."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_theodolite.baseline import Baseline, Testbed, compare, compare_point
+from pytest_theodolite.metrics import DemandResult
+from pytest_theodolite.report import (
+    BenchmarkReport,
+    PlotDependencyMissing,
+    benchmark_status,
+    failure_table,
+    format_slope,
+    junit_properties,
+    lag_slopes_text,
+    markdown_summary,
+    scalability_plot,
+    slopes_and_outcomes,
+    terminal_summary,
+)
+from pytest_theodolite.results import SubExperimentRecord
+from pytest_theodolite.slo import LAG_TREND, Outcome, SloVerdict
+
+BASELINE_TESTBED = Testbed(8, 31.3, 0.5, "embedded", "standalone", "4.0.0", "3.11.7")
+RUN_TESTBED = Testbed(2, 31.3, 0.5, "embedded", "standalone", "4.0.0", "3.11.7")
+
+BASELINE = Baseline(
+    "uc1", {1000: 1, 2000: 2, 4000: 3, 8000: None, 16000: 4}, {"duration_s": 300}, BASELINE_TESTBED
+)
+MEASURED = DemandResult(
+    demand={1000: 1, 2000: 1, 4000: 4, 8000: None, 32000: 2},
+    unmeasured=(16000,),
+    loads=(1000, 2000, 4000, 8000, 16000, 32000),
+    resources=(1, 2, 3, 4),
+)
+COMPARISON = compare(MEASURED, BASELINE, measured_testbed=RUN_TESTBED)
+
+SLOPES = {(2000, 1): 3.25, (4000, 3): 5321.4, (4000, 4): -12.2, (16000, 4): None}
+OUTCOMES = {
+    (2000, 1): Outcome.PASS,
+    (4000, 3): Outcome.FAIL,
+    (4000, 4): Outcome.PASS,
+    (16000, 4): Outcome.ERRORED,
+}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Pieces
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("slope", "text"),
+    [
+        (5321.4, "+5321/s"),
+        (-12.2, "-12/s"),
+        (0.44, "+0.4/s"),
+        (-3.06, "-3.1/s"),
+        (None, "n/a"),
+        (float("nan"), "n/a"),
+        (float("inf"), "+inf/s"),
+    ],
+)
+def test_format_slope(slope: float | None, text: str) -> None:
+    assert format_slope(slope) == text
+
+
+def test_lag_slopes_text_lists_the_sub_experiments_of_one_load_by_resources() -> None:
+    slopes = {(4000, 4): -12.2, (4000, 3): 5321.4, (2000, 1): 3.25}
+    assert lag_slopes_text(4000, slopes, OUTCOMES) == "r=3: +5321/s FAIL, r=4: -12/s ok"
+    assert lag_slopes_text(4000, slopes) == "r=3: +5321/s, r=4: -12/s"  # without outcomes: no marks
+    assert lag_slopes_text(1000, slopes, OUTCOMES) == "-"
+
+
+def test_slopes_and_outcomes_from_records() -> None:
+    records = [
+        SubExperimentRecord(4000, 3, 4000.0, (), (SloVerdict(LAG_TREND, Outcome.FAIL, 5321.4, 2000.0),)),
+        SubExperimentRecord(
+            4000,
+            4,
+            4000.0,
+            (),
+            (
+                SloVerdict(LAG_TREND, Outcome.PASS, -12.2, 2000.0),
+                SloVerdict("generator-rate", Outcome.INVALID, 3000.0, 3920.0),
+            ),
+        ),
+    ]
+
+    slopes, outcomes = slopes_and_outcomes(records)
+
+    assert slopes == {(4000, 3): 5321.4, (4000, 4): -12.2}
+    assert outcomes == {(4000, 3): Outcome.FAIL, (4000, 4): Outcome.INVALID}
+    assert lag_slopes_text(4000, slopes, outcomes) == "r=3: +5321/s FAIL, r=4: -12/s INVALID"
+
+
+def test_benchmark_status_names_the_worst_verdict() -> None:
+    assert benchmark_status(COMPARISON) == "REGRESSION"
+    tolerant = compare(MEASURED, BASELINE, 1, measured_testbed=None)
+    assert benchmark_status(tolerant) == "UNMEASURED"
+    measured = DemandResult(demand={1000: 1, 2000: 1})
+    assert benchmark_status(compare(measured, BASELINE, measured_testbed=None)) == "IMPROVEMENT"
+    assert (
+        benchmark_status(compare(DemandResult(demand={1000: 1}), BASELINE, measured_testbed=None)) == "PASS"
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Failure table
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_failure_table_of_a_whole_comparison() -> None:
+    assert failure_table(COMPARISON, SLOPES, OUTCOMES).splitlines() == [
+        " load | baseline |   measured | lag slopes",
+        "------+----------+------------+---------------------------------",
+        " 1000 |        1 |          1 | -",
+        " 2000 |        2 |          1 | r=1: +3.2/s ok",
+        " 4000 |        3 |          4 | r=3: +5321/s FAIL, r=4: -12/s ok",
+        " 8000 |     none |       none | -",
+        "16000 |        4 | unmeasured | r=4: n/a ERRORED",
+        "32000 |        - |          2 | -",
+    ]
+
+
+def test_failure_table_of_one_failing_point() -> None:
+    point = compare_point(4000, None, BASELINE, skipped=False)
+    slopes = {(4000, 3): 5321.4, (4000, 4): 2400.0}
+    outcomes = {(4000, 3): Outcome.FAIL, (4000, 4): Outcome.FAIL}
+
+    assert failure_table(point, slopes, outcomes) == (
+        "load | baseline | measured | lag slopes\n"
+        "-----+----------+----------+-------------------------------------\n"
+        "4000 |        3 |     none | r=3: +5321/s FAIL, r=4: +2400/s FAIL"
+    )
+
+
+def test_failure_table_shows_a_skipped_none() -> None:
+    point = compare_point(8000, None, BASELINE, skipped=True)
+    assert failure_table(point, {}).splitlines()[2] == "8000 |     none | none (skipped) | -"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Summaries
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _report(**changes: object) -> BenchmarkReport:
+    fields = {
+        "name": "uc1",
+        "comparison": COMPARISON,
+        "measured": MEASURED,
+        "baseline": BASELINE,
+        "plot_path": None,
+        "notes": (),
+    }
+    fields.update(changes)
+    return BenchmarkReport(**fields)  # type: ignore[arg-type]
+
+
+def test_terminal_summary_lines() -> None:
+    new = compare(DemandResult(demand={1000: 1}), None, measured_testbed=None, benchmark="uc2")
+    reports = [
+        _report(plot_path=Path("results/uc1.png"), notes=("strategy linear",)),
+        BenchmarkReport("uc2", new, DemandResult(demand={1000: 1}), None),
+    ]
+
+    assert terminal_summary(reports) == [
+        "uc1: REGRESSION (1 regression, 1 unmeasured load)",
+        "   load | baseline |   measured | verdict",
+        "  ------+----------+------------+------------",
+        "   1000 |        1 |          1 | PASS",
+        "   2000 |        2 |          1 | IMPROVEMENT",
+        "   4000 |        3 |          4 | REGRESSION",
+        "   8000 |     none |       none | PASS",
+        "  16000 |        4 | unmeasured | UNMEASURED",
+        "  32000 |        - |          2 | NEW LOAD",
+        "  no baseline value for load 32000: record one to gate it",
+        "  unmeasured: load 16000 (an invalid or errored sub-experiment)",
+        "  improvement: load 2000 needs 1 (baseline 2); the baseline could be lowered",
+        "  testbed: baseline recorded on 8 cores, this run has 2 cores; the comparison still runs",
+        "  plot: results/uc1.png",
+        "  strategy linear",
+        "",
+        "uc2: NEW LOAD",
+        "  load | baseline | measured | verdict",
+        "  -----+----------+----------+---------",
+        "  1000 |        - |        1 | NEW LOAD",
+        "  no baseline stored yet: record one to gate this benchmark",
+    ]
+
+
+def test_terminal_summary_of_a_clean_pass_has_no_commentary() -> None:
+    measured = DemandResult(demand={1000: 1, 2000: 2})
+    comparison = compare(measured, BASELINE, 1, measured_testbed=BASELINE_TESTBED)
+    lines = terminal_summary([BenchmarkReport("uc1", comparison, measured, BASELINE)])
+
+    assert lines[0] == "uc1: PASS (tolerance +1)"
+    assert lines[1:] == [
+        "  load | baseline | measured | verdict",
+        "  -----+----------+----------+--------",
+        "  1000 |        1 |        1 | PASS",
+        "  2000 |        2 |        2 | PASS",
+        "  not run this time: baseline load 4000, 8000, 16000",
+    ]
+
+
+def test_terminal_summary_of_nothing_measured() -> None:
+    empty = DemandResult(demand={})
+    comparison = compare(empty, BASELINE, measured_testbed=None)
+    assert terminal_summary([BenchmarkReport("uc1", comparison, empty, BASELINE)])[:2] == [
+        "uc1: PASS",
+        "  no load was measured",
+    ]
+    assert terminal_summary([]) == []
+
+
+def test_markdown_summary() -> None:
+    markdown = markdown_summary([_report(plot_path=Path("results/uc1.png"), notes=("a | b",))])
+
+    assert markdown == (
+        "## Scalability gates (pytest-theodolite)\n"
+        "\n"
+        "### `uc1`: REGRESSION\n"
+        "\n"
+        "| load | baseline | measured | status |\n"
+        "| ---: | ---: | ---: | :--- |\n"
+        "| 1000 | 1 | 1 | PASS |\n"
+        "| 2000 | 2 | 1 | IMPROVEMENT |\n"
+        "| 4000 | 3 | 4 | REGRESSION |\n"
+        "| 8000 | none | none | PASS |\n"
+        "| 16000 | 4 | unmeasured | UNMEASURED |\n"
+        "| 32000 | - | 2 | NEW LOAD |\n"
+        "\n"
+        "- no baseline value for load 32000: record one to gate it\n"
+        "- unmeasured: load 16000 (an invalid or errored sub-experiment)\n"
+        "- improvement: load 2000 needs 1 (baseline 2); the baseline could be lowered\n"
+        "- testbed: baseline recorded on 8 cores, this run has 2 cores; the comparison still runs\n"
+        "- a \\| b\n"
+    )
+    assert not any(ord(character) > 127 for character in markdown)  # no emoji, plain ASCII
+
+
+def test_markdown_summary_of_several_benchmarks_and_of_none() -> None:
+    measured = DemandResult(demand={1000: 1})
+    passing = BenchmarkReport(
+        "uc2", compare(measured, BASELINE, 2, measured_testbed=None), measured, BASELINE
+    )
+    markdown = markdown_summary([_report(), passing])
+
+    headings = [line for line in markdown.splitlines() if line.startswith("### ")]
+    assert headings == ["### `uc1`: REGRESSION", "### `uc2`: PASS"]
+    assert markdown.endswith(
+        "| 1000 | 1 | 1 | PASS |\n\n- tolerance: +2 instances\n- not run this time: baseline load"
+        " 2000, 4000, 8000, 16000\n"
+    )
+    assert markdown_summary([]) == "## Scalability gates (pytest-theodolite)\n\nNo benchmark ran.\n"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# JUnit properties
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_junit_properties_of_a_comparison() -> None:
+    properties = junit_properties("uc1", compare(MEASURED, BASELINE, 1, measured_testbed=RUN_TESTBED))
+
+    assert properties == [
+        ("theodolite.benchmark", "uc1"),
+        ("theodolite.demand.1000", "1"),
+        ("theodolite.baseline.1000", "1"),
+        ("theodolite.verdict.1000", "pass"),
+        ("theodolite.demand.2000", "1"),
+        ("theodolite.baseline.2000", "2"),
+        ("theodolite.verdict.2000", "improvement"),
+        ("theodolite.demand.4000", "4"),
+        ("theodolite.baseline.4000", "3"),
+        ("theodolite.verdict.4000", "pass"),
+        ("theodolite.demand.8000", "none"),
+        ("theodolite.baseline.8000", "none"),
+        ("theodolite.verdict.8000", "pass"),
+        ("theodolite.demand.16000", "unmeasured"),
+        ("theodolite.baseline.16000", "4"),
+        ("theodolite.verdict.16000", "unmeasured"),
+        ("theodolite.demand.32000", "2"),
+        ("theodolite.baseline.32000", "missing"),
+        ("theodolite.verdict.32000", "new-load"),
+        ("theodolite.tolerance", "1"),
+        (
+            "theodolite.testbed",
+            "baseline recorded on 8 cores, this run has 2 cores; the comparison still runs",
+        ),
+    ]
+
+
+def test_junit_properties_of_one_point() -> None:
+    point = compare_point(8000, None, BASELINE, skipped=True)
+    assert junit_properties("uc1", point) == [
+        ("theodolite.benchmark", "uc1"),
+        ("theodolite.demand.8000", "none"),
+        ("theodolite.baseline.8000", "none"),
+        ("theodolite.verdict.8000", "pass"),
+        ("theodolite.tolerance", "0"),
+    ]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Plot
+# ------------------------------------------------------------------------------------------------------------
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_plot_is_written_as_a_png(tmp_path: Path) -> None:
+    path = scalability_plot(tmp_path / "plots" / "uc1.png", "uc1", MEASURED, BASELINE)
+
+    assert path == tmp_path / "plots" / "uc1.png"
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    assert path.stat().st_size > 10_000  # axes, labels, lines and legend, not an empty canvas
+    assert _png_size(path) == (800, 500)
+    assert [p.name for p in path.parent.iterdir()] == ["uc1.png"]  # no temporary file left behind
+
+
+def test_plot_without_baseline_and_with_nothing_measured(tmp_path: Path) -> None:
+    first = scalability_plot(tmp_path / "first.png", "uc1", DemandResult(demand={1000: None}), None)
+    empty = scalability_plot(tmp_path / "empty.png", "uc1", DemandResult(demand={}), None)
+
+    assert _png_size(first) == (800, 500) and first.stat().st_size > 10_000
+    assert _png_size(empty) == (800, 500)
+
+
+def test_plot_leaves_no_pyplot_figure_open(tmp_path: Path) -> None:
+    scalability_plot(tmp_path / "uc1.png", "uc1", MEASURED, BASELINE)
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    assert pyplot is None or pyplot.get_fignums() == []
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # None in sys.modules makes the import fail
+
+    with pytest.raises(PlotDependencyMissing) as error:
+        scalability_plot(tmp_path / "uc1.png", "uc1", MEASURED, BASELINE)
+
+    assert str(error.value) == (
+        "the scalability plot needs matplotlib, which is not installed: pip install 'pytest-theodolite[plot]'"
+    )
+    assert isinstance(error.value, ImportError)
+    assert not (tmp_path / "uc1.png").exists()
