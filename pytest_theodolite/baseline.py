@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import numbers
 import os
 import platform
 import re
@@ -227,7 +228,8 @@ class Baseline:
                     f"baseline {self.benchmark}: demand[{load}] = {resources!r} is not a whole number of"
                     " instances (1 or more) or None"
                 )
-        object.__setattr__(self, "demand", {int(k): self.demand[k] for k in sorted(self.demand)})
+        demand = {int(k): None if v is None else int(v) for k, v in self.demand.items()}
+        object.__setattr__(self, "demand", dict(sorted(demand.items())))
         object.__setattr__(self, "settings", _plain_json(redact_secrets(dict(self.settings))))
 
     @property
@@ -450,7 +452,8 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _is_whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    # numbers.Integral admits numpy integers from computed results; bool is an int but never a count.
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _is_number(value: Any) -> bool:
@@ -620,6 +623,8 @@ def compare_point(
             f"load {load}: measured demand {measured!r} is not a whole number of instances >= 1, None"
             " (none) or UNMEASURED"
         )
+    if measured is not None and measured is not UNMEASURED:
+        measured = int(measured)
     in_baseline = baseline is not None and load in baseline.demand
     baseline_value = baseline.demand[load] if in_baseline else None  # type: ignore[union-attr]
     return PointComparison(

@@ -585,3 +585,13 @@ def test_update_without_previous_leaves_unmeasured_loads_out() -> None:
 def test_update_with_nothing_measured_is_refused() -> None:
     with pytest.raises(ValueError, match="no load was measured"):
         baseline_from_measurement("uc1", DemandResult(demand={}, unmeasured=(1000,)), {}, TESTBED)
+
+
+def test_numpy_integers_are_whole_numbers() -> None:
+    numpy = pytest.importorskip("numpy")
+    baseline = make_baseline({numpy.int64(1000): numpy.int64(2)})
+
+    assert baseline.demand == {1000: 2} and type(next(iter(baseline.demand.values()))) is int
+    assert baseline.to_json().count('"1000": 2') == 1
+    point = compare_point(1000, numpy.int64(3), baseline)
+    assert point.verdict is Verdict.REGRESSION and type(point.measured) is int
