@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -169,13 +168,14 @@ def random_readings(seed: int, start_ms: int, seconds: int, step_ms: int = 1000)
 # -- UC1 -----------------------------------------------------------------------------------------------------
 
 
-def test_uc1_converts_every_valid_record_and_counts_malformed(spark, kafka_cluster):
+def test_uc1_converts_every_valid_record_and_counts_malformed(spark, kafka_cluster, tmp_path):
     input_topic, output_topic = fresh_topic(kafka_cluster, "uc1-in", 2), fresh_topic(kafka_cluster, "uc1-out")
     readings = random_readings(seed=1, start_ms=BASE_MS, seconds=10)
     produce(kafka_cluster, input_topic, readings, MALFORMED)
 
     query = uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
-                            output_topic=output_topic, checkpoint_dir=tempfile.mkdtemp(), available_now=True)
+                            output_topic=output_topic, checkpoint_dir=str(tmp_path / "checkpoint"),
+                            available_now=True)
     run_available_now(query)
 
     output = consume_all(kafka_cluster, output_topic)
@@ -190,28 +190,29 @@ def test_uc1_converts_every_valid_record_and_counts_malformed(spark, kafka_clust
     assert actual == expected
 
 
-def test_uc1_noop_sink_writes_nothing(spark, kafka_cluster):
+def test_uc1_noop_sink_writes_nothing(spark, kafka_cluster, tmp_path):
     input_topic, output_topic = fresh_topic(kafka_cluster, "uc1n-in"), fresh_topic(kafka_cluster, "uc1n-out")
     readings = random_readings(seed=2, start_ms=BASE_MS, seconds=3)
     produce(kafka_cluster, input_topic, readings)
     query = uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
-                            output_topic=output_topic, checkpoint_dir=tempfile.mkdtemp(), available_now=True,
-                            sink="noop")
+                            output_topic=output_topic, checkpoint_dir=str(tmp_path / "checkpoint"),
+                            available_now=True, sink="noop")
     run_available_now(query)
     assert kafka_cluster.total_end_offset(output_topic) == 0
     assert observed_totals(query) == {"total": len(readings), "malformed": 0}
 
 
-def test_unknown_option_is_an_error(spark, kafka_cluster):
+def test_unknown_option_is_an_error(spark, kafka_cluster, tmp_path):
     with pytest.raises(TypeError, match="trigger_intreval"):
         uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic="x",
-                        output_topic="y", checkpoint_dir=tempfile.mkdtemp(), trigger_intreval="1 second")
+                        output_topic="y", checkpoint_dir=str(tmp_path / "checkpoint"),
+                        trigger_intreval="1 second")
 
 
 # -- UC2 -----------------------------------------------------------------------------------------------------
 
 
-def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster):
+def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster, tmp_path):
     input_topic, output_topic = fresh_topic(kafka_cluster, "uc2-in", 2), fresh_topic(kafka_cluster, "uc2-out")
     readings = random_readings(seed=3, start_ms=BASE_MS, seconds=35)
     # one reading far ahead moves the watermark past every window above, so all of them are written
@@ -219,7 +220,7 @@ def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster):
     produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
 
     session_partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    checkpoint_dir = tempfile.mkdtemp()
+    checkpoint_dir = str(tmp_path / "checkpoint")
     query = uc2.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
                             output_topic=output_topic, checkpoint_dir=checkpoint_dir,
                             window_size="10 seconds", watermark_delay="0 seconds", available_now=True,
@@ -243,7 +244,7 @@ def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster):
 # -- UC3 -----------------------------------------------------------------------------------------------------
 
 
-def test_uc3_hour_of_day_sliding_windows_match_pandas_on_rocksdb(spark, kafka_cluster):
+def test_uc3_hour_of_day_sliding_windows_match_pandas_on_rocksdb(spark, kafka_cluster, tmp_path):
     input_topic, output_topic = fresh_topic(kafka_cluster, "uc3-in"), fresh_topic(kafka_cluster, "uc3-out")
     # Kathmandu is UTC+05:45: its hours change at hh:15 UTC, which these readings straddle (all one UTC hour)
     zone = "Asia/Kathmandu"
@@ -251,7 +252,7 @@ def test_uc3_hour_of_day_sliding_windows_match_pandas_on_rocksdb(spark, kafka_cl
     flush = reading("flush", BASE_MS + 3_600_000 * 5, 0.0)
     produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
 
-    checkpoint_dir = tempfile.mkdtemp()
+    checkpoint_dir = str(tmp_path / "checkpoint")
     query = uc3.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
                             output_topic=output_topic, checkpoint_dir=checkpoint_dir,
                             window_size="20 seconds", window_advance="10 seconds", time_zone=zone,
@@ -359,7 +360,9 @@ def uc4_topics(kafka_cluster) -> Iterator[dict[str, str]]:
     yield {role: fresh_topic(kafka_cluster, f"uc4-{role}") for role in ("input", "output", "config", "feedback")}
 
 
-def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(spark, kafka_cluster, uc4_topics):
+def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
+    spark, kafka_cluster, uc4_topics, tmp_path
+):
     tree = registry(children_per_group=4, levels=3)
     assert len(leaves_by_group(tree)) == 21 and len(leaves_by_group(tree)["group_lvl_0_0"]) == 64
     producer = KafkaProducer(**kafka_cluster.client_kwargs())
@@ -382,9 +385,9 @@ def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(spar
 
     query = uc4.start_query(
         spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=uc4_topics["input"],
-        output_topic=uc4_topics["output"], checkpoint_dir=tempfile.mkdtemp(), config_topic=uc4_topics["config"],
-        feedback_topic=uc4_topics["feedback"], window_size="10 seconds", watermark_delay="1 hour",
-        trigger_interval="100 milliseconds",
+        output_topic=uc4_topics["output"], checkpoint_dir=str(tmp_path / "checkpoint"),
+        config_topic=uc4_topics["config"], feedback_topic=uc4_topics["feedback"], window_size="10 seconds",
+        watermark_delay="1 hour", trigger_interval="100 milliseconds",
     )
     try:
         run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])

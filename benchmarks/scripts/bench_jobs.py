@@ -125,11 +125,17 @@ def _epoch_s(iso: str) -> float:
 
 
 def run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int) -> JobRate:
+    with tempfile.TemporaryDirectory(prefix=f"bench-{use_case}-") as checkpoint_dir:
+        return _run_job(use_case, spark, kafka, input_topic, records, batch, checkpoint_dir)
+
+
+def _run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int,
+             checkpoint_dir: str) -> JobRate:
     output_topic = f"bench-{use_case}-out-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(output_topic, PARTITIONS, configs=KEEP_FOREVER)
     common: dict[str, Any] = {
         "bootstrap_servers": kafka.bootstrap_servers, "input_topic": input_topic, "output_topic": output_topic,
-        "checkpoint_dir": tempfile.mkdtemp(prefix=f"bench-{use_case}-"), "max_offsets_per_trigger": batch,
+        "checkpoint_dir": checkpoint_dir, "max_offsets_per_trigger": batch,
         "shuffle_partitions": 1, "query_name": f"bench_{use_case}",
     }
     if use_case == "uc1":
