@@ -4,19 +4,53 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import pytest
 
 from . import KAFKA_VERSION, services
+from .baseline import (
+    UNMEASURED as UNMEASURED_DEMAND,
+    Baseline,
+    BaselineError,
+    PointComparison,
+    Testbed,
+    Verdict,
+    baseline_from_measurement,
+    baseline_path,
+    compare,
+    compare_point,
+    load_baseline,
+    write_baseline,
+)
+from .runner import experiment_settings_dict
+from .gates import SKIPPED, UNMEASURED, DemandPoint, GateSpec, GateSpecError, TheodoliteSession, experiment_id, gate_spec
+from .report import (
+    BenchmarkReport,
+    PlotDependencyMissing,
+    failure_table,
+    junit_properties,
+    markdown_summary,
+    scalability_plot,
+    slopes_and_outcomes,
+    terminal_summary,
+)
 from .errors import TheodoliteSetupError
 from .kafka.admin import KafkaCluster
-from .settings import OPTIONS, SettingsError, TheodoliteSettings, build
+from .settings import GATE_OPTIONS, OPTIONS, SettingsError, TheodoliteSettings, build
 from .shared import release_all
 from .spark.cluster import SparkCluster
 
 SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
+STATE_KEY = pytest.StashKey["GateState"]()
+#: exit code of a run in which nothing regressed but some demand could not be measured (invalid or errored
+#: sub-experiments): CI can tell "regressed" (1) from "could not measure" (7; pytest itself uses 0-6)
+EXIT_UNMEASURED = 7
+#: the test id of one point of a gate, e.g. test_uc1_demand[load=2000]
+GATE_ID = re.compile(r"\[load=\d+\]")
 T = TypeVar("T")
 
 
@@ -26,22 +60,59 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices = ("embedded", "testcontainers", "external") if flag == "--kafka" else None
         group.addoption(flag, dest=ini, default=None, choices=choices, help=f"{help_text} [ini: {ini}]")
         parser.addini(ini, help_text, default=default)
+    for flag, key, help_text in GATE_OPTIONS:
+        group.addoption(flag, dest=f"theodolite_gate_{key}", default=None,
+                        help=f"{help_text} [ini: theodolite_{key}; overrides the marker]")
+        parser.addini(f"theodolite_{key}", help_text, default="")
+    group.addoption("--theodolite-update-baselines", action="store_true", default=False,
+                    help="record the measured demand functions as the new baselines instead of comparing")
     parser.addini("theodolite_kafka_properties", "client properties of an external cluster, one key=value a line "
                   "(put secrets in THEODOLITE_KAFKA_<NAME> environment variables instead)", type="linelist", default=[])
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "theodolite: a Theodolite scalability benchmark")
+    config.addinivalue_line(
+        "markers", "theodolite(benchmark, *, loads, resources=(1, 2, 3, 4), duration=60, warmup=30, threshold=2000, "
+        "strategy='linear+lower-bound', repetitions=1, tolerance=0, sample_interval=1, spark_conf=None, "
+        "instance_cpu=None): a "
+        "scalability gate; a test with this marker that uses the theodolite_gate fixture runs once per load")
 
     def get(flag: str):
         ini = next(i for f, i, _, _ in OPTIONS if f == flag)
         value = config.getoption(ini)
         return config.getini(ini) if value is None else value
 
+    overrides = {key: config.getoption(f"theodolite_gate_{key}") or config.getini(f"theodolite_{key}")
+                 for _, key, _ in GATE_OPTIONS}
     try:
-        config.stash[SETTINGS_KEY] = build(get, config.getini("theodolite_kafka_properties"))
+        config.stash[SETTINGS_KEY] = build(get, config.getini("theodolite_kafka_properties"),
+                                           gate_overrides=overrides,
+                                           update_baselines=config.getoption("theodolite_update_baselines"),
+                                           rootdir=config.rootpath)
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
+    config.stash[STATE_KEY] = GateState()
+    config.pluginmanager.register(config.stash[STATE_KEY], "theodolite-gate-state")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Benchmarks must never run two sub-experiments at once: with ``-n`` (dist load or loadgroup) every gate
+    goes to one worker, other tests spread as usual. (xdist's own loadgroup relies on rewriting node ids on
+    the workers, which pytest >= 9.2 no longer allows; a scheduler sees the ids as they are.)"""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GatesOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if GATE_ID.search(nodeid):
+                return "theodolite-gates"
+            if "@" in nodeid:  # an xdist_group suffix, where the pytest version lets xdist add it
+                return nodeid.rsplit("@", 1)[-1]
+            return nodeid  # every other test its own scope: spread as with --dist load
+
+    return GatesOnOneWorker(config, log)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -75,8 +146,16 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash[STATE_KEY]
+    if state.session is not None:
+        state.summary = summarise(state, session.config.stash[SETTINGS_KEY])
+        if _is_xdist_worker(session.config):
+            session.config.workeroutput["theodolite_summary"] = state.summary  # type: ignore[attr-defined]
     if _is_xdist_controller(session.config):
         release_all(session.config._tmp_path_factory.getbasetemp())  # the services the workers shared
+    if (state.unmeasured and not state.regressions and not state.other_failures
+            and session.exitstatus == pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = EXIT_UNMEASURED
 
 
 def _start(request: pytest.FixtureRequest, start: Callable[[], T]) -> T:
@@ -127,3 +206,188 @@ def spark_cluster(request: pytest.FixtureRequest, theodolite_settings: Theodolit
         yield cluster
     finally:
         context.__exit__(None, None, None)
+
+
+# -- scalability gates ---------------------------------------------------------------------------------------
+
+@dataclass
+class GateState:
+    """What the gates of this pytest process measured, and how their tests ended."""
+
+    session: TheodoliteSession | None = None
+    baselines: dict[str, Baseline | None] = field(default_factory=dict)
+    tolerances: dict[str, int] = field(default_factory=dict)
+    spec_errors: list[str] = field(default_factory=list)
+    summary: dict[str, Any] | None = None  # rendered summaries; from xdist workers via workeroutput
+    worker_summaries: list[dict[str, Any]] = field(default_factory=list)
+    unmeasured: int = 0
+    regressions: int = 0
+    other_failures: int = 0
+
+    # hooks of this object, registered per config (the report hooks get no config to find the state in)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not report.failed:
+            return
+        properties = {name for name, _ in report.user_properties}
+        if "theodolite.unmeasured" in properties:
+            self.unmeasured += 1
+        elif "theodolite.regression" in properties:
+            self.regressions += 1
+        else:
+            self.other_failures += 1
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        summary = getattr(node, "workeroutput", {}).get("theodolite_summary")
+        if summary:
+            self.worker_summaries.append(summary)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("theodolite")
+    if marker is None or "theodolite_load" not in metafunc.fixturenames:
+        return
+    settings = metafunc.config.stash[SETTINGS_KEY]
+    try:
+        spec = gate_spec(marker.args, marker.kwargs, settings.gate_overrides)
+    except GateSpecError as exc:
+        metafunc.config.stash[STATE_KEY].spec_errors.append(f"{metafunc.definition.nodeid}: {exc}")
+        return
+    metafunc.parametrize("theodolite_load", spec.settings.loads, ids=[f"load={load}" for load in spec.settings.loads])
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker turns xdist_group marks into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    errors = config.stash[STATE_KEY].spec_errors
+    if errors:
+        raise pytest.UsageError("pytest-theodolite: bad theodolite marker:\n  " + "\n  ".join(errors))
+    for item in items:
+        if item.get_closest_marker("theodolite") is not None:
+            item.add_marker(pytest.mark.xdist_group("theodolite"))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = config.stash[STATE_KEY]
+    summaries = [s for s in [state.summary, *state.worker_summaries] if s]
+    if not summaries:
+        return
+    terminalreporter.section("theodolite: scalability gates")
+    for summary in summaries:
+        for line in summary["lines"]:
+            terminalreporter.write_line(line)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary and not _is_xdist_worker(config):
+        with open(step_summary, "a", encoding="utf-8") as out:
+            out.write("\n".join(s["markdown"] for s in summaries) + "\n")
+
+
+@pytest.fixture(scope="session")
+def theodolite(request: pytest.FixtureRequest, kafka_cluster: KafkaCluster, spark_cluster: SparkCluster,
+               theodolite_settings: TheodoliteSettings) -> TheodoliteSession:
+    """Runs benchmarks on this session's broker and Spark cluster: ``theodolite.demand(benchmark, settings)``."""
+    state = request.config.stash[STATE_KEY]
+    if state.session is None:
+        state.session = TheodoliteSession(kafka_cluster, spark_cluster, theodolite_settings.results_dir,
+                                          testbed(theodolite_settings, spark_cluster, None).to_dict())
+    return state.session
+
+
+@pytest.fixture
+def theodolite_load() -> int:
+    raise pytest.UsageError("theodolite_load is set by the theodolite marker: mark the test with "
+                            "@pytest.mark.theodolite(benchmark, loads=[...])")
+
+
+@dataclass
+class TheodoliteGate:
+    """One point of a gate: demand(load) measured in setup; ``check()`` compares it with the baseline."""
+
+    spec: GateSpec
+    point: DemandPoint
+    baseline: Baseline | None
+    record_property: Callable[[str, object], None]
+
+    @property
+    def comparison(self) -> PointComparison:
+        measured = UNMEASURED_DEMAND if self.point.status == UNMEASURED else self.point.resources
+        return compare_point(self.point.load, measured, self.baseline, self.spec.tolerance,
+                             skipped=self.point.status == SKIPPED)
+
+    def check(self) -> PointComparison:
+        comparison = self.comparison
+        for name, value in junit_properties(self.spec.benchmark.name, comparison):
+            self.record_property(name, value)
+        if comparison.verdict is Verdict.REGRESSION:
+            self.record_property("theodolite.regression", self.point.load)
+            slopes, outcomes = slopes_and_outcomes(self.point.sub_experiments)
+            pytest.fail(f"{comparison.describe(self.spec.benchmark.name)}\n"
+                        f"{failure_table(comparison, slopes, outcomes)}", pytrace=False)
+        return comparison
+
+
+@pytest.fixture
+def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodolite_settings: TheodoliteSettings,
+                    record_property: Callable[[str, object], None]) -> TheodoliteGate:
+    """Measures demand(load) for the test's ``theodolite`` marker during setup, so that a load that could not
+    be measured is a test error, and a regression found by ``check()`` a failure."""
+    marker = request.node.get_closest_marker("theodolite")
+    spec = gate_spec(marker.args, marker.kwargs, theodolite_settings.gate_overrides)
+    name = spec.benchmark.name
+    state = request.config.stash[STATE_KEY]
+    if name not in state.baselines:
+        path = baseline_path(theodolite_settings.baselines_dir, name)
+        try:
+            state.baselines[name] = load_baseline(path, name)
+        except BaselineError as exc:
+            pytest.fail(f"pytest-theodolite: {exc}", pytrace=False)
+    baseline = state.baselines[name]
+    state.tolerances[name] = spec.tolerance
+    if baseline is None and not theodolite_settings.update_baselines:
+        pytest.skip(f"no baseline for {name} at {baseline_path(theodolite_settings.baselines_dir, name)}: "
+                    "record one with --theodolite-update-baselines")
+    session = request.getfixturevalue("theodolite")
+    state.session = session
+    experiment = _start(request, lambda: session.experiment(spec.benchmark, spec.settings))
+    point = _start(request, lambda: experiment.measure(theodolite_load))
+    if point.status == UNMEASURED:
+        request.node.user_properties.append(("theodolite.unmeasured", theodolite_load))
+        pytest.fail(f"pytest-theodolite: could not measure the demand of {name} at load {theodolite_load}: "
+                    f"{point.reason}", pytrace=False)
+    if theodolite_settings.update_baselines:
+        current = testbed(theodolite_settings, session.spark, spec.settings.instance_cpu)
+        updated = baseline_from_measurement(
+            name, experiment.demand_result(),
+            {**experiment_settings_dict(spec.benchmark, spec.settings, current.to_dict()),
+             "tolerance": spec.tolerance}, current, previous=baseline)
+        write_baseline(baseline_path(theodolite_settings.baselines_dir, name), updated)
+        state.baselines[name] = baseline = updated
+    return TheodoliteGate(spec, point, baseline, record_property)
+
+
+def testbed(settings: TheodoliteSettings, spark: SparkCluster, instance_cpu: float | None) -> Testbed:
+    """This machine and setup; the instance CPU is the one a benchmark really ran with."""
+    return Testbed.current(kafka_provider=settings.kafka_provider, spark_master=settings.spark_master,
+                           instance_cpu=instance_cpu if spark.can_limit_cpu else None)
+
+
+def summarise(state: GateState, settings: TheodoliteSettings) -> dict[str, Any]:
+    """Terminal lines and Markdown for every benchmark this process measured; plots into the results dir."""
+    reports = []
+    for name, experiment in sorted(state.session.experiments.items()):
+        measured = experiment.demand_result()
+        baseline = state.baselines.get(name)
+        measured_testbed = testbed(settings, state.session.spark, experiment.settings.instance_cpu)
+        comparison = compare(measured, baseline, state.tolerances.get(name, 0), measured_testbed=measured_testbed,
+                             benchmark=name)
+        plot = None
+        try:
+            plot = scalability_plot(settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured,
+                                    baseline)
+        except PlotDependencyMissing as exc:
+            notes = (str(exc),)
+        else:
+            notes = ()
+        if comparison.improvements and not settings.update_baselines:
+            notes += ("lower the baseline with --theodolite-update-baselines",)
+        reports.append(BenchmarkReport(name, comparison, measured, baseline, plot, notes))
+    return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports)}

@@ -61,6 +61,7 @@ class ExperimentSettings:
     strategy: Strategy = Strategy.LINEAR
     lower_bound: bool = True
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    instance_cpu: float | None = None  # CPU cores per instance where the cluster can limit it; None: unlimited
 
     def __post_init__(self) -> None:
         problems = []
@@ -74,6 +75,8 @@ class ExperimentSettings:
             problems.append(f"warm-up must not be negative, got {self.slo.warmup_s} s")
         if not 0 < self.sample_interval_s <= self.duration_s:
             problems.append(f"the sample interval must be in (0, duration], got {self.sample_interval_s} s")
+        if self.instance_cpu is not None and not 0 < self.instance_cpu <= 64:
+            problems.append(f"instance CPU must be in (0, 64] cores, got {self.instance_cpu}")
         if self.repetitions < 1:
             problems.append(f"repetitions must be at least 1, got {self.repetitions}")
         if problems:
@@ -166,6 +169,7 @@ class ExperimentRunner:
             for name in topics.values():
                 self.kafka.create_topic(name, self.benchmark.input_partitions)
             with self.spark.session(instances=resources, conf=self.settings.spark_conf,
+                                    instance_cpu=self.settings.instance_cpu,
                                     app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}") as spark:
                 query = None
                 try:
@@ -294,6 +298,7 @@ def experiment_settings_dict(benchmark: Benchmark, settings: ExperimentSettings,
         "repetitions": settings.repetitions,
         "strategy": settings.strategy_name,
         "spark_conf": dict(settings.spark_conf),
+        "instance_cpu": settings.instance_cpu,
         "testbed": dict(testbed),
     }
 

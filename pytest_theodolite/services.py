@@ -67,20 +67,20 @@ def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
 
 
 def cpu_limit_note(settings: TheodoliteSettings) -> str:
-    if settings.instance_cpu is None:
-        return "unlimited (no --theodolite-instance-cpu)"
     if settings.spark_master != "standalone":
         return f"unlimited ({settings.spark_master}: per-instance cgroups need the plugin's standalone cluster)"
     support = cgroups.detect()
     if not support.available:
-        return f"unlimited ({support.reason})"
-    return f"{settings.instance_cpu:g} CPU per instance (cgroup v{support.version})"
+        return f"unlimited, cgroups unavailable ({support.reason})"
+    default = "unlimited" if settings.instance_cpu is None else f"{settings.instance_cpu:g} CPU"
+    return f"{default} per instance by default, settable per benchmark (cgroup v{support.version})"
 
 
-def _spark_cluster(settings: TheodoliteSettings, master_url: str) -> SparkCluster:
+def _spark_cluster(settings: TheodoliteSettings, master_url: str,
+                   groups: list[cgroups.CpuLimitedGroup] | None = None) -> SparkCluster:
     return SparkCluster(master_url=master_url, max_instances=settings.max_instances,
                         jars=connector_jars(settings.cache_dir), instance_cpu=settings.instance_cpu,
-                        cpu_limit_note=cpu_limit_note(settings))
+                        instance_groups=groups or [])
 
 
 def _prepare_driver_environment() -> None:
@@ -96,7 +96,8 @@ def open_spark(settings: TheodoliteSettings) -> Iterator[SparkCluster]:
         yield _spark_cluster(settings, settings.spark_master)
         return
     with StandaloneCluster(workers=settings.max_instances, instance_cpu=settings.instance_cpu) as standalone:
-        yield _spark_cluster(settings, standalone.master_url)
+        groups = standalone.instance_groups.groups if standalone.instance_groups else []
+        yield _spark_cluster(settings, standalone.master_url, groups)
 
 
 def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
@@ -116,4 +117,7 @@ def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
         )
 
     record = acquire(root, "spark", start)
-    return _spark_cluster(settings, record.info["master_url"])
+    support = cgroups.detect()
+    groups = [cgroups.CpuLimitedGroup(Path(path), settings.instance_cpu, support.version or 1)
+              for path in record.cgroups if Path(path).name.startswith("instance-")]
+    return _spark_cluster(settings, record.info["master_url"], groups)

@@ -31,6 +31,11 @@ class TheodoliteSettings:
     max_instances: int = 4
     instance_cpu: float | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
+    results_dir: Path = Path("theodolite-results")
+    baselines_dir: Path = Path("baselines")
+    update_baselines: bool = False
+    #: gate settings given on the command line or in the ini file; they override a marker's values
+    gate_overrides: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def manages_spark(self) -> bool:
@@ -50,6 +55,23 @@ OPTIONS: list[tuple[str, str, str, str]] = [
     ("--theodolite-instance-cpu", "theodolite_instance_cpu", "", "CPU cores per instance, e.g. 0.25, enforced "
      "with cgroups where the process may create them (empty: unlimited)"),
     ("--theodolite-cache-dir", "theodolite_cache_dir", "", "where Maven-resolved jars are cached"),
+    ("--theodolite-results", "theodolite_results", "theodolite-results", "where raw lag series, demand tables, "
+     "results JSON and plots go (relative to the rootdir)"),
+    ("--theodolite-baselines", "theodolite_baselines", "baselines", "where the stored demand functions are "
+     "(relative to the rootdir)"),
+]
+
+#: per-gate settings: a value here (command line > ini) overrides the ``theodolite`` marker's, which overrides
+#: the default in gates.GATE_DEFAULTS
+GATE_OPTIONS: list[tuple[str, str, str]] = [
+    ("--theodolite-duration", "duration", "seconds measured after the warm-up, per sub-experiment"),
+    ("--theodolite-warmup", "warmup", "seconds of lag dropped before fitting the trend"),
+    ("--theodolite-threshold", "threshold", "largest lag slope that passes: records/s (2000) or a share of "
+     "the load (5%%)"),
+    ("--theodolite-strategy", "strategy", "demand search: linear, binary, initial-guess, full, optionally "
+     "+lower-bound"),
+    ("--theodolite-repetitions", "repetitions", "repetitions per sub-experiment (the median slope decides)"),
+    ("--theodolite-tolerance", "tolerance", "instances a load's demand may exceed its baseline before failing"),
 ]
 
 
@@ -57,7 +79,9 @@ def ini_name(flag: str) -> str:
     return next(ini for f, ini, _, _ in OPTIONS if f == flag)
 
 
-def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping[str, str] = os.environ) -> TheodoliteSettings:
+def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping[str, str] = os.environ,
+          gate_overrides: Mapping[str, str] | None = None, update_baselines: bool = False,
+          rootdir: Path = Path(".")) -> TheodoliteSettings:
     """``get(flag)`` returns the command-line value, or the ini value, or the default (in that order)."""
 
     def text(flag: str) -> str:
@@ -96,6 +120,11 @@ def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping
         instance_cpu=instance_cpu,
         cache_dir=Path(text("--theodolite-cache-dir")).expanduser() if text("--theodolite-cache-dir")
         else default_cache_dir(),
+        results_dir=rootdir / Path(text("--theodolite-results")).expanduser(),
+        baselines_dir=rootdir / Path(text("--theodolite-baselines")).expanduser(),
+        update_baselines=update_baselines,
+        gate_overrides={k: v for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()
+                        if v not in (None, "")},
     )
 
 

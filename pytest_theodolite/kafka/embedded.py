@@ -170,7 +170,9 @@ def _server_properties(port: int, controller_port: int, data_dir: Path) -> str:
         "auto.create.topics.enable": "false",
         "num.network.threads": "2",
         "num.io.threads": "4",
-        "log.retention.hours": "1",
+        # keep records until their topic is deleted: time retention would drop records whose event time lies in
+        # the past (replayed or test data) while a benchmark still reads them
+        "log.retention.ms": "-1",
         "log.segment.bytes": str(256 * 1024 * 1024),
     }
     return "".join(f"{k}={v}\n" for k, v in settings.items())

@@ -43,10 +43,13 @@ def detect(v1_root: Path = V1_CPU_ROOT, v2_root: Path = V2_ROOT) -> CgroupSuppor
 
 @dataclass
 class CpuLimitedGroup:
-    """One cgroup with a CPU quota of ``cpus`` cores (0.25 = a quarter of one core)."""
+    """One cgroup with a CPU quota of ``cpus`` cores (0.25 = a quarter of one core; None = unlimited).
+
+    The quota can be changed while processes run in the group, so one cluster serves benchmarks with
+    different instance sizes."""
 
     path: Path
-    cpus: float
+    cpus: float | None
     version: int
 
     def create(self) -> CpuLimitedGroup:
@@ -56,20 +59,21 @@ class CpuLimitedGroup:
             parent_ctl = self.path.parent / "cgroup.subtree_control"
             if "cpu" not in parent_ctl.read_text().split():
                 parent_ctl.write_text("+cpu")
-        self.quota_file.write_text(self.quota_value)
+        self.set_cpus(self.cpus)
         return self
 
     @property
     def quota_file(self) -> Path:
         return self.path / ("cpu.cfs_quota_us" if self.version == 1 else "cpu.max")
 
-    @property
-    def quota_value(self) -> str:
-        quota = max(1000, int(self.cpus * PERIOD_US))
+    def set_cpus(self, cpus: float | None) -> None:
+        self.cpus = cpus
+        quota = None if cpus is None else max(1000, int(cpus * PERIOD_US))
         if self.version == 1:
             (self.path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            return str(quota)
-        return f"{quota} {PERIOD_US}"
+            self.quota_file.write_text("-1" if quota is None else str(quota))
+        else:
+            self.quota_file.write_text(f"{'max' if quota is None else quota} {PERIOD_US}")
 
     def join_current_process(self) -> None:
         """Move the calling process into the group (used between fork and exec)."""
@@ -95,7 +99,7 @@ class InstanceGroups:
     """The cgroups of one cluster's instances under a common parent ``theodolite-<pid>``."""
 
     support: CgroupSupport
-    cpus_per_instance: float
+    cpus_per_instance: float | None
     name: str = field(default_factory=lambda: f"theodolite-{os.getpid()}")
     groups: list[CpuLimitedGroup] = field(default_factory=list)
 

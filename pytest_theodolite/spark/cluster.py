@@ -112,10 +112,11 @@ class StandaloneCluster:
         return self
 
     def _start_workers(self, spark_class: str, env: dict[str, str]) -> None:
-        if self.instance_cpu is not None:
-            self.cgroup_support = cgroups.detect()
-            if self.cgroup_support.available:
-                self.instance_groups = cgroups.InstanceGroups(self.cgroup_support, self.instance_cpu)
+        # every worker gets its own cgroup where possible, unlimited unless asked: a benchmark can then set
+        # its instances' CPU share per session (SparkCluster.session(instance_cpu=...))
+        self.cgroup_support = cgroups.detect()
+        if self.cgroup_support.available:
+            self.instance_groups = cgroups.InstanceGroups(self.cgroup_support, self.instance_cpu)
         for index in range(self.workers):
             group = self.instance_groups.make(index) if self.instance_groups else None
             self.processes.append(
@@ -179,8 +180,9 @@ class SparkCluster:
     master_url: str
     max_instances: int
     jars: list[Path]
-    instance_cpu: float | None = None
-    cpu_limit_note: str = "unlimited"  # how instances are CPU-limited, for the report header
+    instance_cpu: float | None = None  # the default CPU share of an instance; None = unlimited
+    #: the workers' cgroups, whose quota a session sets (empty: not limitable, e.g. a remote master)
+    instance_groups: list[cgroups.CpuLimitedGroup] = field(default_factory=list)
     base_conf: Mapping[str, str] = field(default_factory=dict)
     register_timeout_s: float = 120.0
 
@@ -190,11 +192,25 @@ class SparkCluster:
             return f"local-cluster[{instances},1,{int(EXECUTOR_MEMORY.rstrip('g')) * 1024 + 512}]"
         return self.master_url
 
+    @property
+    def can_limit_cpu(self) -> bool:
+        return bool(self.instance_groups)
+
+    def set_instance_cpu(self, cpus: float | None) -> None:
+        for group in self.instance_groups:
+            if group.cpus != cpus:
+                group.set_cpus(cpus)
+
     @contextmanager
     def session(self, instances: int = 1, conf: Mapping[str, str] | None = None,
-                app_name: str = "theodolite") -> Iterator[Any]:
-        """A SparkSession with exactly ``instances`` one-core executors registered; stopped on exit."""
+                app_name: str = "theodolite", instance_cpu: float | None | str = "default") -> Iterator[Any]:
+        """A SparkSession with exactly ``instances`` one-core executors registered; stopped on exit.
+
+        ``instance_cpu`` (cores per instance, None = unlimited) applies where the cluster's workers run in
+        cgroups; by default the cluster's own setting (``--theodolite-instance-cpu``)."""
         from pyspark.sql import SparkSession
+
+        self.set_instance_cpu(self.instance_cpu if instance_cpu == "default" else instance_cpu)
 
         if not 1 <= instances <= self.max_instances:
             raise ValueError(

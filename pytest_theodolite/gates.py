@@ -1,0 +1,224 @@
+"""The experiments behind the scalability gates: one demand search per benchmark, measured a load at a time.
+
+pytest runs a gate once per load (each point of the demand function is its own test id), so the search is
+kept per benchmark across those tests: with the lower-bound restriction a load starts at the demand of the
+previous load measured in this session, and a load after one that no instance count could handle is "none"
+without running, as in Theodolite. Nothing here imports pytest; plugin.py turns outcomes into test results.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .kafka.admin import KafkaCluster
+from .metrics import DemandResult, Metric, SubExperiment
+from .results import SubExperimentRecord
+from .runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
+from .search import parse_strategy, search_demand
+from .slo import Outcome, SloSettings, SlopeThreshold
+from .spark.cluster import SparkCluster
+
+MEASURED, NONE, UNMEASURED, SKIPPED = "measured", "none", "unmeasured", "skipped"
+
+#: a gate's settings when neither the marker, the ini file nor the command line gives them. Shorter than
+#: Theodolite's (5 min, 60 s warm-up) so that a pull-request gate ends in minutes; set them for real runs.
+GATE_DEFAULTS: dict[str, Any] = {
+    "resources": (1, 2, 3, 4),
+    "duration": 60.0,
+    "warmup": 30.0,
+    "threshold": "2000",
+    "strategy": "linear+lower-bound",
+    "repetitions": 1,
+    "tolerance": 0,
+    "sample_interval": 1.0,
+    "spark_conf": {},
+    "instance_cpu": None,
+}
+MARKER_KEYWORDS = ("loads", *GATE_DEFAULTS)
+
+
+class GateSpecError(ValueError):
+    """A ``theodolite`` marker (or gate option) with a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    benchmark: Benchmark
+    settings: ExperimentSettings
+    tolerance: int
+
+
+def parse_threshold(text: Any) -> SlopeThreshold:
+    """``2000`` -> 2000 records/s; ``"5%"`` -> 5 % of the load's rate."""
+    raw = str(text).strip()
+    try:
+        if raw.endswith("%"):
+            share = float(raw[:-1]) / 100
+            if share <= 0:
+                raise ValueError
+            return SlopeThreshold(relative_to_load=share)
+        value = float(raw)
+        if value <= 0:
+            raise ValueError
+        return SlopeThreshold(absolute=value)
+    except ValueError:
+        raise GateSpecError(f"threshold {text!r} is neither a positive number of records/s (e.g. 2000) nor a "
+                            "positive share of the load (e.g. 5%)") from None
+
+
+def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mapping[str, str]) -> GateSpec:
+    """Build a gate from ``@pytest.mark.theodolite(benchmark, loads=[...], ...)`` and the option overrides."""
+    if len(args) != 1 or not isinstance(args[0], Benchmark):
+        raise GateSpecError("the theodolite marker takes one positional argument, a pytest_theodolite.Benchmark, "
+                            f"got {args!r}")
+    unknown = sorted(set(kwargs) - set(MARKER_KEYWORDS))
+    if unknown:
+        raise GateSpecError(f"unknown theodolite marker argument(s) {unknown}; known: {', '.join(MARKER_KEYWORDS)}")
+    if "loads" not in kwargs:
+        raise GateSpecError("the theodolite marker needs loads=[...], the loads to measure the demand at")
+    values = {**GATE_DEFAULTS, **kwargs, **overrides}
+    try:
+        loads = _whole_numbers(values["loads"], "loads")
+        resources = _whole_numbers(values["resources"], "resources")
+        strategy, lower_bound = parse_strategy(str(values["strategy"]))
+        tolerance = _count(values["tolerance"], "tolerance", minimum=0)
+        settings = ExperimentSettings(
+            loads=loads, resources=resources, duration_s=float(values["duration"]),
+            sample_interval_s=float(values["sample_interval"]),
+            repetitions=_count(values["repetitions"], "repetitions", minimum=1),
+            slo=SloSettings(warmup_s=float(values["warmup"]), lag_trend_threshold=parse_threshold(values["threshold"])),
+            strategy=strategy, lower_bound=lower_bound, spark_conf=dict(values["spark_conf"] or {}),
+            instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
+        )
+    except GateSpecError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise GateSpecError(str(exc)) from None
+    return GateSpec(args[0], settings, tolerance)
+
+
+def _count(value: Any, name: str, minimum: int) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or int(text) < minimum:
+        raise GateSpecError(f"{name} {value!r} is not a whole number >= {minimum}")
+    return int(text)
+
+
+def _whole_numbers(values: Any, name: str) -> tuple[int, ...]:
+    try:
+        numbers = tuple(values)
+    except TypeError:
+        raise GateSpecError(f"{name} must be a list of whole numbers, got {values!r}") from None
+    if not numbers or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in numbers):
+        raise GateSpecError(f"{name} must be a non-empty list of whole numbers >= 1, got {list(numbers)}")
+    if list(numbers) != sorted(set(numbers)):
+        raise GateSpecError(f"{name} must be ascending without repeats, got {list(numbers)}")
+    return numbers
+
+
+@dataclass(frozen=True)
+class DemandPoint:
+    """demand(load) as one gate test sees it."""
+
+    load: int
+    resources: int | None  # fewest instances that met every SLO; None: none did (or not measured)
+    status: str  # MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment) or SKIPPED (lower bound)
+    sub_experiments: tuple[SubExperimentRecord, ...] = ()
+    reason: str = ""
+
+    @property
+    def lag_slopes(self) -> dict[int, float | None]:
+        return {record.resources: record.lag_trend_slope for record in self.sub_experiments}
+
+
+@dataclass
+class BenchmarkExperiment:
+    benchmark: Benchmark
+    settings: ExperimentSettings
+    runner: ExperimentRunner
+    points: dict[int, DemandPoint] = field(default_factory=dict)
+
+    def measure(self, load: int) -> DemandPoint:
+        if load in self.points:
+            return self.points[load]
+        candidates = self.settings.resources
+        if self.settings.lower_bound:
+            previous = [p for l, p in sorted(self.points.items()) if l < load and p.status in (MEASURED, NONE, SKIPPED)]
+            if previous and previous[-1].status in (NONE, SKIPPED):
+                point = DemandPoint(load, None, SKIPPED, reason=f"load {previous[-1].load} could not be handled by "
+                                    f"any of {list(candidates)} instances (lower-bound restriction)")
+                return self._keep(point)
+            if previous:
+                candidates = tuple(r for r in candidates if r >= previous[-1].resources)
+        before = len(self.runner.records)
+        result = search_demand(self.runner.run_sub_experiment, (load,), candidates, self.settings.strategy)
+        runs = tuple(self.runner.records[(s.load, s.resources)] for s in result.sub_experiments)
+        assert len(self.runner.records) >= before
+        if load in result.unmeasured:
+            broken = next(r for r in runs if r.outcome in (Outcome.INVALID, Outcome.ERRORED))
+            detail = "; ".join(v.detail for v in broken.verdicts if v.outcome is broken.outcome and v.detail)
+            point = DemandPoint(load, None, UNMEASURED, runs,
+                                reason=f"{broken.outcome.value} at {broken.resources} instances: {detail}")
+        else:
+            demand = result.demand.get(load)
+            point = DemandPoint(load, demand, MEASURED if demand is not None else NONE, runs)
+        return self._keep(point)
+
+    def _keep(self, point: DemandPoint) -> DemandPoint:
+        self.points[point.load] = point
+        self.runner.writer.write_demand(self.demand_result())
+        return point
+
+    def demand_result(self) -> DemandResult:
+        points = sorted(self.points.values(), key=lambda p: p.load)
+        return DemandResult(
+            demand={p.load: p.resources for p in points if p.status != UNMEASURED},
+            unmeasured=tuple(p.load for p in points if p.status == UNMEASURED),
+            skipped=tuple(p.load for p in points if p.status == SKIPPED),
+            sub_experiments=tuple(SubExperiment(r.load, r.resources, r.outcome)
+                                  for p in points for r in p.sub_experiments),
+            strategy=self.settings.strategy_name, loads=self.settings.loads, resources=self.settings.resources,
+        )
+
+
+@dataclass
+class TheodoliteSession:
+    """Every benchmark measured in one pytest session, sharing its broker and Spark cluster."""
+
+    kafka: KafkaCluster
+    spark: SparkCluster
+    results_dir: Path
+    testbed: Mapping[str, Any]
+    experiments: dict[str, BenchmarkExperiment] = field(default_factory=dict)
+
+    def demand(self, benchmark: Benchmark, settings: ExperimentSettings) -> DemandResult:
+        """Measure ``benchmark``'s whole demand function (for tests that want it in one call)."""
+        experiment = self.experiment(benchmark, settings)
+        for load in settings.loads:
+            experiment.measure(load)
+        return experiment.demand_result()
+
+    def experiment(self, benchmark: Benchmark, settings: ExperimentSettings) -> BenchmarkExperiment:
+        existing = self.experiments.get(benchmark.name)
+        if existing is not None:
+            if existing.settings != settings or existing.benchmark != benchmark:
+                raise ValueError(f"benchmark {benchmark.name!r} is declared twice with different settings; "
+                                 "give each declaration its own name")
+            return existing
+        testbed = {**self.testbed, "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None}
+        writer = new_writer(self.results_dir, experiment_id(benchmark.name), benchmark, settings, Metric.DEMAND,
+                            testbed)
+        runner = ExperimentRunner(benchmark, settings, self.kafka, self.spark, writer,
+                                  generator_client_config=dict(self.kafka.properties))
+        experiment = BenchmarkExperiment(benchmark, settings, runner)
+        self.experiments[benchmark.name] = experiment
+        return experiment
+
+
+def experiment_id(benchmark_name: str) -> str:
+    """Results file names are ``exp<id>_<load>_...``: the id may not contain ``_``."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", benchmark_name).strip("-") or "benchmark"

@@ -1,0 +1,199 @@
+"""The scalability gates through pytester: markers, baselines, comparison, reports and exit codes.
+
+The sub-experiments are scripted (tests/gate_fakes.py) so that every outcome can be produced in seconds;
+test_gate_end_to_end.py runs a real gate on the embedded broker and Spark.
+"""
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})  # gate_fakes, also in xdist's worker processes
+
+import pytest
+from gate_fakes import ScriptedSession
+
+@pytest.fixture(scope="session")
+def theodolite(tmp_path_factory):
+    return ScriptedSession(tmp_path_factory.mktemp("results"))
+"""
+
+GATE = """
+import pytest
+from gate_fakes import BENCH
+
+@pytest.mark.theodolite(BENCH, loads=[1000, 2000, 3000], resources=[1, 2, 3, 4], {extra})
+def test_scripted_demand(theodolite_gate):
+    theodolite_gate.check()
+"""
+
+
+@pytest.fixture
+def gate_project(pytester):
+    pytester.syspathinsert(Path(__file__).parent)
+    pytester.makeconftest(CONFTEST)
+
+    def make(extra: str = "duration=1", baseline: dict | str | None = None):
+        pytester.makepyfile(test_gate=GATE.format(extra=extra))
+        if baseline is not None:
+            (pytester.path / "baselines").mkdir(exist_ok=True)
+            text = baseline if isinstance(baseline, str) else json.dumps(baseline)
+            (pytester.path / "baselines" / "scripted.json").write_text(text)
+        return pytester
+
+    return make
+
+
+def baseline_of(demand: dict[int, int | None], cores: int | None = None) -> dict:
+    return {
+        "benchmark": "scripted", "format_version": 1, "settings": {},
+        "demand": {str(load): value for load, value in demand.items()},
+        "testbed": {"cores": cores, "memory_gib": None, "instance_cpu": None, "kafka_provider": "embedded",
+                    "spark_master": "standalone", "pyspark_version": None, "python_version": "3.11.7"},
+    }
+
+
+def test_each_load_is_its_own_test_with_a_stable_id(gate_project):
+    result = gate_project().runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "test_gate.py::test_scripted_demand[[]load=1000[]]",
+        "test_gate.py::test_scripted_demand[[]load=2000[]]",
+        "test_gate.py::test_scripted_demand[[]load=3000[]]",
+    ])
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("duration=0", "*duration must be positive, got 0.0 s*"),
+    ("duration=1, threshold='fast'", "*threshold 'fast' is neither a positive number of records/s*"),
+    ("duration=1, tolerance=-1", "*tolerance -1 is not a whole number >= 0*"),
+    ("duration=1, strategy='random'", "*random*"),
+    ("duration=1, colour='blue'", "*unknown theodolite marker argument(s) [[]'colour'[]]*"),
+])
+def test_bad_marker_values_are_usage_errors(gate_project, extra, message):
+    result = gate_project(extra).runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest-theodolite: bad theodolite marker:*", message])
+
+
+def test_unsorted_loads_are_a_usage_error(pytester):
+    pytester.syspathinsert(Path(__file__).parent)
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_gate=GATE.replace("loads=[1000, 2000, 3000]", "loads=[3000, 1000]").format(extra=""))
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*loads must be ascending without repeats, got [[]3000, 1000[]]*"])
+
+
+def test_missing_baseline_skips_and_says_how_to_record_one(gate_project):
+    result = gate_project().runpytest("-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["*no baseline for scripted at *baselines/scripted.json: record one with "
+                                 "--theodolite-update-baselines*"])
+
+
+def test_update_records_the_measured_demand_function(gate_project):
+    project = gate_project()
+    result = project.runpytest("--theodolite-update-baselines")
+    result.assert_outcomes(passed=3)
+    stored = json.loads((project.path / "baselines" / "scripted.json").read_text())
+    assert stored["demand"] == {"1000": 1, "2000": 2, "3000": 3}
+    assert stored["benchmark"] == "scripted"
+    assert stored["settings"]["strategy"] == "linear+lower-bound"
+    # and the next run compares against it and passes
+    project.runpytest().assert_outcomes(passed=3)
+
+
+def test_same_demand_passes(gate_project):
+    gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest().assert_outcomes(passed=3)
+
+
+def test_regression_fails_with_a_table_of_baseline_measured_and_slopes(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # the job got slower: 1000/s now needs 2 instances
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
+    result.assert_outcomes(failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*scripted*1000*",
+        "load | baseline | measured | lag slopes",
+        "*1000 |        1 |        2 | r=1: +300/s FAIL, r=2: -400/s ok*",
+    ])
+
+
+def test_tolerance_absorbs_a_one_instance_regression(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "800")  # 1000 -> 2, 2000 -> 3, 3000 -> 4 instances
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    project.runpytest("--theodolite-tolerance=1").assert_outcomes(passed=3)
+
+
+def test_improvement_passes_and_is_reported(gate_project, monkeypatch, tmp_path):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "3000")
+    summary_file = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, cores=64)).runpytest()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "*theodolite: scalability gates*",
+        "*scripted*IMPROVEMENT*",
+        "*baseline recorded on 64 cores, this run has * cores; the comparison still runs*",
+        "*lower the baseline with --theodolite-update-baselines*",
+    ])
+    markdown = summary_file.read_text()
+    assert "| 2000 | 2 | 1 | IMPROVEMENT |" in markdown.replace("  ", " ") or "IMPROVEMENT" in markdown
+    assert "scripted" in markdown
+
+
+def test_corrupt_baseline_is_one_error_naming_the_file(gate_project):
+    result = gate_project(baseline='{"benchmark": "scripted", "demand": {"1000": "two"}').runpytest()
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*pytest-theodolite: *baselines/scripted.json: *"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_unmeasured_load_is_an_error_with_its_own_exit_code(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_INVALID", "2000")
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*could not measure the demand of scripted at load 2000: invalid at 1 instances: "
+                                 "the generator reached 50 % of the target rate*"])
+    assert result.ret == 7  # pytest-theodolite's 'could not measure'
+
+
+def test_regression_beside_an_unmeasured_load_exits_as_a_failure(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_INVALID", "2000")
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "500")
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_junit_properties_carry_the_demand_values(gate_project, tmp_path):
+    xml = tmp_path / "junit.xml"
+    gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest(f"--junitxml={xml}")
+    properties = {p.get("name"): p.get("value") for p in ElementTree.parse(xml).iter("property")}
+    assert properties["theodolite.demand.2000"] == "2"
+    assert properties["theodolite.baseline.2000"] == "2"
+    assert properties["theodolite.benchmark"] == "scripted"
+
+
+def test_a_plot_and_the_raw_demand_table_land_in_the_results_dir(gate_project):
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    project.makeconftest(CONFTEST.replace('tmp_path_factory.mktemp("results")', 'Path("results")')
+                         .replace("import pytest", "import pytest\nfrom pathlib import Path"))
+    project.runpytest("--theodolite-results=results").assert_outcomes(passed=3)
+    png = project.path / "results" / "scripted_demand.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (project.path / "results" / "expscripted_demand.csv").read_text().splitlines() == [
+        "load,resources", "1000,1", "2000,2", "3000,3"]
+
+
+def test_gates_under_xdist_run_on_one_worker_beside_other_tests(gate_project):
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    project.makepyfile(test_other="import pytest\n@pytest.mark.parametrize('i', range(4))\ndef test_other(i): pass")
+    result = project.runpytest("-n", "2", "-v")
+    result.assert_outcomes(passed=7)
+    gate_workers = {line.split("]")[0] for line in result.stdout.lines if "test_scripted_demand" in line and "PASSED" in line}
+    assert len(gate_workers) == 1, gate_workers
+    result.stdout.fnmatch_lines(["*theodolite: scalability gates*"])
