@@ -235,9 +235,10 @@ class LoadGenerator:
             return
         self._stop_event.set()
         deadline = time.monotonic() + self.flush_timeout_s + 10.0
-        for worker in self._workers:
+        started = [worker for worker in self._workers if worker.pid is not None]  # a failed start leaves some unstarted
+        for worker in started:
             worker.join(timeout=max(0.1, deadline - time.monotonic()))
-        for worker in self._workers:
+        for worker in started:
             if worker.is_alive():
                 worker.terminate()
                 worker.join(timeout=5.0)

@@ -21,6 +21,7 @@ from pytest_theodolite.metrics import (
     demand_from_sub_experiments,
 )
 from pytest_theodolite.results import (
+    SERIES_BATCH_DURATION,
     SERIES_EVENT_TIME_LATENCY,
     SERIES_GENERATOR_RATE,
     SERIES_LAG,
@@ -72,6 +73,7 @@ def reanalyse(
                 target_rate=target_rate,
                 generator_rate=series.get(SERIES_GENERATOR_RATE),
                 event_time_latency=series.get(SERIES_EVENT_TIME_LATENCY),
+                batch_duration=series.get(SERIES_BATCH_DURATION),
                 records_total=counters.get("records_total"),
                 records_malformed=counters.get("records_malformed"),
             )

@@ -24,7 +24,6 @@ import numbers
 import os
 import platform
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from pytest_theodolite.metrics import DemandResult
-from pytest_theodolite.results import redact_secrets
+from pytest_theodolite.results import redact_secrets, write_atomically
 
 FORMAT_VERSION: Final = 1
 BASELINE_DIR: Final = "baselines"
@@ -293,14 +292,7 @@ def write_baseline(path: str | os.PathLike[str], baseline: Baseline) -> Path:
     text = baseline.to_json()
     _parse(text, str(path))  # never write a file that load_baseline would refuse
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, text)
     return path
 
 

@@ -37,6 +37,7 @@ GATE_DEFAULTS: dict[str, Any] = {
     "sample_interval": 1.0,
     "spark_conf": {},
     "instance_cpu": None,
+    "max_batch_duration": None,  # seconds; None: only the lag trend decides
 }
 MARKER_KEYWORDS = ("loads", *GATE_DEFAULTS)
 
@@ -90,7 +91,9 @@ def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mappi
             loads=loads, resources=resources, duration_s=float(values["duration"]),
             sample_interval_s=float(values["sample_interval"]),
             repetitions=_count(values["repetitions"], "repetitions", minimum=1),
-            slo=SloSettings(warmup_s=float(values["warmup"]), lag_trend_threshold=parse_threshold(values["threshold"])),
+            slo=SloSettings(warmup_s=float(values["warmup"]), lag_trend_threshold=parse_threshold(values["threshold"]),
+                            max_batch_duration_s=None if values["max_batch_duration"] in (None, "")
+                            else float(values["max_batch_duration"])),
             strategy=strategy, lower_bound=lower_bound, spark_conf=dict(values["spark_conf"] or {}),
             instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
         )

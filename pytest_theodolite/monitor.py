@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,11 +76,28 @@ class LagSample:
     batch_id: int | None
 
 
+def batch_start_s(progress: Mapping[str, Any]) -> float | None:
+    """Epoch seconds at which the progress's micro-batch started (its ISO-8601 ``timestamp``)."""
+    stamp = progress.get("timestamp")
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def sample_from(timestamp_s: float, end_offsets: Mapping[int, int], progress: Mapping[str, Any] | None,
                 topic: str) -> LagSample:
     processed = processed_offsets(progress, topic)
     progress = progress or {}
     duration = (progress.get("durationMs") or {}).get("triggerExecution")
+    started = batch_start_s(progress)
+    if duration is not None and started is not None:
+        # a batch still running counts with its age so far: an overloaded query shows at once, not only
+        # when its long batch finally ends
+        running_ms = (timestamp_s - started) * 1000.0 - duration
+        duration = max(float(duration), running_ms)
     return LagSample(
         timestamp_s=timestamp_s,
         lag=total_lag(end_offsets, processed),

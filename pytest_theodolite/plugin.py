@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -348,6 +348,9 @@ def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodo
     session = request.getfixturevalue("theodolite")
     state.session = session
     experiment = _start(request, lambda: session.experiment(spec.benchmark, spec.settings))
+    if experiment.runner.on_sub_experiment is None:
+        experiment.runner.on_sub_experiment = lambda record: _live(
+            request.config, f"theodolite: {name} {progress_line(record, experiment.runner.timings)}")
     point = _start(request, lambda: experiment.measure(theodolite_load))
     if point.status == UNMEASURED:
         request.node.user_properties.append(("theodolite.unmeasured", theodolite_load))
@@ -362,6 +365,25 @@ def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodo
         write_baseline(baseline_path(theodolite_settings.baselines_dir, name), updated)
         state.baselines[name] = baseline = updated
     return TheodoliteGate(spec, point, baseline, record_property)
+
+
+def _live(config: pytest.Config, line: str) -> None:
+    """Write a line to the terminal now, past pytest's output capturing (as live logging does)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
+
+
+def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
+    """One finished sub-experiment, for users watching a CI log."""
+    slos = ", ".join(f"{v.name} {v.outcome.value}" for v in record.verdicts)
+    last = timings.get((record.load, record.resources, len(record.repetitions) - 1))
+    phases = "" if last is None else (f" [setup {last.setup_s:.0f} s, warm-up {last.warmup_s:.0f} s, "
+                                      f"measured {last.measurement_s:.0f} s, teardown {last.teardown_s:.0f} s]")
+    return f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}){phases}"
 
 
 def testbed(settings: TheodoliteSettings, spark: SparkCluster, instance_cpu: float | None) -> Testbed:

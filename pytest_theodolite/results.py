@@ -315,7 +315,7 @@ class SeriesWriter:
         self.close()
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """Write to a temporary file beside `path`, then rename: readers never see half a file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -399,7 +399,7 @@ class ResultsWriter:
         """`exp<id>_demand.csv` (load,resources) and the JSON's demand section; may be called per load."""
         xs = sorted(set(result.demand) | set(result.unmeasured))
         path = self.results_dir / f"exp{self.experiment_id}_demand.csv"
-        _write_atomically(path, "load,resources\n" + "".join(f"{x},{result.status(x)}\n" for x in xs))
+        write_atomically(path, "load,resources\n" + "".join(f"{x},{result.status(x)}\n" for x in xs))
         self._document["demand"] = _function_to_dict(result, result.demand)
         self._save()
         return path
@@ -408,14 +408,14 @@ class ResultsWriter:
         """`exp<id>_capacity.csv` (resource,loads) and the capacity section of the JSON."""
         xs = sorted(set(result.capacity) | set(result.unmeasured))
         path = self.results_dir / f"exp{self.experiment_id}_capacity.csv"
-        _write_atomically(path, "resource,loads\n" + "".join(f"{x},{result.status(x)}\n" for x in xs))
+        write_atomically(path, "resource,loads\n" + "".join(f"{x},{result.status(x)}\n" for x in xs))
         self._document["capacity"] = _function_to_dict(result, result.capacity)
         self._save()
         return path
 
     def _save(self) -> None:
         # default=str: settings may hold Paths or enums; they are kept readable rather than rejected.
-        _write_atomically(
+        write_atomically(
             self.json_path, json.dumps(self._document, indent=2, default=str, allow_nan=False) + "\n"
         )
 

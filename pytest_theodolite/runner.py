@@ -160,6 +160,8 @@ class ExperimentRunner:
                           for name in ("input-rate", "processed-rate", "batch-duration")}
         lag_t: list[float] = []
         lag_v: list[float] = []
+        batch_t: list[float] = []
+        batch_v: list[float] = []
         phases: dict[str, float] = {}
         generator: LoadGenerator | None = None
         counters: dict[str, int] = {}
@@ -195,7 +197,7 @@ class ExperimentRunner:
                         raise _Abort(Outcome.INVALID, f"the generator refused the load: {exc}") from None
                     phases["setup_s"] = time.monotonic() - t_start
                     phases.update(self._sample(spark, query, resources, topics["input"],
-                                               lag_writer, series_writers, lag_t, lag_v))
+                                               lag_writer, series_writers, lag_t, lag_v, batch_t, batch_v))
                 except _Abort as exc:
                     abort = exc
                 finally:
@@ -225,10 +227,11 @@ class ExperimentRunner:
             generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
         verdicts = self._verdicts(abort, TimeSeries.of(lag_t, lag_v), workload.target_rate, generator_series,
-                                  counters)
+                                  TimeSeries.of(batch_t, batch_v), counters)
         return RepetitionRecord(repetition, verdicts, counters)
 
-    def _sample(self, spark, query, resources, input_topic, lag_writer, series_writers, lag_t, lag_v) -> dict[str, float]:
+    def _sample(self, spark, query, resources, input_topic, lag_writer, series_writers, lag_t, lag_v,
+                batch_t, batch_v) -> dict[str, float]:
         """Sample until warm-up + duration have passed; raises _Abort when the run cannot be judged."""
         sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
         warmup, total = self.settings.slo.warmup_s, self.settings.slo.warmup_s + self.settings.duration_s
@@ -254,6 +257,9 @@ class ExperimentRunner:
                                     ("batch-duration", sample.batch_duration_ms)):
                     if value is not None:
                         series_writers[name].append(sample.timestamp_s, value)
+                if sample.batch_duration_ms is not None:
+                    batch_t.append(sample.timestamp_s)
+                    batch_v.append(sample.batch_duration_ms)
                 if time.monotonic() - started >= total:
                     break
                 next_tick += interval
@@ -276,11 +282,13 @@ class ExperimentRunner:
         return {f"records_{name}": value for name, value in totals.items()}
 
     def _verdicts(self, abort: _Abort | None, lag: TimeSeries, target_rate: float,
-                  generator_rate: TimeSeries | None, counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
+                  generator_rate: TimeSeries | None, batch_duration: TimeSeries,
+                  counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
         if abort is not None:
             return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
         return evaluate_repetition(
             self.settings.slo, lag=lag, target_rate=target_rate, generator_rate=generator_rate,
+            batch_duration=batch_duration,
             records_total=counters.get("records_total"), records_malformed=counters.get("records_malformed"),
         )
 

@@ -70,6 +70,8 @@ GATE_OPTIONS: list[tuple[str, str, str]] = [
      "the load (5%%)"),
     ("--theodolite-strategy", "strategy", "demand search: linear, binary, initial-guess, full, optionally "
      "+lower-bound"),
+    ("--theodolite-max-batch-duration", "max_batch_duration", "largest median micro-batch duration (s) that "
+     "passes; empty: only the lag trend decides"),
     ("--theodolite-repetitions", "repetitions", "repetitions per sub-experiment (the median slope decides)"),
     ("--theodolite-tolerance", "tolerance", "instances a load's demand may exceed its baseline before failing"),
 ]

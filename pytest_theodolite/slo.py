@@ -34,6 +34,7 @@ LAG_TREND = "lag-trend"
 LATENCY_TREND = "event-time-latency-trend"
 GENERATOR_RATE = "generator-rate"
 MALFORMED_RECORDS = "malformed-records"
+BATCH_DURATION = "batch-duration"
 
 # SLOs whose per-repetition values are slopes; over repetitions their median decides (as in Theodolite).
 TREND_SLOS: frozenset[str] = frozenset({LAG_TREND, LATENCY_TREND})
@@ -358,6 +359,29 @@ def check_malformed_records(
     )
 
 
+def check_batch_duration(batch_duration_ms: TimeSeries, *, max_s: float, warmup_s: float) -> SloVerdict:
+    """Micro-batch latency bound: PASS iff the median sampled batch duration after the warm-up is <= max_s.
+
+    Why beside the lag trend: a micro-batch engine takes all pending input into its next batch, so when it
+    falls behind its batches grow and amortise more overhead. The lag then saws up and down with a few large
+    teeth instead of growing steadily, and a short measurement can fit any slope to them; the batch duration
+    (sampled each second as the longer of the last finished and the running batch) rises at once.
+    """
+    if max_s <= 0:
+        raise ValueError(f"the batch-duration bound must be positive, got {max_s} s")
+    t = np.asarray(batch_duration_ms.timestamps_s, dtype=float)
+    v = np.asarray(batch_duration_ms.values, dtype=float)
+    kept = v[t >= t[0] + warmup_s] if len(t) else v
+    if len(kept) == 0:
+        return SloVerdict(BATCH_DURATION, Outcome.FAIL, float("inf"), max_s,
+                          "no micro-batch duration was sampled after the warm-up")
+    median_s = float(np.median(kept)) / 1000.0
+    outcome = Outcome.PASS if median_s <= max_s else Outcome.FAIL
+    relation = "<=" if outcome is Outcome.PASS else ">"
+    return SloVerdict(BATCH_DURATION, outcome, median_s, max_s,
+                      f"median micro-batch duration {median_s:.2f} s {relation} {max_s:g} s")
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Combining
 # ------------------------------------------------------------------------------------------------------------
@@ -475,6 +499,7 @@ class SloSettings:
     latency_trend_threshold: float | None = None  # s/s; None: the latency-trend SLO is not checked
     malformed_max_count: int | None = None  # at most one of the two malformed bounds; none: not checked
     malformed_max_fraction: float | None = None
+    max_batch_duration_s: float | None = None  # None: the batch-duration SLO is not checked
 
     def __post_init__(self) -> None:
         if self.slope_method not in SLOPE_METHODS:
@@ -494,6 +519,7 @@ class SloSettings:
             "latency_trend_threshold": self.latency_trend_threshold,
             "malformed_max_count": self.malformed_max_count,
             "malformed_max_fraction": self.malformed_max_fraction,
+            "max_batch_duration_s": self.max_batch_duration_s,
         }
 
     @classmethod
@@ -513,6 +539,7 @@ class SloSettings:
             latency_trend_threshold=data.get("latency_trend_threshold"),
             malformed_max_count=data.get("malformed_max_count"),
             malformed_max_fraction=data.get("malformed_max_fraction"),
+            max_batch_duration_s=data.get("max_batch_duration_s"),
         )
 
 
@@ -525,6 +552,7 @@ def evaluate_repetition(
     event_time_latency: TimeSeries | None = None,
     records_total: int | None = None,
     records_malformed: int | None = None,
+    batch_duration: TimeSeries | None = None,
 ) -> tuple[SloVerdict, ...]:
     """All SLO verdicts of one repetition from its recorded series.
 
@@ -557,6 +585,10 @@ def evaluate_repetition(
                 warmup_s=settings.warmup_s,
                 method=settings.slope_method,
             )
+        )
+    if settings.max_batch_duration_s is not None and batch_duration is not None:
+        verdicts.append(
+            check_batch_duration(batch_duration, max_s=settings.max_batch_duration_s, warmup_s=settings.warmup_s)
         )
     bounded = settings.malformed_max_count is not None or settings.malformed_max_fraction is not None
     if bounded and records_malformed is not None and records_total is not None:

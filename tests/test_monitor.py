@@ -54,3 +54,10 @@ def test_observed_totals_sums_each_batch_once():
     ]
     assert observed_totals(batches, "records") == {"total": 15, "malformed": 1}
     assert observed_totals([], "records") == {}
+
+
+def test_a_running_batch_counts_with_its_age():
+    # the last batch started at t=100 s and took 2 s; at t=110 s the next one has run for 8 s
+    p = progress(3, {"in": {"0": 30}}, timestamp="1970-01-01T00:01:40.000Z", durationMs={"triggerExecution": 2000})
+    assert sample_from(110.0, {0: 100}, p, "in").batch_duration_ms == 8000.0
+    assert sample_from(101.5, {0: 100}, p, "in").batch_duration_ms == 2000.0  # the finished one is longer

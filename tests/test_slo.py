@@ -373,3 +373,39 @@ def test_slo_settings_round_trip_and_validation():
     assert SloSettings.from_dict({}) == SloSettings()
     with pytest.raises(ValueError, match="unknown slope method"):
         SloSettings(slope_method="lasso")  # type: ignore[arg-type]
+
+
+# -- micro-batch duration bound (added with the gates) --------------------------------------------------------
+
+from pytest_theodolite.slo import BATCH_DURATION, check_batch_duration  # noqa: E402
+
+
+def test_batch_duration_passes_on_short_batches_after_the_warmup():
+    # slow first batches (JIT, consumer creation) are inside the warm-up
+    series = TimeSeries.of(list(range(20)), [9000] * 5 + [400, 600, 500, 450, 550] * 3)
+    verdict = check_batch_duration(series, max_s=1.0, warmup_s=5)
+    assert verdict.name == BATCH_DURATION and verdict.outcome is Outcome.PASS
+    assert verdict.value == pytest.approx(0.5)
+
+
+def test_batch_duration_fails_when_batches_grow():
+    series = TimeSeries.of(list(range(20)), [1000 + 500 * i for i in range(20)])
+    verdict = check_batch_duration(series, max_s=3.0, warmup_s=5)
+    assert verdict.outcome is Outcome.FAIL and verdict.value > 3.0
+    assert "median micro-batch duration" in verdict.detail
+
+
+def test_batch_duration_without_samples_after_warmup_fails_and_bad_bound_raises():
+    assert check_batch_duration(TimeSeries.of([], []), max_s=1, warmup_s=0).outcome is Outcome.FAIL
+    with pytest.raises(ValueError, match="must be positive"):
+        check_batch_duration(TimeSeries.of([0, 1], [1, 1]), max_s=0, warmup_s=0)
+
+
+def test_evaluate_repetition_adds_the_batch_duration_slo_when_bounded():
+    lag = TimeSeries.of(list(range(10)), [0] * 10)
+    batches = TimeSeries.of(list(range(10)), [5000] * 10)
+    settings = SloSettings(warmup_s=0, max_batch_duration_s=2.0)
+    verdicts = evaluate_repetition(settings, lag=lag, target_rate=100.0, batch_duration=batches)
+    assert [v.name for v in verdicts] == [LAG_TREND, BATCH_DURATION]
+    assert combine_verdicts(verdicts) is Outcome.FAIL
+    assert SloSettings.from_dict(settings.to_dict()) == settings

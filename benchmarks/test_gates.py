@@ -1,0 +1,35 @@
+"""The scalability gates: each use case's demand function along Theodolite's load dimension, compared with
+the baseline in baselines/<benchmark>.json.
+
+Sized for a 2-core CI machine: every instance is limited to a quarter core (cgroups), so 1...4 instances are
+told apart while broker, generator and driver keep a core; 20 s warm-up and 15 s of measurement per
+sub-experiment (Theodolite: 60 s and 5 min) -- raise them with --theodolite-warmup / --theodolite-duration
+for a careful run. Two SLOs: the lag trend (slope below 5 % of the load) and a median micro-batch duration of
+at most 3 s (a micro-batch engine that falls behind grows its batches, which a short lag fit can miss).
+"""
+
+import pytest
+from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
+
+GATE = dict(resources=[1, 2, 3, 4], instance_cpu=0.25, duration=15, warmup=20, threshold="5%",
+            max_batch_duration=3, strategy="linear+lower-bound", spark_conf=QUICK_WARMUP_EXECUTORS)
+
+
+@pytest.mark.theodolite(UC1_KEYS, loads=[2000, 5000, 8000], **GATE)
+def test_uc1_database_storage(theodolite_gate):
+    theodolite_gate.check()
+
+
+@pytest.mark.theodolite(UC2_KEYS, loads=[1000, 3000, 5000], **GATE)
+def test_uc2_downsampling(theodolite_gate):
+    theodolite_gate.check()
+
+
+@pytest.mark.theodolite(UC3_KEYS, loads=[1000, 2000, 3000], **GATE)
+def test_uc3_aggregation_by_time_attribute(theodolite_gate):
+    theodolite_gate.check()
+
+
+@pytest.mark.theodolite(UC4_DEPTH, loads=[2, 3], **GATE)
+def test_uc4_hierarchical_aggregation(theodolite_gate):
+    theodolite_gate.check()
