@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .baseline import Baseline, Testbed, compare
 from .kafka.admin import KafkaCluster
+from .report import BenchmarkReport, PlotDependencyMissing, markdown_summary, scalability_plot, terminal_summary
+from .settings import TheodoliteSettings
 from .metrics import DemandResult, Metric, SubExperiment
 from .results import SubExperimentRecord
 from .runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
@@ -225,3 +228,45 @@ class TheodoliteSession:
 def experiment_id(benchmark_name: str) -> str:
     """Results file names are ``exp<id>_<load>_...``: the id may not contain ``_``."""
     return re.sub(r"[^A-Za-z0-9.-]+", "-", benchmark_name).strip("-") or "benchmark"
+
+
+# -- what the gates report (pytest-free; plugin.py prints it) ---------------------------------------------
+
+
+def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
+    """One finished sub-experiment, for users watching a CI log."""
+    slos = ", ".join(f"{v.name} {v.outcome.value}" for v in record.verdicts)
+    last = timings.get((record.load, record.resources, len(record.repetitions) - 1))
+    phases = "" if last is None else (f" [setup {last.setup_s:.0f} s, warm-up {last.warmup_s:.0f} s, "
+                                      f"measured {last.measurement_s:.0f} s, teardown {last.teardown_s:.0f} s]")
+    return f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}){phases}"
+
+
+def testbed(settings: TheodoliteSettings, spark: SparkCluster, instance_cpu: float | None) -> Testbed:
+    """This machine and setup; the instance CPU is the one a benchmark really ran with."""
+    return Testbed.current(kafka_provider=settings.kafka_provider, spark_master=settings.spark_master,
+                           instance_cpu=instance_cpu if spark.can_limit_cpu else None)
+
+
+def summarise(session: TheodoliteSession, baselines: Mapping[str, Baseline | None], tolerances: Mapping[str, int],
+              settings: TheodoliteSettings) -> dict[str, Any]:
+    """Terminal lines and Markdown for every benchmark this process measured; plots into the results dir."""
+    reports = []
+    for name, experiment in sorted(session.experiments.items()):
+        measured = experiment.demand_result()
+        baseline = baselines.get(name)
+        measured_testbed = testbed(settings, session.spark, experiment.settings.instance_cpu)
+        comparison = compare(measured, baseline, tolerances.get(name, 0), measured_testbed=measured_testbed,
+                             benchmark=name)
+        plot = None
+        try:
+            plot = scalability_plot(settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured,
+                                    baseline)
+        except PlotDependencyMissing as exc:
+            notes = (str(exc),)
+        else:
+            notes = ()
+        if comparison.improvements and not settings.update_baselines:
+            notes += ("lower the baseline with --theodolite-update-baselines",)
+        reports.append(BenchmarkReport(name, comparison, measured, baseline, plot, notes))
+    return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -17,27 +17,27 @@ from .baseline import (
     Baseline,
     BaselineError,
     PointComparison,
-    Testbed,
     Verdict,
     baseline_from_measurement,
     baseline_path,
-    compare,
     compare_point,
     load_baseline,
     write_baseline,
 )
-from .runner import experiment_settings_dict
-from .gates import SKIPPED, UNMEASURED, DemandPoint, GateSpec, GateSpecError, TheodoliteSession, experiment_id, gate_spec
-from .report import (
-    BenchmarkReport,
-    PlotDependencyMissing,
-    failure_table,
-    junit_properties,
-    markdown_summary,
-    scalability_plot,
-    slopes_and_outcomes,
-    terminal_summary,
+from .gates import (
+    SKIPPED,
+    UNMEASURED,
+    DemandPoint,
+    GateSpec,
+    GateSpecError,
+    TheodoliteSession,
+    gate_spec,
+    progress_line,
+    summarise,
+    testbed,
 )
+from .report import failure_table, junit_properties, slopes_and_outcomes
+from .runner import experiment_settings_dict
 from .errors import TheodoliteSetupError
 from .kafka.admin import KafkaCluster
 from .settings import GATE_OPTIONS, OPTIONS, SettingsError, TheodoliteSettings, build
@@ -148,7 +148,7 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash[STATE_KEY]
     if state.session is not None:
-        state.summary = summarise(state, session.config.stash[SETTINGS_KEY])
+        state.summary = summarise(state.session, state.baselines, state.tolerances, session.config.stash[SETTINGS_KEY])
         if _is_xdist_worker(session.config):
             session.config.workeroutput["theodolite_summary"] = state.summary  # type: ignore[attr-defined]
     if _is_xdist_controller(session.config):
@@ -375,41 +375,3 @@ def _live(config: pytest.Config, line: str) -> None:
         return
     with capture.global_and_fixture_disabled():
         reporter.write_line(line)
-
-
-def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
-    """One finished sub-experiment, for users watching a CI log."""
-    slos = ", ".join(f"{v.name} {v.outcome.value}" for v in record.verdicts)
-    last = timings.get((record.load, record.resources, len(record.repetitions) - 1))
-    phases = "" if last is None else (f" [setup {last.setup_s:.0f} s, warm-up {last.warmup_s:.0f} s, "
-                                      f"measured {last.measurement_s:.0f} s, teardown {last.teardown_s:.0f} s]")
-    return f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}){phases}"
-
-
-def testbed(settings: TheodoliteSettings, spark: SparkCluster, instance_cpu: float | None) -> Testbed:
-    """This machine and setup; the instance CPU is the one a benchmark really ran with."""
-    return Testbed.current(kafka_provider=settings.kafka_provider, spark_master=settings.spark_master,
-                           instance_cpu=instance_cpu if spark.can_limit_cpu else None)
-
-
-def summarise(state: GateState, settings: TheodoliteSettings) -> dict[str, Any]:
-    """Terminal lines and Markdown for every benchmark this process measured; plots into the results dir."""
-    reports = []
-    for name, experiment in sorted(state.session.experiments.items()):
-        measured = experiment.demand_result()
-        baseline = state.baselines.get(name)
-        measured_testbed = testbed(settings, state.session.spark, experiment.settings.instance_cpu)
-        comparison = compare(measured, baseline, state.tolerances.get(name, 0), measured_testbed=measured_testbed,
-                             benchmark=name)
-        plot = None
-        try:
-            plot = scalability_plot(settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured,
-                                    baseline)
-        except PlotDependencyMissing as exc:
-            notes = (str(exc),)
-        else:
-            notes = ()
-        if comparison.improvements and not settings.update_baselines:
-            notes += ("lower the baseline with --theodolite-update-baselines",)
-        reports.append(BenchmarkReport(name, comparison, measured, baseline, plot, notes))
-    return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports)}

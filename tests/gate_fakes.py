@@ -32,6 +32,8 @@ class ScriptedRunner:
     capacity_per_instance: int
     invalid_loads: frozenset[int]
     records: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    on_sub_experiment: object = None
 
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
         if load in self.invalid_loads:
@@ -45,6 +47,8 @@ class ScriptedRunner:
                                                       [RepetitionRecord(0, verdicts)])
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
+        if self.on_sub_experiment is not None:
+            self.on_sub_experiment(record)
         return record
 
 

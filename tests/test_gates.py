@@ -107,8 +107,15 @@ def test_update_records_the_measured_demand_function(gate_project):
     project.runpytest().assert_outcomes(passed=3)
 
 
-def test_same_demand_passes(gate_project):
-    gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest().assert_outcomes(passed=3)
+def test_same_demand_passes_and_each_sub_experiment_is_shown_live(gate_project):
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "theodolite: scripted load=1000 instances=1: PASS (lag-trend pass)",
+        "theodolite: scripted load=2000 instances=1: FAIL (lag-trend fail)",  # lower bound: starts at 1
+        "theodolite: scripted load=2000 instances=2: PASS (lag-trend pass)",
+        "theodolite: scripted load=3000 instances=2: FAIL (lag-trend fail)",  # ... and here at 2
+    ])
 
 
 def test_regression_fails_with_a_table_of_baseline_measured_and_slopes(gate_project, monkeypatch):
