@@ -15,21 +15,25 @@ GATE = dict(resources=[1, 2, 3, 4], instance_cpu=0.25, duration=15, warmup=20, t
             max_batch_duration=3, strategy="linear+lower-bound", spark_conf=QUICK_WARMUP_EXECUTORS)
 
 
-@pytest.mark.theodolite(UC1_KEYS, loads=[2000, 5000, 8000], **GATE)
+@pytest.mark.theodolite(UC1_KEYS, loads=[2000, 6000, 12000], **GATE)
 def test_uc1_database_storage(theodolite_gate):
     theodolite_gate.check()
 
 
-@pytest.mark.theodolite(UC2_KEYS, loads=[1000, 3000, 5000], **GATE)
+@pytest.mark.theodolite(UC2_KEYS, loads=[1000, 4000, 8000], **GATE)
 def test_uc2_downsampling(theodolite_gate):
     theodolite_gate.check()
 
 
-@pytest.mark.theodolite(UC3_KEYS, loads=[1000, 2000, 3000], **GATE)
+@pytest.mark.theodolite(UC3_KEYS, loads=[1000, 3000, 5000], **GATE)
 def test_uc3_aggregation_by_time_attribute(theodolite_gate):
     theodolite_gate.check()
 
 
-@pytest.mark.theodolite(UC4_DEPTH, loads=[2, 3], **GATE)
+# UC4 joins every reading with the registry, re-reads the registry and feeds results back each micro-batch:
+# at a quarter core its first batches alone outlast a 20 s warm-up, so it gets half a core, a longer warm-up
+# and a looser batch bound (measured: 8-13 s batches at 800 records/s on one full core with 20 ms periods).
+@pytest.mark.theodolite(UC4_DEPTH, loads=[2, 3, 4],
+                        **{**GATE, "instance_cpu": 0.5, "warmup": 30, "max_batch_duration": 10, "threshold": "25%"})
 def test_uc4_hierarchical_aggregation(theodolite_gate):
     theodolite_gate.check()

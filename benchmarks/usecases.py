@@ -11,10 +11,10 @@ UC2_KEYS = Benchmark("uc2-keys", uc2.start_query, lambda keys: Workload(keys=key
 UC3_KEYS = Benchmark("uc3-keys", uc3.start_query, lambda keys: Workload(keys=keys), input_partitions=4,
                      job_options={"window_size": "1 minute", "window_advance": "10 seconds",
                                   "watermark_delay": "2 seconds"})
-#: UC4 scales with the number of nested groups: 4 children per group, `depth` levels -> 4**depth sensors.
-#: Each sensor sends every 20 ms, so that the loads are large enough to need several instances.
+#: UC4 scales with the number of nested groups: 4 children per group, `depth` levels -> 4**depth sensors, each
+#: sending once a second as in Theodolite.
 UC4_DEPTH = Benchmark("uc4-depth", uc4.start_query,
-                      lambda depth: Workload.for_hierarchy(children=4, depth=depth, period_ms=20),
+                      lambda depth: Workload.for_hierarchy(children=4, depth=depth),
                       input_partitions=4, extra_topics=("config_topic", "feedback_topic"),
                       registry_topic_option="config_topic",
                       job_options={"window_size": "10 seconds", "watermark_delay": "5 seconds"})

@@ -80,7 +80,7 @@ def _spark_cluster(settings: TheodoliteSettings, master_url: str,
                    groups: list[cgroups.CpuLimitedGroup] | None = None) -> SparkCluster:
     return SparkCluster(master_url=master_url, max_instances=settings.max_instances,
                         jars=connector_jars(settings.cache_dir), instance_cpu=settings.instance_cpu,
-                        instance_groups=groups or [])
+                        instance_groups=list(groups or []))  # a copy: the cluster's own list is cleared on stop
 
 
 def _prepare_driver_environment() -> None:

@@ -4,7 +4,7 @@ import pytest
 from kafka import KafkaProducer
 
 from pytest_theodolite.spark import cgroups
-from pytest_theodolite.spark.cluster import StandaloneCluster, registered_executors
+from pytest_theodolite.spark.cluster import SparkCluster, StandaloneCluster, registered_executors
 
 pytestmark = pytest.mark.integration
 
@@ -53,5 +53,11 @@ def test_each_instance_runs_in_its_own_cgroup_with_the_configured_quota():
             quota = group.quota_file.read_text().split()
             assert int(quota[0]) == 25_000  # 0.25 of a 100 ms period
             assert str(worker.pid) in (group.path / "cgroup.procs").read_text().split()
+        # a session of another benchmark changes the share of the same running instances
+        cluster_view = SparkCluster(cluster.master_url, 2, jars=[], instance_groups=groups.groups)
+        cluster_view.set_instance_cpu(0.5)
+        assert [int(g.quota_file.read_text().split()[0]) for g in groups.groups] == [50_000, 50_000]
+        cluster_view.set_instance_cpu(None)
+        assert {g.quota_file.read_text().split()[0] for g in groups.groups} <= {"-1", "max"}
         parent = groups.parent
     assert not parent.exists(), "the instance cgroups must be removed when the cluster stops"
