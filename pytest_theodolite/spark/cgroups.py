@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,7 +101,8 @@ class InstanceGroups:
 
     support: CgroupSupport
     cpus_per_instance: float | None
-    name: str = field(default_factory=lambda: f"theodolite-{os.getpid()}")
+    #: unique per cluster: a test may start a second cluster beside the session's in the same process
+    name: str = field(default_factory=lambda: f"theodolite-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     groups: list[CpuLimitedGroup] = field(default_factory=list)
 
     @property
