@@ -210,7 +210,7 @@ def spark_cluster(request: pytest.FixtureRequest, theodolite_settings: Theodolit
 
 # -- scalability gates ---------------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(eq=False)  # registered as a plugin: pluggy needs it hashable (by identity)
 class GateState:
     """What the gates of this pytest process measured, and how their tests ended."""
 

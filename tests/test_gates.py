@@ -204,3 +204,12 @@ def test_gates_under_xdist_run_on_one_worker_beside_other_tests(gate_project):
     gate_workers = {line.split("]")[0] for line in result.stdout.lines if "test_scripted_demand" in line and "PASSED" in line}
     assert len(gate_workers) == 1, gate_workers
     result.stdout.fnmatch_lines(["*theodolite: scalability gates*"])
+
+
+def test_gates_beside_another_directory_with_its_own_conftest(gate_project):
+    # pytest then asks pluggy for per-directory hook subsets, which needs every plugin hashable
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    other = project.mkpydir("other")
+    (other / "conftest.py").write_text("import pytest\n")
+    (other / "test_other.py").write_text("def test_other():\n    pass\n")
+    project.runpytest(".", "other").assert_outcomes(passed=4)
