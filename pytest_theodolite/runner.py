@@ -121,6 +121,8 @@ class ExperimentRunner:
     on_sub_experiment: Callable[[SubExperimentRecord], None] | None = None
     timings: dict[tuple[int, int, int], PhaseTimings] = field(default_factory=dict, init=False)
     records: dict[tuple[int, int], SubExperimentRecord] = field(default_factory=dict, init=False)
+    #: the ids in the names of every topic this runner created (``theodolite-<id>-input`` ...)
+    run_ids: list[str] = field(default_factory=list, init=False)
 
     # -- metrics ---------------------------------------------------------------------------------------
     def measure_demand(self, *, stop_on_unmeasured: bool = False) -> DemandResult:
@@ -151,6 +153,7 @@ class ExperimentRunner:
 
     def run_repetition(self, load: int, resources: int, repetition: int, workload: Workload) -> RepetitionRecord:
         run_id = uuid.uuid4().hex[:8]
+        self.run_ids.append(run_id)
         topics = {"input": f"theodolite-{run_id}-input", "output": f"theodolite-{run_id}-output"}
         topics.update({option: f"theodolite-{run_id}-{option.replace('_', '-')}"
                        for option in self.benchmark.extra_topics})

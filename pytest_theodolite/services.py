@@ -120,4 +120,6 @@ def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
     support = cgroups.detect()
     groups = [cgroups.CpuLimitedGroup(Path(path), settings.instance_cpu, support.version or 1)
               for path in record.cgroups if Path(path).name.startswith("instance-")]
-    return _spark_cluster(settings, record.info["master_url"], groups)
+    cluster = _spark_cluster(settings, record.info["master_url"], groups)
+    cluster.session_lock = root / "theodolite-spark-session.lock"
+    return cluster

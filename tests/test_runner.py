@@ -67,4 +67,5 @@ def test_a_job_that_cannot_start_is_errored_not_failed(kafka_cluster, spark_clus
     record = runner.records[(100, 1)]
     assert record.outcome is Outcome.ERRORED
     assert "the job did not start" in record.verdicts[0].detail
-    assert not [t for t in kafka_cluster.list_topics() if t.startswith("theodolite-")], "topics left behind"
+    assert runner.run_ids
+    assert not [t for t in kafka_cluster.list_topics() if any(i in t for i in runner.run_ids)], "topics left behind"

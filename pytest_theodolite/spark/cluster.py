@@ -17,10 +17,12 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from ..errors import TheodoliteSetupError
 from ..maven import java_executable
@@ -183,6 +185,10 @@ class SparkCluster:
     instance_cpu: float | None = None  # the default CPU share of an instance; None = unlimited
     #: the workers' cgroups, whose quota a session sets (empty: not limitable, e.g. a remote master)
     instance_groups: list[cgroups.CpuLimitedGroup] = field(default_factory=list)
+    #: a file lock held for a whole session where several processes share the cluster (pytest-xdist): one
+    #: session at a time, so no two sub-experiments (or a test and a sub-experiment) share the instances or
+    #: change each other's CPU quota
+    session_lock: Path | None = None
     base_conf: Mapping[str, str] = field(default_factory=dict)
     register_timeout_s: float = 120.0
 
@@ -232,13 +238,15 @@ class SparkCluster:
         builder = SparkSession.builder
         for key, value in settings.items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        try:
-            wait_for_executors(spark, instances, self.register_timeout_s)
-            self.set_instance_cpu(self.instance_cpu if instance_cpu == "default" else instance_cpu)
-            yield spark
-        finally:
-            spark.stop()
+        with FileLock(str(self.session_lock)) if self.session_lock else nullcontext():
+            self.set_instance_cpu(None)
+            spark = builder.getOrCreate()
+            try:
+                wait_for_executors(spark, instances, self.register_timeout_s)
+                self.set_instance_cpu(self.instance_cpu if instance_cpu == "default" else instance_cpu)
+                yield spark
+            finally:
+                spark.stop()
 
 
 def registered_executors(spark) -> int:
