@@ -16,13 +16,19 @@ from typing import Any
 
 from .baseline import Baseline, Testbed, compare
 from .kafka.admin import KafkaCluster
-from .report import BenchmarkReport, PlotDependencyMissing, markdown_summary, scalability_plot, terminal_summary
-from .settings import TheodoliteSettings
 from .metrics import DemandResult, Metric, SubExperiment
+from .report import (
+    BenchmarkReport,
+    PlotDependencyMissing,
+    markdown_summary,
+    scalability_plot,
+    terminal_summary,
+)
 from .results import SubExperimentRecord
 from .runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
 from .search import parse_strategy, search_demand
-from .slo import Outcome, SloSettings, SlopeThreshold
+from .settings import TheodoliteSettings
+from .slo import Outcome, SlopeThreshold, SloSettings
 from .spark.cluster import SparkCluster
 
 MEASURED, NONE, UNMEASURED, SKIPPED = "measured", "none", "unmeasured", "skipped"

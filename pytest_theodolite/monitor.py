@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition

@@ -14,6 +14,8 @@ import pytest
 from . import KAFKA_VERSION, services
 from .baseline import (
     UNMEASURED as UNMEASURED_DEMAND,
+)
+from .baseline import (
     Baseline,
     BaselineError,
     PointComparison,
@@ -24,6 +26,7 @@ from .baseline import (
     load_baseline,
     write_baseline,
 )
+from .errors import TheodoliteSetupError
 from .gates import (
     SKIPPED,
     UNMEASURED,
@@ -36,10 +39,9 @@ from .gates import (
     summarise,
     testbed,
 )
+from .kafka.admin import KafkaCluster
 from .report import failure_table, junit_properties, slopes_and_outcomes
 from .runner import experiment_settings_dict
-from .errors import TheodoliteSetupError
-from .kafka.admin import KafkaCluster
 from .settings import GATE_OPTIONS, OPTIONS, SettingsError, TheodoliteSettings, build
 from .shared import release_all
 from .spark.cluster import SparkCluster

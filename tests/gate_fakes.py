@@ -13,9 +13,9 @@ from pathlib import Path
 
 from generator import Workload
 from pytest_theodolite.gates import BenchmarkExperiment, TheodoliteSession
+from pytest_theodolite.metrics import Metric
 from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.runner import Benchmark, new_writer
-from pytest_theodolite.metrics import Metric
 from pytest_theodolite.slo import GENERATOR_RATE, LAG_TREND, Outcome, SloVerdict
 
 

@@ -9,7 +9,7 @@ from pytest_theodolite import __main__ as analyse_cli
 from pytest_theodolite.metrics import Metric
 from pytest_theodolite.results import read_results
 from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
-from pytest_theodolite.slo import Outcome, SloSettings, SlopeThreshold
+from pytest_theodolite.slo import Outcome, SlopeThreshold, SloSettings
 from spark_jobs import uc1
 
 pytestmark = pytest.mark.integration

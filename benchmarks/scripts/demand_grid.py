@@ -20,13 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/useca
 
 from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH  # noqa: E402
 
+from pytest_theodolite.gates import parse_threshold  # noqa: E402
 from pytest_theodolite.metrics import Metric  # noqa: E402
 from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer  # noqa: E402
 from pytest_theodolite.search import Strategy, search_demand  # noqa: E402
 from pytest_theodolite.services import open_kafka, open_spark  # noqa: E402
 from pytest_theodolite.settings import TheodoliteSettings  # noqa: E402
 from pytest_theodolite.slo import SloSettings  # noqa: E402
-from pytest_theodolite.gates import parse_threshold  # noqa: E402
 
 BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
 

@@ -29,7 +29,7 @@ from ..maven import java_executable
 from ..ports import LOOPBACK, free_port
 from ..process import ManagedProcess
 from . import cgroups
-from .jars import connector_jars, pyspark_home
+from .jars import pyspark_home
 
 EXECUTOR_MEMORY = "1g"
 WORKER_MEMORY = "2g"
