@@ -6,6 +6,7 @@ import os
 import platform
 import re
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -187,12 +188,7 @@ def kafka_cluster(request: pytest.FixtureRequest, theodolite_settings: Theodolit
         yield cluster
         cluster.close()
         return
-    context = services.open_kafka(theodolite_settings)
-    cluster = _start(request, context.__enter__)
-    try:
-        yield cluster
-    finally:
-        context.__exit__(None, None, None)
+    yield from _served(request, services.open_kafka(theodolite_settings))
 
 
 @pytest.fixture(scope="session")
@@ -202,10 +198,14 @@ def spark_cluster(request: pytest.FixtureRequest, theodolite_settings: Theodolit
     if _is_xdist_worker(request.config):
         yield _start(request, lambda: services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent))
         return
-    context = services.open_spark(theodolite_settings)
-    cluster = _start(request, context.__enter__)
+    yield from _served(request, services.open_spark(theodolite_settings))
+
+
+def _served(request: pytest.FixtureRequest, context: AbstractContextManager[T]) -> Iterator[T]:
+    """Enter ``context`` (a setup error stops the run, see _start) and keep it open until the session ends."""
+    value = _start(request, context.__enter__)
     try:
-        yield cluster
+        yield value
     finally:
         context.__exit__(None, None, None)
 
