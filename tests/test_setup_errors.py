@@ -105,3 +105,12 @@ def test_testcontainers_without_docker_is_one_line_naming_embedded(pytester):
         "*Interrupted: pytest-theodolite: --kafka testcontainers needs a Docker engine*",
     ])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_cluster_ids_never_start_with_a_dash(monkeypatch):
+    from pytest_theodolite.kafka import embedded as module
+
+    ids = iter([b"\xfb" + bytes(15), bytes(16)])  # the first encodes to "-w..."
+    monkeypatch.setattr(module.uuid, "uuid4", lambda: type("U", (), {"bytes": next(ids)})())
+    cluster_id = module.new_cluster_id()
+    assert not cluster_id.startswith("-") and len(cluster_id) == 22

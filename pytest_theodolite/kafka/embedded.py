@@ -99,7 +99,7 @@ class EmbeddedKafka:
 
     def _format_storage(self, jvm: list[str], props: Path, log_path: Path) -> None:
         # Static voters (controller.quorum.voters) need no --standalone flag.
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_cluster_id()
         cmd = [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -143,6 +143,15 @@ class EmbeddedKafka:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def new_cluster_id() -> str:
+    """A random Kafka cluster id (16 bytes, URL-safe base64). Like Kafka's own Uuid.randomUuid, never one that
+    starts with '-': the storage tool would read it as an option (seen as a flaky "expected one argument")."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _server_properties(port: int, controller_port: int, data_dir: Path) -> str:
