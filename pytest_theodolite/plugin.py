@@ -40,10 +40,19 @@ from .gates import (
     summarise,
     testbed,
 )
+from .isolation import MeasurementLock
 from .kafka.admin import KafkaCluster
 from .report import failure_table, junit_properties, slopes_and_outcomes
 from .runner import experiment_settings_dict
-from .settings import GATE_OPTIONS, OPTIONS, SettingsError, TheodoliteSettings, build
+from .settings import (
+    GATE_OPTIONS,
+    ISOLATION_MODES,
+    KAFKA_PROVIDERS,
+    OPTIONS,
+    SettingsError,
+    TheodoliteSettings,
+    build,
+)
 from .shared import release_all
 from .spark.cluster import SparkCluster
 
@@ -60,7 +69,7 @@ T = TypeVar("T")
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("theodolite", "Theodolite scalability benchmarks")
     for flag, ini, default, help_text in OPTIONS:
-        choices = ("embedded", "testcontainers", "external") if flag == "--kafka" else None
+        choices = {"--kafka": KAFKA_PROVIDERS, "--theodolite-isolation": ISOLATION_MODES}.get(flag)
         group.addoption(flag, dest=ini, default=None, choices=choices, help=f"{help_text} [ini: {ini}]")
         parser.addini(ini, help_text, default=default)
     for flag, key, help_text in GATE_OPTIONS:
@@ -79,6 +88,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "strategy='linear+lower-bound', repetitions=1, tolerance=0, sample_interval=1, spark_conf=None, "
         "instance_cpu=None): a "
         "scalability gate; a test with this marker that uses the theodolite_gate fixture runs once per load")
+    config.addinivalue_line(
+        "markers", "theodolite_exclusive: under pytest-xdist, run this test alone, as a gate point runs (for tests "
+        "that measure something themselves)")
 
     def get(flag: str):
         ini = next(i for f, i, _, _ in OPTIONS if f == flag)
@@ -125,12 +137,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     kafka = settings.kafka_provider + (f" ({settings.kafka_bootstrap})" if settings.kafka_bootstrap else
                                        f" (Apache Kafka {KAFKA_VERSION}, KRaft)" if settings.kafka_provider == "embedded"
                                        else "")
-    return [
+    lines = [
         f"theodolite: kafka={kafka}, spark master={settings.spark_master} (pyspark {pyspark_version()}), "
         f"max instances={settings.max_instances}",
         f"theodolite: testbed {os.cpu_count()} cores, {_memory_gib():.0f} GiB, {platform.platform(terse=True)}; "
         f"instance CPU: {services.cpu_limit_note(settings)}",
     ]
+    if _is_xdist_controller(config):
+        lines.append("theodolite: pytest-xdist: " + (
+            "other tests wait while a gate point measures (--theodolite-isolation exclusive)"
+            if settings.isolation == "exclusive" else
+            "other tests run beside measurements (--theodolite-isolation none): verdicts are noisier"))
+    return lines
 
 
 def _memory_gib() -> float:
@@ -222,6 +240,8 @@ class GateState:
     spec_errors: list[str] = field(default_factory=list)
     summary: dict[str, Any] | None = None  # rendered summaries; from xdist workers via workeroutput
     worker_summaries: list[dict[str, Any]] = field(default_factory=list)
+    #: under pytest-xdist with --theodolite-isolation exclusive (see isolation.py); made on first use
+    measurement_lock: MeasurementLock | None = None
     unmeasured: int = 0
     regressions: int = 0
     other_failures: int = 0
@@ -266,6 +286,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("theodolite") is not None:
             item.add_marker(pytest.mark.xdist_group("theodolite"))
+
+
+def _measurement_lock(config: pytest.Config) -> MeasurementLock | None:
+    """The lock that keeps other tests from running beside a measurement; only xdist workers need one."""
+    state = config.stash[STATE_KEY]
+    if (state.measurement_lock is None and _is_xdist_worker(config)
+            and config.stash[SETTINGS_KEY].isolation == "exclusive"):
+        # the directory all workers of this run share (as for the shared broker)
+        state.measurement_lock = MeasurementLock(config._tmp_path_factory.getbasetemp().parent)
+    return state.measurement_lock
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    lock = _measurement_lock(item.config)
+    if lock is None:
+        return (yield)
+    # a test that measures (a gate point: its sub-experiments run in setup) runs alone, every other test beside
+    # other tests; the whole protocol, because a session fixture may start a broker in any test's setup
+    measures = (bool({"theodolite", "theodolite_gate"} & set(getattr(item, "fixturenames", ())))
+                or item.get_closest_marker("theodolite_exclusive") is not None)
+    with lock.exclusive() if measures else lock.shared():
+        return (yield)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

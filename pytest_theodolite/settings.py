@@ -13,6 +13,7 @@ from .maven import default_cache_dir
 
 KAFKA_PROVIDERS = ("embedded", "testcontainers", "external")
 MANAGED_SPARK_MASTERS = ("standalone", "local-cluster")
+ISOLATION_MODES = ("exclusive", "none")
 
 
 class SettingsError(ValueError):
@@ -34,6 +35,8 @@ class TheodoliteSettings:
     results_dir: Path = Path("theodolite-results")
     baselines_dir: Path = Path("baselines")
     update_baselines: bool = False
+    #: under pytest-xdist: "exclusive" = other tests wait while a gate point measures; "none" = they run beside it
+    isolation: str = "exclusive"
     #: gate settings given on the command line or in the ini file; they override a marker's values
     gate_overrides: Mapping[str, str] = field(default_factory=dict)
 
@@ -59,6 +62,9 @@ OPTIONS: list[tuple[str, str, str, str]] = [
      "results JSON and plots go (relative to the rootdir)"),
     ("--theodolite-baselines", "theodolite_baselines", "baselines", "where the stored demand functions are "
      "(relative to the rootdir)"),
+    ("--theodolite-isolation", "theodolite_isolation", "exclusive", "under pytest-xdist: exclusive (other tests "
+     "wait while a gate point measures, so they cannot take the CPU its instances are measured on) or none "
+     "(they run beside it: faster, noisier verdicts)"),
 ]
 
 #: per-gate settings: a value here (command line > ini) overrides the ``theodolite`` marker's, which overrides
@@ -111,6 +117,10 @@ def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping
     if spark_master not in MANAGED_SPARK_MASTERS and "://" not in spark_master and spark_master != "yarn":
         raise SettingsError(f"--spark-master {spark_master!r} is neither 'standalone', 'local-cluster' nor a master "
                             "URL such as spark://host:7077")
+    isolation = text("--theodolite-isolation")
+    if isolation not in ISOLATION_MODES:
+        raise SettingsError(f"--theodolite-isolation / {ini_name('--theodolite-isolation')} = {isolation!r} is not "
+                            f"an isolation mode; choose one of {', '.join(ISOLATION_MODES)}")
     return TheodoliteSettings(
         kafka_provider=provider,
         kafka_bootstrap=bootstrap or None,
@@ -125,6 +135,7 @@ def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping
         results_dir=rootdir / Path(text("--theodolite-results")).expanduser(),
         baselines_dir=rootdir / Path(text("--theodolite-baselines")).expanduser(),
         update_baselines=update_baselines,
+        isolation=isolation,
         gate_overrides={k: v for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()
                         if v not in (None, "")},
     )

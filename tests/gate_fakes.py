@@ -2,12 +2,14 @@
 
 The demand search, baseline comparison, reports and exit codes are the real code; only the sub-experiment is
 replaced by a rule: ``r`` instances pass a load iff ``load <= capacity_per_instance * r``; loads listed in
-``invalid_loads`` make the generator fall short (INVALID).
+``invalid_loads`` make the generator fall short (INVALID). ``SCRIPTED_SECONDS`` makes each sub-experiment
+take that long, and ``SCRIPTED_LOG`` names a file that gets a line ``sub-experiment <start> <end>`` for each.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +28,11 @@ def _never_called(*args, **kwargs):
 BENCH = Benchmark("scripted", _never_called, lambda keys: Workload(keys=keys))
 
 
+def log_interval(path: str, kind: str, start: float, end: float) -> None:
+    with open(path, "a", encoding="utf-8") as log:  # one short append per line: lines do not interleave
+        log.write(f"{kind} {start} {end}\n")
+
+
 @dataclass
 class ScriptedRunner:
     writer: object
@@ -36,6 +43,10 @@ class ScriptedRunner:
     on_sub_experiment: object = None
 
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
+        start = time.time()
+        time.sleep(float(os.environ.get("SCRIPTED_SECONDS", "0")))
+        if os.environ.get("SCRIPTED_LOG"):
+            log_interval(os.environ["SCRIPTED_LOG"], "sub-experiment", start, time.time())
         if load in self.invalid_loads:
             verdicts = (SloVerdict(GENERATOR_RATE, Outcome.INVALID, load * 0.5, load * 0.98,
                                    "the generator reached 50 % of the target rate"),)

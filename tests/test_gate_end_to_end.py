@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.integration
+# it measures (a real gate inside): under pytest-xdist nothing else may run beside it
+pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
 
 GATE = """
 import pytest

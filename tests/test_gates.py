@@ -206,6 +206,46 @@ def test_gates_under_xdist_run_on_one_worker_beside_other_tests(gate_project):
     result.stdout.fnmatch_lines(["*theodolite: scalability gates*"])
 
 
+OTHER_TESTS_LOGGING_THEIR_TIME = """
+import os, time
+import pytest
+from gate_fakes import log_interval
+
+@pytest.mark.parametrize('i', range(6))
+def test_other(i):
+    start = time.time()
+    time.sleep(0.3)
+    log_interval(os.environ["SCRIPTED_LOG"], "test", start, time.time())
+
+@pytest.mark.theodolite_exclusive
+def test_that_measures_itself():
+    start = time.time()
+    time.sleep(0.5)
+    log_interval(os.environ["SCRIPTED_LOG"], "exclusive", start, time.time())
+"""
+
+
+def test_under_xdist_no_other_test_runs_while_a_gate_or_an_exclusive_test_measures(gate_project, monkeypatch,
+                                                                                  tmp_path):
+    log = tmp_path / "intervals.log"
+    monkeypatch.setenv("SCRIPTED_LOG", str(log))
+    monkeypatch.setenv("SCRIPTED_SECONDS", "0.2")
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    project.makepyfile(test_other=OTHER_TESTS_LOGGING_THEIR_TIME)
+    result = project.runpytest("-n", "2", "-p", "no:randomly")
+    result.assert_outcomes(passed=10)
+    result.stdout.fnmatch_lines(["*pytest-xdist: other tests wait while a gate point measures*"])
+    intervals = [(kind, float(start), float(end))
+                 for kind, start, end in (line.split() for line in log.read_text().splitlines())]
+    measured = [(s, e) for kind, s, e in intervals if kind == "sub-experiment"]
+    exclusive = [(s, e) for kind, s, e in intervals if kind == "exclusive"]
+    tests = [(s, e) for kind, s, e in intervals if kind == "test"]
+    assert len(measured) >= 3 and len(exclusive) == 1 and len(tests) == 6  # >= 1 sub-experiment per load
+    measured += exclusive
+    overlapping = [(m, t) for m in measured for t in tests if t[0] < m[1] and m[0] < t[1]]
+    assert overlapping == []
+
+
 def test_gates_beside_another_directory_with_its_own_conftest(gate_project):
     # pytest then asks pluggy for per-directory hook subsets, which needs every plugin hashable
     project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))

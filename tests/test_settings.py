@@ -42,6 +42,17 @@ def test_bad_spark_master_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["*--spark-master 'my-laptop' is neither 'standalone', 'local-cluster' nor*"])
 
 
+def test_bad_isolation_mode_is_a_usage_error_on_the_command_line_and_in_the_ini_file(pytester):
+    result = pytester.runpytest("--theodolite-isolation", "sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--theodolite-isolation: invalid choice: 'sometimes'*"])
+    pytester.makeini("[pytest]\ntheodolite_isolation = sometimes\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*theodolite_isolation = 'sometimes' is not an isolation mode; choose one of "
+                                 "exclusive, none*"])
+
+
 def test_command_line_beats_ini_and_ini_beats_default(pytester):
     pytester.makeini("[pytest]\ntheodolite_max_instances = 3\ntheodolite_instance_cpu = 0.5\n")
     pytester.makepyfile("""
