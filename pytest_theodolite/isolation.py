@@ -5,9 +5,10 @@ The gates' instances get a quarter of a core each; a test on another worker that
 (measured: 5 of 12 gate points under ``pytest -n 2 tests benchmarks`` before this lock existed).
 
 A readers-writer lock over two files shared by the workers: a measuring test holds it exclusively (so two
-measurements never overlap either, whichever workers they run on), every other test holds it shared. ``flock`` locks belong to an open file and die with their process, so a crashed holder
-never leaves it taken. The writer first takes a turnstile that readers must pass, so a gate is not starved by a
-stream of short tests; before its next turn it pauses briefly, so waiting tests are not starved by the gates.
+measurements never overlap either, whichever workers they run on), every other test holds it shared. ``flock``
+locks belong to an open file and die with their process, so a crashed holder never leaves it taken. The writer
+first takes a turnstile that readers must pass, so a gate is not starved by a stream of short tests; before its
+next turn it pauses briefly, so waiting tests are not starved by the gates.
 """
 
 from __future__ import annotations
@@ -64,12 +65,12 @@ class MeasurementLock:
             yield
 
     @contextmanager
-    def _flock(self, path: Path, operation: int, holder: str) -> Iterator[int]:
+    def _flock(self, path: Path, operation: int, holder: str) -> Iterator[None]:
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             self._wait(fd, operation, holder, path)
-            yield fd
+            yield
         finally:
             os.close(fd)  # closing the file releases its lock
 
