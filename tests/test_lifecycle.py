@@ -109,8 +109,11 @@ def test_ctrl_c_stops_the_broker(pytester, tmp_path):
             time.sleep(120)
     """)
     env = {**os.environ, "RECORD_DIR": str(pytester.path)}
+    # a shell that starts a job in the background makes it ignore SIGINT, and Python then never installs its
+    # KeyboardInterrupt handler: give the inner pytest the default disposition, as a terminal's Ctrl-C finds it
     inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(pytester.path)],
-                             cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     record = pytester.path / "before-interrupt.json"
     deadline = time.monotonic() + 120
     while not record.exists() and time.monotonic() < deadline and inner.poll() is None:
