@@ -30,6 +30,7 @@ def _consume_all(kafka_cluster, topic, expected, timeout_ms=15_000):
     return records
 
 
+@pytest.mark.theodolite_exclusive  # it checks the achieved rate: under pytest-xdist nothing may run beside it
 def test_small_load_reaches_its_rate_and_every_acknowledged_record_is_in_the_topic(kafka_cluster):
     topic = "gen-rate"
     kafka_cluster.create_topic(topic, partitions=4)

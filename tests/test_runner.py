@@ -20,6 +20,7 @@ def uc1_benchmark(**job_options):
                      input_partitions=2)
 
 
+@pytest.mark.theodolite_exclusive  # it checks throughput: under pytest-xdist nothing may run beside it
 def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_path, capsys):
     settings = ExperimentSettings(
         loads=(200, 2_000), resources=(1, 2), duration_s=12, sample_interval_s=1,
