@@ -218,8 +218,6 @@ class SparkCluster:
         quarter core it alone takes three times as long."""
         from pyspark.sql import SparkSession
 
-        self.set_instance_cpu(None)
-
         if not 1 <= instances <= self.max_instances:
             raise ValueError(
                 f"instances={instances} is outside 1..{self.max_instances}: this cluster has {self.max_instances} "
@@ -239,7 +237,7 @@ class SparkCluster:
         for key, value in settings.items():
             builder = builder.config(key, value)
         with FileLock(str(self.session_lock)) if self.session_lock else nullcontext():
-            self.set_instance_cpu(None)
+            self.set_instance_cpu(None)  # under the lock: another worker's session may be using the instances
             spark = builder.getOrCreate()
             try:
                 wait_for_executors(spark, instances, self.register_timeout_s)
