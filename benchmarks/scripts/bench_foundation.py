@@ -9,6 +9,7 @@ Each table compares variants measured side by side in this one run (the machine 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import tempfile
@@ -91,7 +92,7 @@ def quota_scaling(instance_counts: list[int], cpu: float, rows_per_run: int, rep
             return
         cluster = SparkCluster(standalone.master_url, max(instance_counts), connector_jars(), instance_cpu=cpu,
                                instance_groups=standalone.instance_groups.groups)
-        runs = iter(range(1, 1_000_000))
+        runs = itertools.count(1)  # a distinct row range per run
 
         def rows_per_s(spark, rows: int) -> float:
             # A new DataFrame each run: collecting the same one twice reuses its shuffle output and skips the
