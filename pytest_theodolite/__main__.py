@@ -22,6 +22,7 @@ from pytest_theodolite.metrics import (
 )
 from pytest_theodolite.results import (
     SERIES_BATCH_DURATION,
+    SERIES_BATCH_ID,
     SERIES_EVENT_TIME_LATENCY,
     SERIES_GENERATOR_RATE,
     SERIES_LAG,
@@ -32,8 +33,10 @@ from pytest_theodolite.results import (
     iter_repetition_series,
     read_results,
 )
+from pytest_theodolite.protocol import stop_of
 from pytest_theodolite.slo import (
     GENERATOR_RATE,
+    LAG_TREND,
     SLOPE_METHODS,
     SlopeThreshold,
     SloSettings,
@@ -54,19 +57,29 @@ class Reanalysis:
 
 
 def reanalyse(
-    results: ExperimentResults, slo_settings: SloSettings, metric: Metric | None = None
+    results: ExperimentResults,
+    slo_settings: SloSettings,
+    metric: Metric | None = None,
+    *,
+    fixed_warmup: bool = False,
 ) -> Reanalysis:
-    """Re-judge every sub-experiment that has a lag-trend file; compute demand (or capacity) from that."""
+    """Re-judge every sub-experiment that has a lag-trend file; compute demand (or capacity) from that.
+
+    Each repetition is cut at the warm-up it recorded (an adaptive warm-up ends where the job settled) unless
+    `fixed_warmup` says to use `slo_settings.warmup_s` for all; one that never settled stays a FAIL."""
     recorded = {(r.load, r.resources): r for r in results.sub_experiments}
     records = []
     for load, resources in results.points_with_lag():
         previous = recorded.get((load, resources))
         # The target rate the generator was asked for; without a record, the load is taken as records/s.
         target_rate = previous.target_rate if previous and previous.target_rate is not None else float(load)
-        counters_by_rep = {r.repetition: r.counters for r in previous.repetitions} if previous else {}
+        recorded_reps = {r.repetition: r for r in previous.repetitions} if previous else {}
         repetitions = []
         for repetition, series in iter_repetition_series(results, load, resources):
-            counters = counters_by_rep.get(repetition, {})
+            recorded_rep = recorded_reps.get(repetition)
+            counters = recorded_rep.counters if recorded_rep else {}
+            protocol = dict(recorded_rep.protocol) if recorded_rep else {}
+            use_recorded = not fixed_warmup and recorded_rep is not None
             verdicts = evaluate_repetition(
                 slo_settings,
                 lag=series[SERIES_LAG],
@@ -74,10 +87,15 @@ def reanalyse(
                 generator_rate=series.get(SERIES_GENERATOR_RATE),
                 event_time_latency=series.get(SERIES_EVENT_TIME_LATENCY),
                 batch_duration=series.get(SERIES_BATCH_DURATION),
+                batch_ids=series.get(SERIES_BATCH_ID),
+                warmup_s=recorded_rep.warmup_s if use_recorded else None,
+                not_settled=protocol.get("failure") if use_recorded else None,
                 records_total=counters.get("records_total"),
                 records_malformed=counters.get("records_malformed"),
             )
-            repetitions.append(RepetitionRecord(repetition, verdicts, counters))
+            lag = next(v for v in verdicts if v.name == LAG_TREND)
+            protocol["stop"] = stop_of(lag.low, lag.high, lag.threshold, protocol.get("stop"))
+            repetitions.append(RepetitionRecord(repetition, verdicts, counters, protocol))
         records.append(SubExperimentRecord.from_repetitions(load, resources, target_rate, repetitions))
     metric = metric or results.metric or Metric.DEMAND
     points = [r.as_sub_experiment() for r in records]
@@ -106,28 +124,36 @@ def render(analysis: Reanalysis) -> str:
             f"experiment {analysis.results.experiment_id}: {analysis.metric.value},"
             f" warm-up {settings.warmup_s:g} s,"
             f" lag-trend threshold {settings.lag_trend_threshold.describe()},"
-            f" slope method {settings.slope_method}"
+            f" slope method {settings.slope_method},"
+            f" {settings.confidence:.0%} intervals"
         ),
         "",
     ]
     rows = []
     for record in analysis.sub_experiments:
-        lag = next(v for v in record.verdicts if v.name == "lag-trend")
+        lag = next(v for v in record.verdicts if v.name == LAG_TREND)
         generator = next((v for v in record.verdicts if v.name == GENERATOR_RATE), None)
+        last = record.repetitions[-1].protocol if record.repetitions else {}
+        warmup = last.get("warmup_s")
         rows.append(
             [
                 str(record.load),
                 str(record.resources),
                 str(len(record.repetitions)),
                 "-" if lag.value is None else f"{lag.value:.1f}",
+                "-" if lag.low is None or lag.high is None else f"{lag.low:.1f}..{lag.high:.1f}",
                 "-" if lag.threshold is None else f"{lag.threshold:.1f}",
+                "-" if warmup is None else f"{warmup:.0f} s",
+                str(last.get("stop") or "-"),
                 "-" if generator is None else generator.outcome.value,
                 record.outcome.value.upper(),
             ]
         )
     out.append(
         _format_table(
-            ["load", "resources", "reps", "median slope", "threshold", "generator", "outcome"], rows
+            ["load", "resources", "reps", "median slope", "interval", "threshold", "warm-up", "stop",
+             "generator", "outcome"],
+            rows,
         )
     )
     problems = [
@@ -164,7 +190,13 @@ def _build_parser() -> argparse.ArgumentParser:
     analyse.add_argument("results_dir", metavar="RESULTS_DIR")
     analyse.add_argument("--experiment", help="experiment id, when the directory holds several")
     analyse.add_argument(
-        "--warmup", type=float, metavar="S", help="warm-up in seconds (default: as recorded)"
+        "--warmup",
+        type=float,
+        metavar="S",
+        help="one fixed warm-up in seconds for every repetition (default: each repetition's recorded one)",
+    )
+    analyse.add_argument(
+        "--confidence", type=float, metavar="C", help="confidence of the slope intervals (default: as recorded)"
     )
     threshold = analyse.add_mutually_exclusive_group()
     threshold.add_argument(
@@ -199,6 +231,8 @@ def main(
         settings = results.slo_settings
         if args.warmup is not None:
             settings = replace(settings, warmup_s=args.warmup)
+        if args.confidence is not None:
+            settings = replace(settings, confidence=args.confidence)
         if args.threshold is not None:
             settings = replace(settings, lag_trend_threshold=SlopeThreshold(absolute=args.threshold))
         if args.threshold_relative is not None:
@@ -207,7 +241,8 @@ def main(
             )
         if args.method is not None:
             settings = replace(settings, slope_method=args.method)
-        analysis = reanalyse(results, settings, Metric(args.metric) if args.metric else None)
+        analysis = reanalyse(results, settings, Metric(args.metric) if args.metric else None,
+                             fixed_warmup=args.warmup is not None)
     except (ValueError, OSError) as error:  # ResultsError included: bad input, told plainly
         print(f"error: {error}", file=stderr)
         return EXIT_BAD_INPUT

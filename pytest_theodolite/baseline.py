@@ -87,6 +87,8 @@ class Testbed:
     spark_master: str
     pyspark_version: str | None
     python_version: str
+    #: rows/s of the reference job on one CPU-limited instance (calibration.py); None: not calibrated
+    calibration_rows_per_s: float | None = None
 
     @classmethod
     def current(
@@ -111,7 +113,8 @@ class Testbed:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in _TESTBED_KEYS}
+        keys = _TESTBED_KEYS + (("calibration_rows_per_s",) if self.calibration_rows_per_s is not None else ())
+        return {key: getattr(self, key) for key in keys}
 
     def differences(self, other: Testbed) -> tuple[TestbedDifference, ...]:
         """Fields where `other` (this run) differs from `self` (the baseline), in a fixed order."""
@@ -411,6 +414,8 @@ def _parse_testbed(document: Any, fail: Any) -> Testbed:
         spark_master=text("spark_master"),  # type: ignore[arg-type]
         pyspark_version=text("pyspark_version", nullable=True),
         python_version=text("python_version"),  # type: ignore[arg-type]
+        calibration_rows_per_s=positive_or_null("calibration_rows_per_s", "not calibrated")
+        if "calibration_rows_per_s" in document else None,
     )
 
 
@@ -508,6 +513,8 @@ class Verdict(str, enum.Enum):
     REGRESSION = "regression"  # measured > baseline + tolerance ("none" counts as more than any number)
     UNMEASURED = "unmeasured"  # an INVALID/ERRORED sub-experiment: neither pass nor regression
     NEW_LOAD = "new-load"  # no baseline value for this load: nothing to compare, not a failure
+    #: the baseline's testbed calibration differs beyond the margin: neither pass nor regression (exit 7)
+    NOT_COMPARABLE = "not-comparable"
 
     @property
     def label(self) -> str:
@@ -530,6 +537,7 @@ class PointComparison:
     verdict: Verdict
     tolerance: int = 0
     skipped: bool = False  # "none" without running (lower-bound restriction after an unsolvable load)
+    reason: str = ""  # why the point is NOT_COMPARABLE
 
     @property
     def passed(self) -> bool:
@@ -570,6 +578,7 @@ class PointComparison:
             Verdict.REGRESSION: "regression",
             Verdict.UNMEASURED: "unmeasured: an invalid or errored sub-experiment left this load unjudged",
             Verdict.NEW_LOAD: "new load: record a baseline to gate it",
+            Verdict.NOT_COMPARABLE: f"not comparable: {self.reason}",
         }[self.verdict]
         return f"{prefix}: measured {measured}, {baseline}: {why}"
 
@@ -607,8 +616,12 @@ def compare_point(
     tolerance: int = 0,
     *,
     skipped: bool = False,
+    not_comparable: str | None = None,
 ) -> PointComparison:
-    """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED."""
+    """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED.
+
+    `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
+    NOT_COMPARABLE that has a baseline value."""
     _check_tolerance(tolerance)
     if measured is not None and measured is not UNMEASURED and (not _is_whole(measured) or measured < 1):
         raise ValueError(
@@ -619,14 +632,18 @@ def compare_point(
         measured = int(measured)
     in_baseline = baseline is not None and load in baseline.demand
     baseline_value = baseline.demand[load] if in_baseline else None  # type: ignore[union-attr]
+    verdict = _verdict(measured, baseline_value, in_baseline, tolerance)
+    if not_comparable and verdict not in (Verdict.UNMEASURED, Verdict.NEW_LOAD):
+        verdict = Verdict.NOT_COMPARABLE
     return PointComparison(
         load=load,
         baseline=baseline_value,
         in_baseline=in_baseline,
         measured=measured,
-        verdict=_verdict(measured, baseline_value, in_baseline, tolerance),
+        verdict=verdict,
         tolerance=tolerance,
         skipped=skipped and measured is None,
+        reason=not_comparable if verdict is Verdict.NOT_COMPARABLE else "",
     )
 
 
@@ -665,6 +682,10 @@ class Comparison:
         return self._with(Verdict.UNMEASURED)
 
     @property
+    def not_comparable(self) -> tuple[PointComparison, ...]:
+        return self._with(Verdict.NOT_COMPARABLE)
+
+    @property
     def new_loads(self) -> tuple[PointComparison, ...]:
         return self._with(Verdict.NEW_LOAD)
 
@@ -689,6 +710,7 @@ def compare(
     *,
     measured_testbed: Testbed | None,
     benchmark: str | None = None,
+    not_comparable: str | None = None,
 ) -> Comparison:
     """Every load of `measured` (its demand and its unmeasured loads) against `baseline`.
 
@@ -707,6 +729,7 @@ def compare(
             baseline,
             tolerance,
             skipped=load in measured.skipped,
+            not_comparable=not_comparable,
         )
         for load in loads
     )

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .baseline import Baseline, Testbed, compare
+from .calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
 from .kafka.admin import KafkaCluster
 from .metrics import DemandResult, Metric, SubExperiment
 from .report import (
@@ -24,21 +25,31 @@ from .report import (
     scalability_plot,
     terminal_summary,
 )
+from .protocol import MeasurementPlan
 from .results import SubExperimentRecord
 from .runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
 from .search import parse_strategy, search_demand
 from .settings import TheodoliteSettings
-from .slo import Outcome, SlopeThreshold, SloSettings
+from .slo import LAG_TREND, Outcome, SlopeThreshold, SloSettings
 from .spark.cluster import SparkCluster
 
 MEASURED, NONE, UNMEASURED, SKIPPED = "measured", "none", "unmeasured", "skipped"
 
-#: a gate's settings when neither the marker, the ini file nor the command line gives them. Shorter than
-#: Theodolite's (5 min, 60 s warm-up) so that a pull-request gate ends in minutes; set them for real runs.
+#: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
+#: steady state and measures until its verdict is certain (protocol.py): the job is primed without the CPU
+#: limit, the warm-up ends when its micro-batch durations stop falling (at most ``max_warmup`` s), and the
+#: measurement lasts from ``duration`` s until the lag slope's ``confidence`` interval lies on one side of the
+#: threshold, at most ``max_duration`` s. ``warmup=60, duration=300, max_duration=300, prime=False,
+#: slope_method="ols"`` is Theodolite's own protocol.
 GATE_DEFAULTS: dict[str, Any] = {
     "resources": (1, 2, 3, 4),
-    "duration": 60.0,
-    "warmup": 30.0,
+    "duration": 20.0,
+    "max_duration": 120.0,
+    "warmup": "auto",
+    "max_warmup": 90.0,
+    "prime": True,
+    "confidence": 0.95,
+    "slope_method": "batch-aligned",
     "threshold": "2000",
     "strategy": "linear+lower-bound",
     "repetitions": 1,
@@ -80,8 +91,10 @@ def parse_threshold(text: Any) -> SlopeThreshold:
                             "positive share of the load (e.g. 5%)") from None
 
 
-def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mapping[str, str]) -> GateSpec:
-    """Build a gate from ``@pytest.mark.theodolite(benchmark, loads=[...], ...)`` and the option overrides."""
+def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mapping[str, str],
+              job_options: Mapping[str, Mapping[str, Any]] | None = None) -> GateSpec:
+    """Build a gate from ``@pytest.mark.theodolite(benchmark, loads=[...], ...)`` and the option overrides;
+    ``job_options`` (benchmark name -> options) override the benchmark's job options."""
     if len(args) != 1 or not isinstance(args[0], Benchmark):
         raise GateSpecError("the theodolite marker takes one positional argument, a pytest_theodolite.Benchmark, "
                             f"got {args!r}")
@@ -96,13 +109,19 @@ def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mappi
         resources = _whole_numbers(values["resources"], "resources")
         strategy, lower_bound = parse_strategy(str(values["strategy"]))
         tolerance = _count(values["tolerance"], "tolerance", minimum=0)
+        fixed_warmup = None if str(values["warmup"]).strip().lower() == "auto" else float(values["warmup"])
+        plan = MeasurementPlan(warmup_s=fixed_warmup, prime_unlimited=_flag(values["prime"], "prime"),
+                               max_warmup_s=float(values["max_warmup"]), min_duration_s=float(values["duration"]),
+                               max_duration_s=max(float(values["duration"]), float(values["max_duration"])))
         settings = ExperimentSettings(
             loads=loads, resources=resources, duration_s=float(values["duration"]),
             sample_interval_s=float(values["sample_interval"]),
             repetitions=_count(values["repetitions"], "repetitions", minimum=1),
-            slo=SloSettings(warmup_s=float(values["warmup"]), lag_trend_threshold=parse_threshold(values["threshold"]),
+            slo=SloSettings(warmup_s=fixed_warmup or 0.0, lag_trend_threshold=parse_threshold(values["threshold"]),
+                            slope_method=values["slope_method"], confidence=float(values["confidence"]),
                             max_batch_duration_s=None if values["max_batch_duration"] in (None, "")
                             else float(values["max_batch_duration"])),
+            plan=plan,
             strategy=strategy, lower_bound=lower_bound, spark_conf=dict(values["spark_conf"] or {}),
             instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
         )
@@ -110,7 +129,20 @@ def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mappi
         raise
     except (TypeError, ValueError) as exc:
         raise GateSpecError(str(exc)) from None
-    return GateSpec(args[0], settings, tolerance)
+    benchmark = args[0]
+    extra = (job_options or {}).get(benchmark.name)
+    if extra:
+        benchmark = replace(benchmark, job_options={**benchmark.job_options, **extra})
+    return GateSpec(benchmark, settings, tolerance)
+
+
+def _flag(value: Any, name: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise GateSpecError(f"{name} {value!r} is neither true nor false")
 
 
 def _count(value: Any, name: str, minimum: int) -> int:
@@ -204,6 +236,20 @@ class TheodoliteSession:
     results_dir: Path
     testbed: Mapping[str, Any]
     experiments: dict[str, BenchmarkExperiment] = field(default_factory=dict)
+    #: this testbed's calibration (calibration.py), measured before the first benchmark; None: not yet
+    calibration: Calibration | None = None
+
+    def calibrate(self) -> Calibration:
+        if self.calibration is None:
+            self.calibration = calibrate(self.spark)
+        return self.calibration
+
+    def not_comparable(self, baseline: Baseline | None) -> str | None:
+        """Why `baseline` cannot be compared with what this session measures, or None."""
+        if baseline is None:
+            return None
+        reference_cpu = REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
+        return calibration_mismatch(baseline.testbed.calibration_rows_per_s, self.calibration, reference_cpu)
 
     def demand(self, benchmark: Benchmark, settings: ExperimentSettings) -> DemandResult:
         """Measure ``benchmark``'s whole demand function (for tests that want it in one call)."""
@@ -219,7 +265,9 @@ class TheodoliteSession:
                 raise ValueError(f"benchmark {benchmark.name!r} is declared twice with different settings; "
                                  "give each declaration its own name")
             return existing
-        testbed = {**self.testbed, "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None}
+        self.calibrate()
+        testbed = {**self.testbed, "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None,
+                   "calibration_rows_per_s": round(self.calibration.rows_per_s)}
         writer = new_writer(self.results_dir, experiment_id(benchmark.name), benchmark, settings, Metric.DEMAND,
                             testbed)
         runner = ExperimentRunner(benchmark, settings, self.kafka, self.spark, writer,
@@ -238,18 +286,50 @@ def experiment_id(benchmark_name: str) -> str:
 
 
 def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
-    """One finished sub-experiment, for users watching a CI log."""
+    """One finished sub-experiment, for users watching a CI log: verdicts, the lag slope with its interval,
+    and how it was measured (priming, the warm-up really used, measurement length and why it stopped)."""
     slos = ", ".join(f"{v.name} {v.outcome.value}" for v in record.verdicts)
+    lag = next((v for v in record.verdicts if v.name == LAG_TREND), None)
+    trend = ""
+    if lag is not None and lag.value is not None and lag.threshold is not None:
+        interval = "" if lag.low is None or lag.high is None else f" [{lag.low:.0f}, {lag.high:.0f}]"
+        trend = f"; lag slope {lag.value:.0f}{interval} vs {lag.threshold:.0f} records/s"
+    last_repetition = record.repetitions[-1] if record.repetitions else None
+    protocol = last_repetition.protocol if last_repetition is not None else {}
     last = timings.get((record.load, record.resources, len(record.repetitions) - 1))
-    phases = "" if last is None else (f" [setup {last.setup_s:.0f} s, warm-up {last.warmup_s:.0f} s, "
-                                      f"measured {last.measurement_s:.0f} s, teardown {last.teardown_s:.0f} s]")
-    return f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}){phases}"
+    phases = ""
+    if last is not None:
+        primed = protocol.get("primed_s")
+        primed_text = "" if primed is None else f" (primed {primed:.0f} s unlimited)"
+        stop = protocol.get("stop")
+        phases = (f" [setup {last.setup_s:.0f} s, warm-up {last.warmup_s:.0f} s{primed_text}, "
+                  f"measured {last.measurement_s:.0f} s{'' if stop is None else f' until {stop}'}, "
+                  f"teardown {last.teardown_s:.0f} s]")
+    return (f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}{trend})"
+            f"{phases}")
 
 
-def testbed(settings: TheodoliteSettings, spark: SparkCluster, instance_cpu: float | None) -> Testbed:
+def testbed(settings: TheodoliteSettings, spark: SparkCluster, instance_cpu: float | None,
+            calibration: Calibration | None = None) -> Testbed:
     """This machine and setup; the instance CPU is the one a benchmark really ran with."""
-    return Testbed.current(kafka_provider=settings.kafka_provider, spark_master=settings.spark_master,
-                           instance_cpu=instance_cpu if spark.can_limit_cpu else None)
+    current = Testbed.current(kafka_provider=settings.kafka_provider, spark_master=settings.spark_master,
+                              instance_cpu=instance_cpu if spark.can_limit_cpu else None)
+    if calibration is None:
+        return current
+    return replace(current, calibration_rows_per_s=float(round(calibration.rows_per_s)))
+
+
+def calibration_note(session: TheodoliteSession, baseline: Baseline | None) -> str | None:
+    """'testbed calibration: ... (baseline: ..., ratio ...)' for the summary, or None before any calibration."""
+    if session.calibration is None:
+        return None
+    note = f"testbed calibration: {session.calibration.describe()}"
+    recorded = baseline.testbed.calibration_rows_per_s if baseline is not None else None
+    if recorded:
+        note += f"; baseline's: {recorded:,.0f} rows/s (this testbed at {session.calibration.rows_per_s / recorded:.2f}x)"
+    elif baseline is not None:
+        note += "; the baseline has none (recorded before calibration: re-record it to compare testbeds)"
+    return note
 
 
 def summarise(session: TheodoliteSession, baselines: Mapping[str, Baseline | None], tolerances: Mapping[str, int],
@@ -259,9 +339,10 @@ def summarise(session: TheodoliteSession, baselines: Mapping[str, Baseline | Non
     for name, experiment in sorted(session.experiments.items()):
         measured = experiment.demand_result()
         baseline = baselines.get(name)
-        measured_testbed = testbed(settings, session.spark, experiment.settings.instance_cpu)
+        measured_testbed = testbed(settings, session.spark, experiment.settings.instance_cpu, session.calibration)
         comparison = compare(measured, baseline, tolerances.get(name, 0), measured_testbed=measured_testbed,
-                             benchmark=name)
+                             benchmark=name,
+                             not_comparable=None if settings.update_baselines else session.not_comparable(baseline))
         plot = None
         try:
             plot = scalability_plot(settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured,
@@ -272,5 +353,8 @@ def summarise(session: TheodoliteSession, baselines: Mapping[str, Baseline | Non
             notes = ()
         if comparison.improvements and not settings.update_baselines:
             notes += ("lower the baseline with --theodolite-update-baselines",)
+        calibrated = calibration_note(session, baseline)
+        if calibrated:
+            notes = (calibrated, *notes)
         reports.append(BenchmarkReport(name, comparison, measured, baseline, plot, notes))
     return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports)}

@@ -20,7 +20,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-SERIES = ("lag-trend", "input-rate", "processed-rate", "batch-duration", "generator-rate")
+SERIES = ("lag-trend", "input-rate", "processed-rate", "batch-duration", "batch-id", "generator-rate")
 
 
 def processed_offsets(progress: Mapping[str, Any] | None, topic: str) -> dict[int, int]:
@@ -72,8 +72,9 @@ class LagSample:
     processed_offset: int
     input_rows_per_s: float | None  # of the last finished micro-batch
     processed_rows_per_s: float | None
-    batch_duration_ms: float | None
-    batch_id: int | None
+    batch_duration_ms: float | None  # the longer of the last finished batch and the running one
+    batch_id: int | None  # of the last finished batch
+    finished_batch_ms: float | None = None  # the last finished batch's own duration
 
 
 def batch_start_s(progress: Mapping[str, Any]) -> float | None:
@@ -91,7 +92,7 @@ def sample_from(timestamp_s: float, end_offsets: Mapping[int, int], progress: Ma
                 topic: str) -> LagSample:
     processed = processed_offsets(progress, topic)
     progress = progress or {}
-    duration = (progress.get("durationMs") or {}).get("triggerExecution")
+    duration = finished = (progress.get("durationMs") or {}).get("triggerExecution")
     started = batch_start_s(progress)
     if duration is not None and started is not None:
         # a batch still running counts with its age so far: an overloaded query shows at once, not only
@@ -107,6 +108,7 @@ def sample_from(timestamp_s: float, end_offsets: Mapping[int, int], progress: Ma
         processed_rows_per_s=progress.get("processedRowsPerSecond"),
         batch_duration_ms=None if duration is None else float(duration),
         batch_id=progress.get("batchId"),
+        finished_batch_ms=None if finished is None else float(finished),
     )
 
 

@@ -76,6 +76,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(flag, dest=f"theodolite_gate_{key}", default=None,
                         help=f"{help_text} [ini: theodolite_{key}; overrides the marker]")
         parser.addini(f"theodolite_{key}", help_text, default="")
+    group.addoption("--theodolite-job-option", dest="theodolite_job_options", action="append", default=[],
+                    metavar="BENCHMARK:KEY=VALUE", help="override a job option of one benchmark, e.g. "
+                    "uc1-keys:extra_hash_rounds=2 (repeatable); recorded in the results")
     group.addoption("--theodolite-update-baselines", action="store_true", default=False,
                     help="record the measured demand functions as the new baselines instead of comparing")
     parser.addini("theodolite_kafka_properties", "client properties of an external cluster, one key=value a line "
@@ -103,7 +106,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SETTINGS_KEY] = build(get, config.getini("theodolite_kafka_properties"),
                                            gate_overrides=overrides,
                                            update_baselines=config.getoption("theodolite_update_baselines"),
-                                           rootdir=config.rootpath)
+                                           rootdir=config.rootpath,
+                                           job_options=config.getoption("theodolite_job_options"))
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
     config.stash[STATE_KEY] = GateState()
@@ -271,7 +275,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     settings = metafunc.config.stash[SETTINGS_KEY]
     try:
-        spec = gate_spec(marker.args, marker.kwargs, settings.gate_overrides)
+        spec = gate_spec(marker.args, marker.kwargs, settings.gate_overrides, settings.job_options)
     except GateSpecError as exc:
         metafunc.config.stash[STATE_KEY].spec_errors.append(f"{metafunc.definition.nodeid}: {exc}")
         return
@@ -352,16 +356,22 @@ class TheodoliteGate:
     baseline: Baseline | None
     record_property: Callable[[str, object], None]
 
+    not_comparable: str | None = None  # why the baseline's testbed cannot be compared with this one
+
     @property
     def comparison(self) -> PointComparison:
         measured = UNMEASURED_DEMAND if self.point.status == UNMEASURED else self.point.resources
         return compare_point(self.point.load, measured, self.baseline, self.spec.tolerance,
-                             skipped=self.point.status == SKIPPED)
+                             skipped=self.point.status == SKIPPED, not_comparable=self.not_comparable)
 
     def check(self) -> PointComparison:
         comparison = self.comparison
         for name, value in junit_properties(self.spec.benchmark.name, comparison):
             self.record_property(name, value)
+        if comparison.verdict is Verdict.NOT_COMPARABLE:
+            # neither a pass nor a regression: counted with the unmeasured loads (exit code 7)
+            self.record_property("theodolite.unmeasured", self.point.load)
+            pytest.fail(comparison.describe(self.spec.benchmark.name), pytrace=False)
         if comparison.verdict is Verdict.REGRESSION:
             self.record_property("theodolite.regression", self.point.load)
             slopes, outcomes = slopes_and_outcomes(self.point.sub_experiments)
@@ -376,7 +386,8 @@ def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodo
     """Measures demand(load) for the test's ``theodolite`` marker during setup, so that a load that could not
     be measured is a test error, and a regression found by ``check()`` a failure."""
     marker = request.node.get_closest_marker("theodolite")
-    spec = gate_spec(marker.args, marker.kwargs, theodolite_settings.gate_overrides)
+    spec = gate_spec(marker.args, marker.kwargs, theodolite_settings.gate_overrides,
+                     theodolite_settings.job_options)
     name = spec.benchmark.name
     state = request.config.stash[STATE_KEY]
     if name not in state.baselines:
@@ -402,14 +413,15 @@ def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodo
         pytest.fail(f"pytest-theodolite: could not measure the demand of {name} at load {theodolite_load}: "
                     f"{point.reason}", pytrace=False)
     if theodolite_settings.update_baselines:
-        current = testbed(theodolite_settings, session.spark, spec.settings.instance_cpu)
+        current = testbed(theodolite_settings, session.spark, spec.settings.instance_cpu, session.calibration)
         updated = baseline_from_measurement(
             name, experiment.demand_result(),
             {**experiment_settings_dict(spec.benchmark, spec.settings, current.to_dict()),
              "tolerance": spec.tolerance}, current, previous=baseline)
         write_baseline(baseline_path(theodolite_settings.baselines_dir, name), updated)
         state.baselines[name] = baseline = updated
-    return TheodoliteGate(spec, point, baseline, record_property)
+    return TheodoliteGate(spec, point, baseline, record_property,
+                          None if theodolite_settings.update_baselines else session.not_comparable(baseline))
 
 
 def _live(config: pytest.Config, line: str) -> None:

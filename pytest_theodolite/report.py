@@ -95,8 +95,9 @@ def lag_slopes_text(
 
 
 def benchmark_status(comparison: Comparison) -> str:
-    """One word for a benchmark: REGRESSION > UNMEASURED > IMPROVEMENT > NEW LOAD > PASS (worst first)."""
-    for verdict in (Verdict.REGRESSION, Verdict.UNMEASURED, Verdict.IMPROVEMENT, Verdict.NEW_LOAD):
+    """One word for a benchmark: REGRESSION > NOT COMPARABLE > UNMEASURED > IMPROVEMENT > NEW LOAD > PASS."""
+    for verdict in (Verdict.REGRESSION, Verdict.NOT_COMPARABLE, Verdict.UNMEASURED, Verdict.IMPROVEMENT,
+                    Verdict.NEW_LOAD):
         if any(p.verdict is verdict for p in comparison.points):
             return verdict.label
     return Verdict.PASS.label
@@ -149,6 +150,9 @@ def _commentary(report: BenchmarkReport) -> list[str]:
         sentences.append(
             f"unmeasured: load {_loads_text(comparison.unmeasured)} (an invalid or errored sub-experiment)"
         )
+    if comparison.not_comparable:
+        sentences.append(f"not comparable: load {_loads_text(comparison.not_comparable)}: "
+                         f"{comparison.not_comparable[0].reason}")
     if comparison.improvements:
         sentences.append(_improvement_sentence(comparison.improvements))
     if comparison.testbed_differs:
@@ -168,6 +172,7 @@ def _headline(report: BenchmarkReport) -> str:
         for points, noun in (
             (comparison.regressions, "regression"),
             (comparison.unmeasured, "unmeasured load"),
+            (comparison.not_comparable, "load not comparable"),
         )
         if points
     ]

@@ -4,8 +4,8 @@ One results directory holds, per experiment id (no '_' in it, since '_' separate
 
 - `exp<id>_<load>_<resources>_<series>_<rep>.csv`, columns `timestamp,value` (epoch seconds), one per
   sub-experiment, repetition and series. `lag-trend` is Theodolite's own file shape (total lag, records);
-  the others are `generator-rate`, `input-rate`, `processed-rate` (records/s), `batch-duration` (s) and
-  `event-time-latency` (s). Rows are flushed as they are appended, so a crash loses at most the row in flight.
+  the others are `generator-rate`, `input-rate`, `processed-rate` (records/s), `batch-duration` (ms),
+  `batch-id` (the last finished micro-batch at each lag sample) and `event-time-latency` (s). Rows are flushed as they are appended, so a crash loses at most the row in flight.
 - `exp<id>_results.json`: every setting (secrets redacted), the SLO settings, the environment, and every
   finished sub-experiment's verdicts per repetition and combined, plus the demand/capacity result once known.
   It is rewritten atomically after each sub-experiment, so it always holds everything finished so far.
@@ -48,6 +48,7 @@ SERIES_INPUT_RATE = "input-rate"
 SERIES_PROCESSED_RATE = "processed-rate"
 SERIES_BATCH_DURATION = "batch-duration"
 SERIES_EVENT_TIME_LATENCY = "event-time-latency"
+SERIES_BATCH_ID = "batch-id"  # id of the last finished micro-batch at each lag sample (batch-aligned slope)
 
 _EXPERIMENT_ID = r"[A-Za-z0-9][A-Za-z0-9.-]*"
 _SERIES_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -82,6 +83,14 @@ class RepetitionRecord:
     repetition: int
     verdicts: tuple[SloVerdict, ...]
     counters: Mapping[str, int] = field(default_factory=dict)
+    #: how the repetition was measured (protocol.MeasurementProtocol.summary): warm-up used, stop reason, ...
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def warmup_s(self) -> float | None:
+        """The warm-up this repetition really used, if it recorded one."""
+        value = self.protocol.get("warmup_s")
+        return None if value is None else float(value)
 
     @property
     def outcome(self) -> Outcome:
@@ -93,6 +102,7 @@ class RepetitionRecord:
             "outcome": self.outcome.value,
             "verdicts": [v.to_dict() for v in self.verdicts],
             "counters": dict(self.counters),
+            "protocol": _json_safe(dict(self.protocol)),
         }
 
     @classmethod
@@ -101,6 +111,7 @@ class RepetitionRecord:
             repetition=int(data["repetition"]),
             verdicts=tuple(SloVerdict.from_dict(v) for v in data["verdicts"]),
             counters={str(k): int(v) for k, v in data.get("counters", {}).items()},
+            protocol=dict(data.get("protocol") or {}),
         )
 
 

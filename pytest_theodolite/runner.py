@@ -26,7 +26,8 @@ from generator import LoadGenerator, Workload, WorkloadError
 from . import monitor
 from .kafka.admin import KafkaCluster
 from .metrics import CapacityResult, DemandResult, Metric
-from .results import RepetitionRecord, ResultsWriter, SubExperimentRecord
+from .protocol import MeasurementPlan, MeasurementProtocol, Phase
+from .results import SERIES_BATCH_ID, RepetitionRecord, ResultsWriter, SubExperimentRecord
 from .search import Strategy, describe_strategy, search_capacity, search_demand
 from .slo import GENERATOR_RATE, LAG_TREND, Outcome, SloSettings, SloVerdict, TimeSeries, evaluate_repetition
 from .spark.cluster import SparkCluster, registered_executors
@@ -62,6 +63,8 @@ class ExperimentSettings:
     lower_bound: bool = True
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     instance_cpu: float | None = None  # CPU cores per instance where the cluster can limit it; None: unlimited
+    #: warm-up and stopping rules; None: Theodolite's fixed protocol (``slo.warmup_s``, then ``duration_s``)
+    plan: MeasurementPlan | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -86,13 +89,20 @@ class ExperimentSettings:
     def strategy_name(self) -> str:
         return describe_strategy(self.strategy, self.lower_bound)
 
+    @property
+    def measurement_plan(self) -> MeasurementPlan:
+        if self.plan is not None:
+            return self.plan
+        return MeasurementPlan(warmup_s=self.slo.warmup_s, prime_unlimited=False,
+                               min_duration_s=self.duration_s, max_duration_s=self.duration_s)
+
 
 @dataclass(frozen=True)
 class PhaseTimings:
     """Wall time of one repetition's phases (the issue asks where a sub-experiment's time goes)."""
 
     setup_s: float = 0.0  # topics, session with r registered executors, query start, generator start
-    warmup_s: float = 0.0
+    warmup_s: float = 0.0  # priming without the CPU limit included
     measurement_s: float = 0.0
     teardown_s: float = 0.0
 
@@ -160,11 +170,17 @@ class ExperimentRunner:
         checkpoint = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{run_id}-"))
         lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
         series_writers = {name: self.writer.open_series(load, resources, name, repetition)
-                          for name in ("input-rate", "processed-rate", "batch-duration")}
+                          for name in ("input-rate", "processed-rate", "batch-duration", SERIES_BATCH_ID)}
+        plan = self.settings.measurement_plan
+        protocol = MeasurementProtocol(plan, self.settings.slo.lag_trend_threshold.for_load(workload.target_rate),
+                                       method=self.settings.slo.slope_method,
+                                       confidence=self.settings.slo.confidence)
         lag_t: list[float] = []
         lag_v: list[float] = []
         batch_t: list[float] = []
         batch_v: list[float] = []
+        ids_t: list[float] = []
+        ids_v: list[float] = []
         phases: dict[str, float] = {}
         generator: LoadGenerator | None = None
         counters: dict[str, int] = {}
@@ -173,8 +189,9 @@ class ExperimentRunner:
         try:
             for name in topics.values():
                 self.kafka.create_topic(name, self.benchmark.input_partitions)
+            # primed without the CPU limit: the runner applies it when the protocol's priming ends
             with self.spark.session(instances=resources, conf=self.settings.spark_conf,
-                                    instance_cpu=self.settings.instance_cpu,
+                                    instance_cpu=None if plan.prime_unlimited else self.settings.instance_cpu,
                                     app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}") as spark:
                 query = None
                 try:
@@ -199,8 +216,9 @@ class ExperimentRunner:
                     except WorkloadError as exc:
                         raise _Abort(Outcome.INVALID, f"the generator refused the load: {exc}") from None
                     phases["setup_s"] = time.monotonic() - t_start
-                    phases.update(self._sample(spark, query, resources, topics["input"],
-                                               lag_writer, series_writers, lag_t, lag_v, batch_t, batch_v))
+                    phases.update(self._sample(spark, query, resources, topics["input"], protocol,
+                                               lag_writer, series_writers, lag_t, lag_v, batch_t, batch_v,
+                                               ids_t, ids_v))
                 except _Abort as exc:
                     abort = exc
                 finally:
@@ -229,18 +247,22 @@ class ExperimentRunner:
             rates = generator.achieved_rates()
             generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
-        verdicts = self._verdicts(abort, TimeSeries.of(lag_t, lag_v), workload.target_rate, generator_series,
-                                  TimeSeries.of(batch_t, batch_v), counters)
-        return RepetitionRecord(repetition, verdicts, counters)
+        verdicts = self._verdicts(abort, protocol, TimeSeries.of(lag_t, lag_v), workload.target_rate,
+                                  generator_series, TimeSeries.of(batch_t, batch_v), TimeSeries.of(ids_t, ids_v),
+                                  counters)
+        return RepetitionRecord(repetition, verdicts, counters, protocol.summary())
 
-    def _sample(self, spark, query, resources, input_topic, lag_writer, series_writers, lag_t, lag_v,
-                batch_t, batch_v) -> dict[str, float]:
-        """Sample until warm-up + duration have passed; raises _Abort when the run cannot be judged."""
+    def _sample(self, spark, query, resources, input_topic, protocol: MeasurementProtocol, lag_writer,
+                series_writers, lag_t, lag_v, batch_t, batch_v, ids_t, ids_v) -> dict[str, float]:
+        """Sample on a clock until the protocol is done; raises _Abort when the run cannot be judged."""
         sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
-        warmup, total = self.settings.slo.warmup_s, self.settings.slo.warmup_s + self.settings.duration_s
-        interval = self.settings.sample_interval_s
+        plan, interval = protocol.plan, self.settings.sample_interval_s
+        # the protocol ends by itself; this bound only guards against a clock that stops advancing
+        deadline = time.monotonic() + plan.max_prime_s + (plan.warmup_s or plan.max_warmup_s) \
+            + plan.max_duration_s + 60
         started = time.monotonic()
         next_tick = started
+        limited = not plan.prime_unlimited
         try:
             while True:
                 if not query.isActive:
@@ -257,20 +279,31 @@ class ExperimentRunner:
                 lag_writer.append(sample.timestamp_s, sample.lag)
                 for name, value in (("input-rate", sample.input_rows_per_s),
                                     ("processed-rate", sample.processed_rows_per_s),
-                                    ("batch-duration", sample.batch_duration_ms)):
+                                    ("batch-duration", sample.batch_duration_ms),
+                                    (SERIES_BATCH_ID, sample.batch_id)):
                     if value is not None:
                         series_writers[name].append(sample.timestamp_s, value)
                 if sample.batch_duration_ms is not None:
                     batch_t.append(sample.timestamp_s)
                     batch_v.append(sample.batch_duration_ms)
-                if time.monotonic() - started >= total:
+                if sample.batch_id is not None:
+                    ids_t.append(sample.timestamp_s)
+                    ids_v.append(sample.batch_id)
+                phase = protocol.feed(sample.timestamp_s, sample.lag, sample.batch_id, sample.finished_batch_ms)
+                if not limited and phase is not Phase.PRIMING:
+                    self.spark.limit_instances(self.settings.instance_cpu)
+                    limited = True
+                if phase is Phase.DONE:
                     break
+                if time.monotonic() > deadline:
+                    raise _Abort(Outcome.ERRORED, "the measurement outlasted every bound of its protocol")
                 next_tick += interval
                 time.sleep(max(0.0, next_tick - time.monotonic()))
         finally:
             sampler.close()
         elapsed = time.monotonic() - started
-        return {"warmup_s": min(warmup, elapsed), "measurement_s": max(0.0, elapsed - warmup)}
+        warmup = protocol.warmup_used_s if protocol.warmup_used_s is not None else elapsed
+        return {"warmup_s": warmup, "measurement_s": max(0.0, elapsed - warmup)}
 
     @staticmethod
     def _stop_query(query) -> dict[str, int]:
@@ -284,14 +317,15 @@ class ExperimentRunner:
             pass
         return {f"records_{name}": value for name, value in totals.items()}
 
-    def _verdicts(self, abort: _Abort | None, lag: TimeSeries, target_rate: float,
-                  generator_rate: TimeSeries | None, batch_duration: TimeSeries,
+    def _verdicts(self, abort: _Abort | None, protocol: MeasurementProtocol, lag: TimeSeries, target_rate: float,
+                  generator_rate: TimeSeries | None, batch_duration: TimeSeries, batch_ids: TimeSeries,
                   counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
         if abort is not None:
             return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
         return evaluate_repetition(
             self.settings.slo, lag=lag, target_rate=target_rate, generator_rate=generator_rate,
-            batch_duration=batch_duration,
+            batch_duration=batch_duration, batch_ids=batch_ids,
+            warmup_s=protocol.warmup_used_s, not_settled=protocol.failure_reason,
             records_total=counters.get("records_total"), records_malformed=counters.get("records_malformed"),
         )
 
@@ -305,6 +339,7 @@ def experiment_settings_dict(benchmark: Benchmark, settings: ExperimentSettings,
         "input_partitions": benchmark.input_partitions,
         "duration_s": settings.duration_s,
         "warmup_s": settings.slo.warmup_s,
+        "protocol": settings.measurement_plan.to_dict(),
         "sample_interval_s": settings.sample_interval_s,
         "repetitions": settings.repetitions,
         "strategy": settings.strategy_name,

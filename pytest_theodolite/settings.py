@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ class TheodoliteSettings:
     isolation: str = "exclusive"
     #: gate settings given on the command line or in the ini file; they override a marker's values
     gate_overrides: Mapping[str, str] = field(default_factory=dict)
+    #: benchmark name -> job options that override the benchmark's own (--theodolite-job-option)
+    job_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def manages_spark(self) -> bool:
@@ -70,8 +73,14 @@ OPTIONS: list[tuple[str, str, str, str]] = [
 #: per-gate settings: a value here (command line > ini) overrides the ``theodolite`` marker's, which overrides
 #: the default in gates.GATE_DEFAULTS
 GATE_OPTIONS: list[tuple[str, str, str]] = [
-    ("--theodolite-duration", "duration", "seconds measured after the warm-up, per sub-experiment"),
-    ("--theodolite-warmup", "warmup", "seconds of lag dropped before fitting the trend"),
+    ("--theodolite-duration", "duration", "seconds measured at least after the warm-up, per sub-experiment"),
+    ("--theodolite-max-duration", "max_duration", "seconds measured at most: the measurement goes on past "
+     "--theodolite-duration until the lag slope's confidence interval lies on one side of the threshold"),
+    ("--theodolite-warmup", "warmup", "auto (until the micro-batch durations stop falling) or seconds of lag "
+     "dropped before fitting the trend"),
+    ("--theodolite-max-warmup", "max_warmup", "seconds an auto warm-up may take before the sub-experiment "
+     "fails as not settled"),
+    ("--theodolite-confidence", "confidence", "confidence of the lag slope's interval, e.g. 0.95"),
     ("--theodolite-threshold", "threshold", "largest lag slope that passes: records/s (2000) or a share of "
      "the load (5%%)"),
     ("--theodolite-strategy", "strategy", "demand search: linear, binary, initial-guess, full, optionally "
@@ -87,9 +96,27 @@ def ini_name(flag: str) -> str:
     return next(ini for f, ini, _, _ in OPTIONS if f == flag)
 
 
+def parse_job_options(entries: list[str]) -> dict[str, dict[str, Any]]:
+    """``["uc1-keys:extra_hash_rounds=2"]`` -> ``{"uc1-keys": {"extra_hash_rounds": 2}}``; a value that reads as
+    JSON (a number, true, a list) is taken as that, anything else as text."""
+    options: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        benchmark, colon, assignment = entry.partition(":")
+        key, equals, value = assignment.partition("=")
+        if not (colon and equals and benchmark.strip() and key.strip()):
+            raise SettingsError(f"--theodolite-job-option {entry!r} is not BENCHMARK:KEY=VALUE, e.g. "
+                                "uc1-keys:extra_hash_rounds=2")
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        options.setdefault(benchmark.strip(), {})[key.strip()] = parsed
+    return options
+
+
 def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping[str, str] = os.environ,
           gate_overrides: Mapping[str, str] | None = None, update_baselines: bool = False,
-          rootdir: Path = Path(".")) -> TheodoliteSettings:
+          rootdir: Path = Path("."), job_options: list[str] | None = None) -> TheodoliteSettings:
     """``get(flag)`` returns the command-line value, or the ini value, or the default (in that order)."""
 
     def text(flag: str) -> str:
@@ -138,6 +165,7 @@ def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping
         isolation=isolation,
         gate_overrides={k: v for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()
                         if v not in (None, "")},
+        job_options=parse_job_options(job_options or []),
     )
 
 

@@ -20,9 +20,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from scipy import stats
 
-SlopeMethod = Literal["ols", "theil-sen"]
-SLOPE_METHODS: tuple[str, ...] = ("ols", "theil-sen")
+SlopeMethod = Literal["ols", "theil-sen", "batch-aligned"]
+#: "batch-aligned": OLS over the first sample after each finished micro-batch (see `batch_aligned`)
+SLOPE_METHODS: tuple[str, ...] = ("ols", "theil-sen", "batch-aligned")
+DEFAULT_CONFIDENCE = 0.95
 
 # Theodolite's defaults (seed 001/002 and its slo-checker): 60 s warm-up, 2000 records/s.
 DEFAULT_WARMUP_S = 60.0
@@ -63,6 +66,9 @@ class SloVerdict:
     value: float | None
     threshold: float | None
     detail: str = ""
+    #: confidence interval of `value` (trend SLOs), None where none was computed
+    low: float | None = None
+    high: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -72,9 +78,11 @@ class SloVerdict:
         as_dict = asdict(self)
         as_dict["outcome"] = self.outcome.value
         # JSON has no inf/nan; write them as null and keep the reason in detail.
-        for key in ("value", "threshold"):
+        for key in ("value", "threshold", "low", "high"):
             if as_dict[key] is not None and not math.isfinite(as_dict[key]):
                 as_dict[key] = None
+        if as_dict["low"] is None and as_dict["high"] is None:
+            del as_dict["low"], as_dict["high"]
         return as_dict
 
     @classmethod
@@ -85,6 +93,8 @@ class SloVerdict:
             value=None if data.get("value") is None else float(data["value"]),
             threshold=None if data.get("threshold") is None else float(data["threshold"]),
             detail=str(data.get("detail", "")),
+            low=None if data.get("low") is None else float(data["low"]),
+            high=None if data.get("high") is None else float(data["high"]),
         )
 
 
@@ -200,6 +210,106 @@ def theil_sen_slope(t: np.ndarray, y: np.ndarray) -> float:
     return float(np.median(np.concatenate(pair_slopes)))
 
 
+@dataclass(frozen=True)
+class SlopeEstimate:
+    """A fitted trend with its uncertainty: `slope` and its two-sided `confidence` interval [low, high]."""
+
+    slope: float
+    low: float
+    high: float
+    stderr: float
+    points: int
+    confidence: float
+    method: str
+
+    def side_of(self, threshold: float) -> Outcome | None:
+        """PASS or FAIL once the whole interval lies on one side of the threshold; None while it straddles it."""
+        if self.high < threshold:
+            return Outcome.PASS
+        if self.low >= threshold:
+            return Outcome.FAIL
+        return None
+
+    def certainty(self, threshold: float) -> float:
+        """How sure the point verdict is: the one-sided probability (Student's t, points - 2 degrees of freedom)
+        that the true slope lies on the same side of `threshold` as the estimate. 0.5 means a coin toss."""
+        if self.points < 3 or not self.stderr > 0:
+            return 1.0 if self.points >= 3 and self.slope != threshold else 0.5
+        return float(stats.t.cdf(abs(self.slope - threshold) / self.stderr, self.points - 2))
+
+    def describe(self, threshold: float, unit: str) -> str:
+        relation = "<" if self.slope < threshold else ">="
+        return (f"{self.method} slope {self.slope:.6g} {relation} {threshold:.6g} {unit} "
+                f"({self.confidence:.0%} interval [{self.low:.6g}, {self.high:.6g}] over {self.points} points, "
+                f"certainty {self.certainty(threshold):.1%})")
+
+
+def batch_aligned(lag: TimeSeries, batch_ids: TimeSeries) -> TimeSeries:
+    """The lag samples taken first after a micro-batch finished (one per finished batch, or per sample when
+    batches are shorter than the sampling interval); samples before the first finished batch are dropped.
+
+    Why: a micro-batch engine's lag saws with the batch period -- it grows while a batch runs and drops when the
+    batch commits. Samples at one phase of that saw-tooth leave the trend without the teeth, so a line fitted to
+    them has nearly independent residuals and an honest confidence interval. `batch_ids` holds, at the lag's
+    timestamps, the id of the last finished batch (samples without one are skipped)."""
+    ids = dict(zip(batch_ids.timestamps_s.tolist(), batch_ids.values.tolist(), strict=True))
+    kept_t, kept_y, previous = [], [], None
+    for t, y in zip(lag.timestamps_s.tolist(), lag.values.tolist(), strict=True):
+        batch = ids.get(t)
+        if batch is None or not math.isfinite(batch):
+            continue
+        if batch != previous:
+            kept_t.append(t)
+            kept_y.append(y)
+            previous = batch
+    return TimeSeries.of(kept_t, kept_y)
+
+
+def lag_trend_estimate(
+    lag: TimeSeries,
+    *,
+    warmup_s: float,
+    method: SlopeMethod = "ols",
+    confidence: float = DEFAULT_CONFIDENCE,
+    batch_ids: TimeSeries | None = None,
+) -> SlopeEstimate:
+    """The lag trend after the warm-up with its confidence interval (records/s).
+
+    ``ols`` and ``theil-sen`` fit every sample (as Theodolite does); their intervals assume independent
+    residuals, which a micro-batch saw-tooth violates, so they are optimistic there. ``batch-aligned`` fits one
+    sample per finished batch (see `batch_aligned`) and needs `batch_ids`. Raises ValueError as
+    `lag_trend_slope` does, and for a missing batch-id series."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), e.g. 0.95, got {confidence!r}")
+    if method not in SLOPE_METHODS:
+        raise ValueError(f"unknown slope method {method!r}: use one of {', '.join(SLOPE_METHODS)}")
+    if method == "batch-aligned":
+        if batch_ids is None or len(batch_ids) == 0:
+            raise ValueError("lag: the batch-aligned slope needs the batch-id series (recorded since 0.2): "
+                             "use --method ols for older results")
+        origin = float(np.min(lag.timestamps_s)) if len(lag) else 0.0
+        aligned = batch_aligned(lag, batch_ids)
+        # the warm-up counts from the first lag sample, not from the first finished batch
+        t, y = _samples_after_warmup(aligned.timestamps_s, aligned.values,
+                                     max(0.0, warmup_s - (float(aligned.timestamps_s.min()) - origin))
+                                     if len(aligned) else warmup_s, "lag (batch-aligned)")
+    else:
+        t, y = _samples_after_warmup(lag.timestamps_s, lag.values, warmup_s, "lag")
+    n = int(t.size)
+    if method == "theil-sen":
+        slope, _, low, high = stats.theilslopes(y, t - t.mean(), alpha=confidence)
+        quantile = stats.t.ppf(0.5 + confidence / 2, n - 2) if n > 2 else math.inf
+        stderr = (high - low) / (2 * quantile) if math.isfinite(quantile) else math.inf
+        return SlopeEstimate(float(slope), float(low), float(high), float(stderr), n, confidence, method)
+    slope = ols_slope(t, y)
+    if n < 3:  # two points fit exactly: no residual, no interval
+        return SlopeEstimate(slope, -math.inf, math.inf, math.inf, n, confidence, method)
+    fit = stats.linregress(t - t.mean(), y)
+    quantile = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
+    stderr = float(fit.stderr)
+    return SlopeEstimate(slope, slope - quantile * stderr, slope + quantile * stderr, stderr, n, confidence, method)
+
+
 def trend_slope(
     timestamps_s: Sequence[float] | np.ndarray,
     values: Sequence[float] | np.ndarray,
@@ -208,8 +318,9 @@ def trend_slope(
     series_name: str = "series",
 ) -> float:
     """Slope (value units per second) of a line fitted to the samples after the warm-up."""
-    if method not in SLOPE_METHODS:
-        raise ValueError(f"unknown slope method {method!r}: use one of {', '.join(SLOPE_METHODS)}")
+    if method not in ("ols", "theil-sen"):
+        raise ValueError(f"unknown slope method {method!r} for a plain series: use ols or theil-sen "
+                         "(batch-aligned needs batch ids: lag_trend_estimate)")
     t, y = _samples_after_warmup(timestamps_s, values, warmup_s, series_name)
     return ols_slope(t, y) if method == "ols" else theil_sen_slope(t, y)
 
@@ -253,17 +364,23 @@ def check_lag_trend(
     threshold: SlopeThreshold = SlopeThreshold(absolute=DEFAULT_LAG_TREND_THRESHOLD),
     target_rate: float | None = None,
     method: SlopeMethod = "ols",
+    confidence: float = DEFAULT_CONFIDENCE,
+    batch_ids: TimeSeries | None = None,
 ) -> SloVerdict:
     """Lag-trend SLO: PASS iff the lag slope after the warm-up is below the threshold (records/s).
 
-    A series too short to fit is a broken measurement, so ERRORED (with the reason), never a pass.
+    The verdict carries the slope's confidence interval (`low`, `high`) and says how certain it is. A series
+    too short to fit is a broken measurement, so ERRORED (with the reason), never a pass.
     """
     threshold_rps = threshold.for_load(target_rate)  # a wrong call raises: that is a bug, not a measurement
     try:
-        slope = lag_trend_slope(lag.timestamps_s, lag.values, warmup_s, method)
+        estimate = lag_trend_estimate(lag, warmup_s=warmup_s, method=method, confidence=confidence,
+                                      batch_ids=batch_ids)
     except ValueError as error:
         return SloVerdict(LAG_TREND, Outcome.ERRORED, None, threshold_rps, str(error))
-    return _trend_verdict(LAG_TREND, slope, threshold_rps, "records/s", method)
+    outcome = Outcome.PASS if estimate.slope < threshold_rps else Outcome.FAIL
+    return SloVerdict(LAG_TREND, outcome, estimate.slope, threshold_rps,
+                      estimate.describe(threshold_rps, "records/s"), estimate.low, estimate.high)
 
 
 def check_latency_trend(
@@ -277,6 +394,7 @@ def check_latency_trend(
 
     PASS iff the latency grows by less than `threshold` seconds per second after the warm-up.
     """
+    method = "ols" if method == "batch-aligned" else method  # latency samples need no batch alignment
     try:
         slope = trend_slope(
             event_time_latency.timestamps_s, event_time_latency.values, warmup_s, method, "event-time latency"
@@ -422,6 +540,8 @@ def median_trend_verdict(repetition_verdicts: Sequence[SloVerdict]) -> SloVerdic
         broken = [i for i, v in enumerate(repetition_verdicts) if v.outcome is outcome]
         reasons = "; ".join(f"repetition {i}: {repetition_verdicts[i].detail}" for i in broken)
         return SloVerdict(name, outcome, None, repetition_verdicts[0].threshold, reasons)
+    if len(repetition_verdicts) == 1:  # nothing to combine: keep its interval and detail
+        return repetition_verdicts[0]
     thresholds = {v.threshold for v in repetition_verdicts}
     if len(thresholds) != 1 or None in thresholds:
         raise ValueError(
@@ -495,6 +615,7 @@ class SloSettings:
         default_factory=lambda: SlopeThreshold(absolute=DEFAULT_LAG_TREND_THRESHOLD)
     )
     slope_method: SlopeMethod = "ols"
+    confidence: float = DEFAULT_CONFIDENCE  # of the lag slope's interval
     generator_min_fraction: float = DEFAULT_GENERATOR_MIN_FRACTION
     latency_trend_threshold: float | None = None  # s/s; None: the latency-trend SLO is not checked
     malformed_max_count: int | None = None  # at most one of the two malformed bounds; none: not checked
@@ -515,6 +636,7 @@ class SloSettings:
             "lag_trend_threshold": self.lag_trend_threshold.absolute,
             "lag_trend_threshold_relative": self.lag_trend_threshold.relative_to_load,
             "slope_method": self.slope_method,
+            "confidence": self.confidence,
             "generator_min_fraction": self.generator_min_fraction,
             "latency_trend_threshold": self.latency_trend_threshold,
             "malformed_max_count": self.malformed_max_count,
@@ -535,6 +657,7 @@ class SloSettings:
                 relative_to_load=None if relative is None else float(relative),
             ),
             slope_method=data.get("slope_method", "ols"),
+            confidence=float(data.get("confidence", DEFAULT_CONFIDENCE)),
             generator_min_fraction=float(data.get("generator_min_fraction", DEFAULT_GENERATOR_MIN_FRACTION)),
             latency_trend_threshold=data.get("latency_trend_threshold"),
             malformed_max_count=data.get("malformed_max_count"),
@@ -553,27 +676,40 @@ def evaluate_repetition(
     records_total: int | None = None,
     records_malformed: int | None = None,
     batch_duration: TimeSeries | None = None,
+    batch_ids: TimeSeries | None = None,
+    warmup_s: float | None = None,
+    not_settled: str | None = None,
 ) -> tuple[SloVerdict, ...]:
     """All SLO verdicts of one repetition from its recorded series.
+
+    `warmup_s` is the warm-up this repetition really used (an adaptive warm-up ends when the job settled);
+    None: the settings' fixed warm-up. `not_settled` is the reason a repetition never reached steady state
+    within its bound: its lag trend FAILs with that reason instead of being fitted.
 
     The lag trend is always checked. Generator validity is checked when the achieved-rate series and a target
     rate are given; latency trend and malformed bound when their series/counts and settings are present.
     """
-    verdicts = [
-        check_lag_trend(
+    warmup = settings.warmup_s if warmup_s is None else warmup_s
+    if not_settled is not None:
+        lag_verdict = SloVerdict(LAG_TREND, Outcome.FAIL, None,
+                                 settings.lag_trend_threshold.for_load(target_rate), not_settled)
+    else:
+        lag_verdict = check_lag_trend(
             lag,
-            warmup_s=settings.warmup_s,
+            warmup_s=warmup,
             threshold=settings.lag_trend_threshold,
             target_rate=target_rate,
             method=settings.slope_method,
+            confidence=settings.confidence,
+            batch_ids=batch_ids,
         )
-    ]
+    verdicts = [lag_verdict]
     if generator_rate is not None and target_rate is not None:
         verdicts.append(
             check_generator_rate(
                 generator_rate,
                 target_rate,
-                warmup_s=settings.warmup_s,
+                warmup_s=warmup,
                 min_fraction=settings.generator_min_fraction,
             )
         )
@@ -582,13 +718,13 @@ def evaluate_repetition(
             check_latency_trend(
                 event_time_latency,
                 threshold=settings.latency_trend_threshold,
-                warmup_s=settings.warmup_s,
+                warmup_s=warmup,
                 method=settings.slope_method,
             )
         )
     if settings.max_batch_duration_s is not None and batch_duration is not None:
         verdicts.append(
-            check_batch_duration(batch_duration, max_s=settings.max_batch_duration_s, warmup_s=settings.warmup_s)
+            check_batch_duration(batch_duration, max_s=settings.max_batch_duration_s, warmup_s=warmup)
         )
     bounded = settings.malformed_max_count is not None or settings.malformed_max_fraction is not None
     if bounded and records_malformed is not None and records_total is not None:

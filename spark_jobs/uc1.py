@@ -40,15 +40,28 @@ def start_query(
     input_topic: str,
     output_topic: str,
     checkpoint_dir: str,
+    extra_hash_rounds: int = 0,
     **options: Any,
 ) -> StreamingQuery:
     """Start UC1 and return the running query. ``options``: the deployment options of
-    :class:`spark_jobs.common.DeploymentOptions` (UC1 has no use-case parameters; it keeps no state, so
-    ``watermark_delay`` and ``state_store`` have no effect)."""
+    :class:`spark_jobs.common.DeploymentOptions` (UC1 keeps no state, so ``watermark_delay`` and
+    ``state_store`` have no effect).
+
+    ``extra_hash_rounds``: make every record dearer by that many chained SHA-256 hashes of its value, with the
+    same output -- a regression to inject without a code edit (``benchmarks/scripts/gate_quality.py``)."""
+    if not isinstance(extra_hash_rounds, int) or extra_hash_rounds < 0:
+        raise ValueError(f"extra_hash_rounds must be a whole number >= 0, got {extra_hash_rounds!r}")
     deployment = DeploymentOptions.from_options(options)
     raw = read_kafka(spark, bootstrap_servers=bootstrap_servers, topics=input_topic, deployment=deployment)
+    records = parse_power_records(raw)
+    if extra_hash_rounds:
+        digest = F.concat_ws(",", F.col("identifier"), F.col("valueInW").cast("string"))
+        for _ in range(extra_hash_rounds):
+            digest = F.sha2(digest, 256)
+        # always true, but the optimiser cannot know: every record pays for the hashes
+        records = records.where(F.length(digest) >= 0)
     return start_sink(
-        to_storage_format(parse_power_records(raw)),
+        to_storage_format(records),
         bootstrap_servers=bootstrap_servers,
         output_topic=output_topic,
         checkpoint_dir=checkpoint_dir,

@@ -73,9 +73,9 @@ def results_dir(tmp_path):
 
 
 def verdict_rows(out):
-    """The verdict table's rows by (load, resources); its 7 columns tell it apart from the demand table."""
+    """The verdict table's rows by (load, resources); its 10 columns tell it apart from the demand table."""
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
-    return {tuple(row[:2]): row for row in rows if len(row) == 7}
+    return {tuple(row[:2]): row for row in rows if len(row) == 10}
 
 
 def run_main(argv):
@@ -144,7 +144,7 @@ def test_relative_threshold_warmup_and_method_are_applied(results_dir):
     # 2 x 200 = 400 records/s: (200, 1) at 2500 fails, (200, 2) at 300 passes.
     rows = verdict_rows(out)
     assert rows[("200", "1")][-1] == "FAIL" and rows[("200", "2")][-1] == "PASS"
-    assert rows[("200", "2")][4] == "400.0"
+    assert rows[("200", "2")][5] == "400.0"
 
 
 def test_too_long_warmup_makes_every_point_errored_not_passed(results_dir):

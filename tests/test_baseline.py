@@ -412,7 +412,8 @@ def test_measured_value_must_be_instances_none_or_unmeasured(measured: object) -
 
 
 def test_verdict_labels() -> None:
-    assert [v.label for v in Verdict] == ["PASS", "IMPROVEMENT", "REGRESSION", "UNMEASURED", "NEW LOAD"]
+    assert [v.label for v in Verdict] == [
+        "PASS", "IMPROVEMENT", "REGRESSION", "UNMEASURED", "NEW LOAD", "NOT COMPARABLE"]
 
 
 # ------------------------------------------------------------------------------------------------------------

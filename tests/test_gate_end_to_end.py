@@ -15,14 +15,16 @@ from spark_jobs import uc1
 
 UC1 = Benchmark("uc1-e2e", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
 
-@pytest.mark.theodolite(UC1, loads=[300], resources=[1, 2], duration=8, warmup=8, threshold="20%")
+@pytest.mark.theodolite(UC1, loads=[300], resources=[1, 2], duration=8, max_duration=30, max_warmup=40,
+                        threshold="20%")
 def test_uc1(theodolite_gate):
-    comparison = theodolite_gate.check()
-    assert comparison.measured in (1, 2)
+    theodolite_gate.check()
 """
 
 
-def test_a_real_gate_measures_compares_and_keeps_raw_results(pytester):
+def test_a_real_gate_reaches_records_and_reports_a_verdict(pytester):
+    """Which verdict a real measurement reaches depends on the host; that one was reached -- a pass or a
+    regression, never an error -- recorded with its interval and protocol, and reported, does not."""
     pytester.makepyfile(test_uc1_gate=GATE)
     (pytester.path / "baselines").mkdir()
     (pytester.path / "baselines" / "uc1-e2e.json").write_text(json.dumps({
@@ -32,15 +34,44 @@ def test_a_real_gate_measures_compares_and_keeps_raw_results(pytester):
     }))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--theodolite-results=results",
                                            "--theodolite-max-instances=2")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*theodolite: scalability gates*", "*uc1-e2e*"])
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, outcomes
+    if outcomes.get("failed"):  # a regression says so with its table, not with a traceback
+        result.stdout.fnmatch_lines(["*uc1-e2e load 300: measured *, baseline 2 instances: regression*"])
+    result.stdout.fnmatch_lines([
+        "*theodolite: uc1-e2e load=300 instances=1: * (lag-trend *; lag slope * [[]*, *[]] vs 60 records/s) "
+        "[[]setup * s, warm-up * s (primed * s unlimited), measured * s until *, teardown * s[]]*",
+        "*theodolite: scalability gates*",
+        "uc1-e2e: *",
+        "*testbed calibration: * rows/s on one * instance*",
+    ])
     results = pytester.path / "results"
     lag_files = sorted(results.glob("expuc1-e2e_300_*_lag-trend_0.csv"))
     assert lag_files, sorted(p.name for p in results.iterdir())
     assert lag_files[0].read_text().startswith("timestamp,value\n")
+    assert sorted(results.glob("expuc1-e2e_300_*_batch-id_0.csv"))
     demand = (results / "expuc1-e2e_demand.csv").read_text().splitlines()
-    assert demand[0] == "load,resources" and demand[1] in ("300,1", "300,2")
+    assert demand[0] == "load,resources" and demand[1] in ("300,1", "300,2", "300,none")
     assert (results / "uc1-e2e_demand.png").read_bytes()[:4] == b"\x89PNG"
     document = json.loads((results / "expuc1-e2e_results.json").read_text())
     assert document["settings"]["benchmark"] == "uc1-e2e"
-    assert document["sub_experiments"][0]["outcome"] in ("PASS", "pass")
+    assert document["settings"]["testbed"]["calibration_rows_per_s"] > 0
+    for sub in document["sub_experiments"]:
+        assert sub["outcome"] in ("pass", "fail"), sub
+        protocol = sub["repetitions"][0]["protocol"]
+        assert protocol["stop"] in ("certain", "max-duration", "not-settled", "no-batches"), protocol
+        lag = next(v for v in sub["verdicts"] if v["name"] == "lag-trend")
+        if protocol["stop"] in ("certain", "max-duration"):
+            assert protocol["warmup_s"] > 0 and protocol["measured_s"] >= 8, protocol
+            assert lag["low"] <= lag["value"] <= lag["high"], lag
+    # the offline analysis recomputes the same verdicts from the raw files
+    from pytest_theodolite.__main__ import main
+
+    import io
+
+    out = io.StringIO()
+    assert main(["analyse", str(results)], stdout=out) == 0
+    for sub in document["sub_experiments"]:
+        assert any(line.split()[:2] == [str(sub["load"]), str(sub["resources"])]
+                   and line.split()[-1] == sub["outcome"].upper() for line in out.getvalue().splitlines()), \
+            (sub, out.getvalue())

@@ -67,7 +67,10 @@ def test_each_load_is_its_own_test_with_a_stable_id(gate_project):
 
 
 @pytest.mark.parametrize("extra, message", [
-    ("duration=0", "*duration must be positive, got 0.0 s*"),
+    ("duration=0", "*need 0 < duration <= max duration, got 0 s and 120 s*"),
+    ("duration=1, warmup='soon'", "*could not convert string to float: 'soon'*"),
+    ("duration=1, prime='maybe'", "*prime 'maybe' is neither true nor false*"),
+    ("duration=1, slope_method='guess'", "*unknown slope method 'guess'*"),
     ("duration=1, threshold='fast'", "*threshold 'fast' is neither a positive number of records/s*"),
     ("duration=1, tolerance=-1", "*tolerance -1 is not a whole number >= 0*"),
     ("duration=1, strategy='random'", "*random*"),
@@ -111,10 +114,12 @@ def test_same_demand_passes_and_each_sub_experiment_is_shown_live(gate_project):
     result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
-        "theodolite: scripted load=1000 instances=1: PASS (lag-trend pass)",
-        "theodolite: scripted load=2000 instances=1: FAIL (lag-trend fail)",  # lower bound: starts at 1
-        "theodolite: scripted load=2000 instances=2: PASS (lag-trend pass)",
-        "theodolite: scripted load=3000 instances=2: FAIL (lag-trend fail)",  # ... and here at 2
+        "theodolite: scripted load=1000 instances=1: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
+        # lower bound: starts at 1
+        "theodolite: scripted load=2000 instances=1: FAIL (lag-trend fail; lag slope 1000 vs 100 records/s)",
+        "theodolite: scripted load=2000 instances=2: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
+        # ... and here at 2
+        "theodolite: scripted load=3000 instances=2: FAIL (lag-trend fail; lag slope 1000 vs 100 records/s)",
     ])
 
 

@@ -207,6 +207,11 @@ class SparkCluster:
             if group.cpus != cpus:
                 group.set_cpus(cpus)
 
+    def limit_instances(self, instance_cpu: float | None | str = "default") -> None:
+        """Apply the instances' CPU limit inside a running session (one started with ``instance_cpu=None``,
+        e.g. to prime a job at full speed first); the session's lock is already held."""
+        self.set_instance_cpu(self.instance_cpu if instance_cpu == "default" else instance_cpu)
+
     @contextmanager
     def session(self, instances: int = 1, conf: Mapping[str, str] | None = None,
                 app_name: str = "theodolite", instance_cpu: float | None | str = "default") -> Iterator[Any]:

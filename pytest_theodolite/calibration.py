@@ -1,0 +1,74 @@
+"""Testbed calibration: how fast this host runs a fixed reference job on one CPU-limited instance.
+
+A stored baseline answers a question about the testbed it was recorded on. The calibration -- the rows/s a
+CPU-bound reference job (SHA-512 per row, which code generation cannot fold away) sustains on one instance
+limited to ``REFERENCE_CPU`` cores -- is stored with every baseline, so that a comparison can tell "the job
+needs more instances" from "this host is slower". Why not rescale the loads by the ratio instead: that would
+assume every job's per-record cost scales like SHA-512's, which nothing here has measured; a point outside
+the margin is reported as not comparable instead (exit code 7), never as a regression.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+#: cores of the one instance the reference job runs on (where the cluster can limit it)
+REFERENCE_CPU = 0.25
+#: a baseline whose calibration differs by more than this share is not comparable
+DEFAULT_MARGIN = 0.25
+
+
+@dataclass(frozen=True)
+class Calibration:
+    rows_per_s: float  # median of the timed runs
+    spread: float  # (max - min) / median over the timed runs: the calibration's own noise
+    instance_cpu: float | None  # None: the instance was not CPU-limited
+
+    def describe(self) -> str:
+        cpu = "unlimited" if self.instance_cpu is None else f"{self.instance_cpu:g} CPU"
+        return f"{self.rows_per_s:,.0f} rows/s on one {cpu} instance (spread {self.spread:.0%})"
+
+
+def reference_job(spark: Any, offset: int, rows: int) -> float:
+    """Run the reference job on a fresh row range and return its rows/s. A new DataFrame each time:
+    collecting one twice reuses its shuffle output and times nothing."""
+    job = spark.range(offset, offset + rows, 1, 8).selectExpr("sum(hash(sha2(cast(id as string), 512)))")
+    started = time.perf_counter()
+    job.collect()
+    return rows / (time.perf_counter() - started)
+
+
+def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 3) -> Calibration:
+    """Measure this testbed (about 15 s): one instance, two runs without the CPU limit to load classes and
+    JIT-compile (as the gates prime their jobs), then `repeats` timed runs under the limit."""
+    cpu = REFERENCE_CPU if spark_cluster.can_limit_cpu else None
+    offsets = itertools.count(1)
+    with spark_cluster.session(instances=1, instance_cpu=None, app_name="theodolite-calibration") as spark:
+        # class loading and JIT at full speed, as the gates prime their jobs; then the limit
+        for _ in range(2):
+            reference_job(spark, next(offsets) * rows, rows)
+        spark_cluster.limit_instances(cpu)
+        runs = [reference_job(spark, next(offsets) * rows, rows) for _ in range(repeats)]
+    median = statistics.median(runs)
+    return Calibration(median, (max(runs) - min(runs)) / median, cpu)
+
+
+def calibration_mismatch(baseline_rows_per_s: float | None, measured: Calibration | None,
+                         baseline_cpu: float | None = REFERENCE_CPU, margin: float = DEFAULT_MARGIN) -> str | None:
+    """Why a baseline is not comparable with this run's testbed, or None where it is (or cannot be told)."""
+    if baseline_rows_per_s is None or measured is None:
+        return None
+    if baseline_cpu != measured.instance_cpu:
+        return (f"the baseline's calibration ran on {baseline_cpu} CPU per instance, this run's on "
+                f"{measured.instance_cpu}: re-record the baseline on this testbed")
+    ratio = measured.rows_per_s / baseline_rows_per_s
+    if abs(ratio - 1) <= margin:
+        return None
+    return (f"this testbed runs the reference job at {ratio:.2f}x the baseline's speed "
+            f"({measured.rows_per_s:,.0f} vs {baseline_rows_per_s:,.0f} rows/s), beyond the {margin:.0%} margin: "
+            "demand measured here says nothing about a regression; record a baseline on this testbed "
+            "(--theodolite-update-baselines) or run where the baseline was recorded")

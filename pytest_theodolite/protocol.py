@@ -1,0 +1,251 @@
+"""When a sub-experiment's warm-up ends and when its measurement may stop: a pure state machine over samples.
+
+A verdict is judged only in steady state and only once it is certain (issue "gate verdicts that follow the
+code, not the host"). One repetition goes through four phases, fed one lag sample at a time:
+
+1. **priming** -- the job runs its first micro-batches on the real load with the instances' CPU limit lifted:
+   class loading, code generation and JIT compilation are set-up, not the processing under test (a
+   long-running job in production is always warm), and at a quarter core they alone took ~100 s on this
+   project's CI machines. Ends after ``prime_batches`` finished batches or ``max_prime_s``.
+2. **settling** -- the limit is applied; the warm-up ends once the batch durations stop falling (the backlog
+   primed at full speed, or left by the limit, is worked off): the mean of the newer half of the last
+   ``settle_batches`` durations is at least ``1 - settle_tolerance`` times that of the older half. A job that
+   falls behind has growing batches and so settles at once (and then fails the lag trend). Never settling
+   within ``max_warmup_s`` fails the repetition, saying so. A fixed ``warmup_s`` (Theodolite's protocol)
+   replaces this phase.
+3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
+   after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
+   (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty
+   it had).
+4. **done**.
+
+Nothing here talks to Kafka or Spark: the runner feeds samples and applies the CPU limit when asked.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .slo import DEFAULT_CONFIDENCE, SlopeEstimate, SlopeMethod, TimeSeries, lag_trend_estimate
+
+
+class Phase(str, enum.Enum):
+    PRIMING = "priming"
+    SETTLING = "settling"
+    MEASURING = "measuring"
+    DONE = "done"
+
+
+class Stop(str, enum.Enum):
+    CERTAIN = "certain"  # the slope's interval lay wholly on one side of the threshold
+    MAX_DURATION = "max-duration"  # the bound was reached with the interval straddling the threshold
+    NOT_SETTLED = "not-settled"  # batch durations still falling when the warm-up bound was reached
+    NO_BATCHES = "no-batches"  # too few micro-batches finished in the longest measurement to fit a trend
+
+
+#: stops whose repetition FAILs without a fitted trend
+FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES})
+
+
+@dataclass(frozen=True)
+class MeasurementPlan:
+    """How long each phase may take; see the module docstring."""
+
+    warmup_s: float | None = None  # a fixed warm-up (Theodolite's protocol); None: until the job settled
+    prime_unlimited: bool = True
+    prime_batches: int = 3
+    max_prime_s: float = 30.0
+    settle_batches: int = 4
+    settle_tolerance: float = 0.2
+    max_warmup_s: float = 90.0  # the settling phase's bound, counted from the end of priming
+    min_duration_s: float = 20.0
+    max_duration_s: float = 120.0
+    min_points: int = 5  # points of the fit before an interval may stop the measurement
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.warmup_s is not None and not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
+            problems.append(f"warm-up must be 'auto' or seconds >= 0, got {self.warmup_s}")
+        if not 0 < self.min_duration_s <= self.max_duration_s:
+            problems.append(f"need 0 < duration <= max duration, got {self.min_duration_s:g} s and "
+                            f"{self.max_duration_s:g} s")
+        if self.max_warmup_s <= 0 or self.max_prime_s < 0:
+            problems.append(f"warm-up bounds must be positive, got max warm-up {self.max_warmup_s:g} s, "
+                            f"max priming {self.max_prime_s:g} s")
+        if self.prime_batches < 1 or self.settle_batches < 2 or self.min_points < 3:
+            problems.append("need prime_batches >= 1, settle_batches >= 2 and min_points >= 3")
+        if not 0 <= self.settle_tolerance < 1:
+            problems.append(f"settle tolerance must be in [0, 1), got {self.settle_tolerance}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def adaptive(self) -> bool:
+        return self.warmup_s is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MeasurementPlan:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def batch_durations_settled(durations_s: Sequence[float], batches: int, tolerance: float) -> bool:
+    """True once the last `batches` finished batch durations stop falling: the newer half's mean is at least
+    (1 - tolerance) x the older half's (growing durations count as settled: that job falls behind)."""
+    if len(durations_s) < batches:
+        return False
+    recent = list(durations_s)[-batches:]
+    half = batches // 2
+    older, newer = recent[:half], recent[-half:]
+    return sum(newer) / len(newer) >= (1 - tolerance) * (sum(older) / len(older))
+
+
+@dataclass
+class MeasurementProtocol:
+    """Feed it every sample (`feed`); it says which phase the repetition is in and why it stopped."""
+
+    plan: MeasurementPlan
+    threshold_rps: float
+    method: SlopeMethod = "batch-aligned"
+    confidence: float = DEFAULT_CONFIDENCE
+    phase: Phase = field(init=False)
+    start_s: float | None = field(default=None, init=False)
+    limited_at_s: float | None = field(default=None, init=False)
+    measure_from_s: float | None = field(default=None, init=False)
+    last_s: float | None = field(default=None, init=False)
+    stop: Stop | None = field(default=None, init=False)
+    estimate: SlopeEstimate | None = field(default=None, init=False)
+    _t: list[float] = field(default_factory=list, init=False, repr=False)
+    _lag: list[float] = field(default_factory=list, init=False, repr=False)
+    _ids_t: list[float] = field(default_factory=list, init=False, repr=False)
+    _ids: list[float] = field(default_factory=list, init=False, repr=False)
+    #: finished batch id -> duration (s), in the order first seen
+    _batches: dict[int, float] = field(default_factory=dict, init=False, repr=False)
+    _first_limited_batch: int | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.phase = Phase.PRIMING if self.plan.prime_unlimited else Phase.SETTLING
+
+    def feed(self, timestamp_s: float, lag: float, batch_id: int | None, batch_ms: float | None) -> Phase:
+        """One sample: the total lag, and the id and duration of the last finished micro-batch (None before
+        the first one). Returns the phase after it; the caller applies the CPU limit when the phase leaves
+        PRIMING and stops sampling at DONE."""
+        if self.phase is Phase.DONE:
+            return self.phase
+        if self.start_s is None:
+            self.start_s = timestamp_s
+            if self.phase is Phase.SETTLING:
+                self.limited_at_s = timestamp_s
+        self.last_s = timestamp_s
+        self._t.append(timestamp_s)
+        self._lag.append(lag)
+        if batch_id is not None:
+            self._ids_t.append(timestamp_s)
+            self._ids.append(float(batch_id))
+            if batch_id not in self._batches and batch_ms is not None:
+                self._batches[batch_id] = batch_ms / 1000.0
+        if self.phase is Phase.PRIMING:
+            self._prime(timestamp_s)
+        elif self.phase is Phase.SETTLING:
+            self._settle(timestamp_s)
+        elif self.phase is Phase.MEASURING:
+            self._measure(timestamp_s)
+        return self.phase
+
+    # -- phases ------------------------------------------------------------------------------------------
+    def _prime(self, now: float) -> None:
+        if len(self._batches) >= self.plan.prime_batches or now - self.start_s >= self.plan.max_prime_s:
+            self.phase, self.limited_at_s = Phase.SETTLING, now
+            # the batch running now started without the limit: settling counts the ones after it
+            self._first_limited_batch = max(self._batches, default=-1) + 2
+
+    def _settle(self, now: float) -> None:
+        if not self.plan.adaptive:
+            if now - self.start_s >= self.plan.warmup_s:
+                self._start_measuring(now)
+            return
+        if self._first_limited_batch is None:
+            self._first_limited_batch = max(self._batches, default=-1) + 2
+        limited = [d for b, d in self._batches.items() if b >= self._first_limited_batch]
+        if batch_durations_settled(limited, self.plan.settle_batches, self.plan.settle_tolerance):
+            self._start_measuring(now)
+        elif now - self.limited_at_s >= self.plan.max_warmup_s:
+            self._finish(Stop.NOT_SETTLED)
+
+    def _start_measuring(self, now: float) -> None:
+        self.phase, self.measure_from_s = Phase.MEASURING, now
+
+    def _measure(self, now: float) -> None:
+        elapsed = now - self.measure_from_s
+        if elapsed < self.plan.min_duration_s:
+            return
+        self.estimate = self._estimate()
+        decided = self.estimate is not None and self.estimate.points >= self.plan.min_points \
+            and self.estimate.side_of(self.threshold_rps) is not None
+        if decided:
+            self._finish(Stop.CERTAIN)
+        elif elapsed >= self.plan.max_duration_s:
+            self._finish(Stop.MAX_DURATION if self.estimate is not None else Stop.NO_BATCHES)
+
+    def _estimate(self) -> SlopeEstimate | None:
+        try:
+            return lag_trend_estimate(TimeSeries.of(self._t, self._lag), warmup_s=self.warmup_used_s or 0.0,
+                                      method=self.method, confidence=self.confidence,
+                                      batch_ids=TimeSeries.of(self._ids_t, self._ids))
+        except ValueError:  # too few finished batches after the warm-up so far
+            return None
+
+    def _finish(self, stop: Stop) -> None:
+        self.phase, self.stop = Phase.DONE, stop
+
+    # -- what the record keeps ---------------------------------------------------------------------------
+    @property
+    def warmup_used_s(self) -> float | None:
+        """Seconds from the first sample to the start of the measurement; None if it never started."""
+        if self.measure_from_s is None or self.start_s is None:
+            return None
+        return self.measure_from_s - self.start_s
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the repetition FAILs without a fitted trend, or None."""
+        if self.stop is Stop.NOT_SETTLED:
+            recent = [f"{d:.1f}" for d in list(self._batches.values())[-self.plan.settle_batches:]]
+            return (f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound: micro-batch "
+                    f"durations were still falling (last: {', '.join(recent) or 'none finished'} s)")
+        if self.stop is Stop.NO_BATCHES:
+            return (f"fewer than 2 micro-batches finished in {self.plan.max_duration_s:g} s of measurement: "
+                    "the job does not keep up")
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """The repetition's protocol for the results: phases' lengths, stop reason, points fitted."""
+        primed = None if self.limited_at_s is None or not self.plan.prime_unlimited else \
+            self.limited_at_s - self.start_s
+        measured = None if self.measure_from_s is None else (self.last_s or self.measure_from_s) - self.measure_from_s
+        return {
+            "primed_s": primed,
+            "warmup_s": self.warmup_used_s,
+            "measured_s": measured,
+            "stop": None if self.stop is None else self.stop.value,
+            "points": None if self.estimate is None else self.estimate.points,
+            "batches": len(self._batches),
+            "failure": self.failure_reason,
+        }
+
+
+def stop_of(estimate_low: float | None, estimate_high: float | None, threshold: float | None,
+            recorded: str | None) -> str | None:
+    """The stop reason a recomputed interval implies: a failing stop as recorded, ``certain`` where the
+    interval lies on one side of the threshold, else ``max-duration`` (the bound was what ended it)."""
+    if recorded in {s.value for s in FAILING_STOPS}:
+        return recorded
+    if estimate_low is None or estimate_high is None or threshold is None:
+        return recorded
+    return Stop.CERTAIN.value if estimate_high < threshold or estimate_low >= threshold else Stop.MAX_DURATION.value
