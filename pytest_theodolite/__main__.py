@@ -20,8 +20,10 @@ from pytest_theodolite.metrics import (
     capacity_from_sub_experiments,
     demand_from_sub_experiments,
 )
+from pytest_theodolite.protocol import stop_of
 from pytest_theodolite.results import (
     SERIES_BATCH_DURATION,
+    SERIES_BATCH_END,
     SERIES_BATCH_ID,
     SERIES_EVENT_TIME_LATENCY,
     SERIES_GENERATOR_RATE,
@@ -33,7 +35,6 @@ from pytest_theodolite.results import (
     iter_repetition_series,
     read_results,
 )
-from pytest_theodolite.protocol import stop_of
 from pytest_theodolite.slo import (
     GENERATOR_RATE,
     LAG_TREND,
@@ -88,6 +89,7 @@ def reanalyse(
                 event_time_latency=series.get(SERIES_EVENT_TIME_LATENCY),
                 batch_duration=series.get(SERIES_BATCH_DURATION),
                 batch_ids=series.get(SERIES_BATCH_ID),
+                batch_ends=series.get(SERIES_BATCH_END),
                 warmup_s=recorded_rep.warmup_s if use_recorded else None,
                 not_settled=protocol.get("failure") if use_recorded else None,
                 records_total=counters.get("records_total"),

@@ -18,6 +18,7 @@ from .baseline import Baseline, Testbed, compare
 from .calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
 from .kafka.admin import KafkaCluster
 from .metrics import DemandResult, Metric, SubExperiment
+from .protocol import MeasurementPlan
 from .report import (
     BenchmarkReport,
     PlotDependencyMissing,
@@ -25,7 +26,6 @@ from .report import (
     scalability_plot,
     terminal_summary,
 )
-from .protocol import MeasurementPlan
 from .results import SubExperimentRecord
 from .runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
 from .search import parse_strategy, search_demand

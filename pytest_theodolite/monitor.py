@@ -20,7 +20,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-SERIES = ("lag-trend", "input-rate", "processed-rate", "batch-duration", "batch-id", "generator-rate")
+SERIES = ("lag-trend", "input-rate", "processed-rate", "batch-duration", "batch-id", "batch-end", "generator-rate")
 
 
 def processed_offsets(progress: Mapping[str, Any] | None, topic: str) -> dict[int, int]:
@@ -75,6 +75,7 @@ class LagSample:
     batch_duration_ms: float | None  # the longer of the last finished batch and the running one
     batch_id: int | None  # of the last finished batch
     finished_batch_ms: float | None = None  # the last finished batch's own duration
+    batch_end_s: float | None = None  # epoch seconds the last finished batch ended (its start + duration)
 
 
 def batch_start_s(progress: Mapping[str, Any]) -> float | None:
@@ -109,6 +110,7 @@ def sample_from(timestamp_s: float, end_offsets: Mapping[int, int], progress: Ma
         batch_duration_ms=None if duration is None else float(duration),
         batch_id=progress.get("batchId"),
         finished_batch_ms=None if finished is None else float(finished),
+        batch_end_s=None if finished is None or started is None else started + float(finished) / 1000.0,
     )
 
 

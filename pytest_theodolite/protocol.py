@@ -9,7 +9,7 @@ code, not the host"). One repetition goes through four phases, fed one lag sampl
    project's CI machines. Ends after ``prime_batches`` finished batches or ``max_prime_s``.
 2. **settling** -- the limit is applied; the warm-up ends once the batch durations stop falling (the backlog
    primed at full speed, or left by the limit, is worked off): the mean of the newer half of the last
-   ``settle_batches`` durations is at least ``1 - settle_tolerance`` times that of the older half. A job that
+   ``settle_batches`` durations is at least ``1 - settle_tolerance`` times the older half's longest. A job that
    falls behind has growing batches and so settles at once (and then fails the lag trend). Never settling
    within ``max_warmup_s`` fails the repetition, saying so. A fixed ``warmup_s`` (Theodolite's protocol)
    replaces this phase.
@@ -97,13 +97,14 @@ class MeasurementPlan:
 
 def batch_durations_settled(durations_s: Sequence[float], batches: int, tolerance: float) -> bool:
     """True once the last `batches` finished batch durations stop falling: the newer half's mean is at least
-    (1 - tolerance) x the older half's (growing durations count as settled: that job falls behind)."""
+    (1 - tolerance) x the older half's longest (growing durations count as settled: that job falls behind).
+    The longest, not the mean: a transient peaks and then falls, and a mean over the peak hides the fall."""
     if len(durations_s) < batches:
         return False
     recent = list(durations_s)[-batches:]
     half = batches // 2
     older, newer = recent[:half], recent[-half:]
-    return sum(newer) / len(newer) >= (1 - tolerance) * (sum(older) / len(older))
+    return sum(newer) / len(newer) >= (1 - tolerance) * max(older)
 
 
 @dataclass
@@ -114,6 +115,7 @@ class MeasurementProtocol:
     threshold_rps: float
     method: SlopeMethod = "batch-aligned"
     confidence: float = DEFAULT_CONFIDENCE
+    offered_rate: float | None = None  # records/s: places batch-aligned points at their batch's commit
     phase: Phase = field(init=False)
     start_s: float | None = field(default=None, init=False)
     limited_at_s: float | None = field(default=None, init=False)
@@ -125,6 +127,7 @@ class MeasurementProtocol:
     _lag: list[float] = field(default_factory=list, init=False, repr=False)
     _ids_t: list[float] = field(default_factory=list, init=False, repr=False)
     _ids: list[float] = field(default_factory=list, init=False, repr=False)
+    _ends: list[float] = field(default_factory=list, init=False, repr=False)
     #: finished batch id -> duration (s), in the order first seen
     _batches: dict[int, float] = field(default_factory=dict, init=False, repr=False)
     _first_limited_batch: int | None = field(default=None, init=False, repr=False)
@@ -132,9 +135,10 @@ class MeasurementProtocol:
     def __post_init__(self) -> None:
         self.phase = Phase.PRIMING if self.plan.prime_unlimited else Phase.SETTLING
 
-    def feed(self, timestamp_s: float, lag: float, batch_id: int | None, batch_ms: float | None) -> Phase:
-        """One sample: the total lag, and the id and duration of the last finished micro-batch (None before
-        the first one). Returns the phase after it; the caller applies the CPU limit when the phase leaves
+    def feed(self, timestamp_s: float, lag: float, batch_id: int | None, batch_ms: float | None,
+             batch_end_s: float | None = None) -> Phase:
+        """One sample: the total lag, and the id, duration and end (epoch s) of the last finished micro-batch
+        (None before the first one). Returns the phase after it; the caller applies the CPU limit when the phase leaves
         PRIMING and stops sampling at DONE."""
         if self.phase is Phase.DONE:
             return self.phase
@@ -148,6 +152,7 @@ class MeasurementProtocol:
         if batch_id is not None:
             self._ids_t.append(timestamp_s)
             self._ids.append(float(batch_id))
+            self._ends.append(math.nan if batch_end_s is None else batch_end_s)
             if batch_id not in self._batches and batch_ms is not None:
                 self._batches[batch_id] = batch_ms / 1000.0
         if self.phase is Phase.PRIMING:
@@ -197,7 +202,8 @@ class MeasurementProtocol:
         try:
             return lag_trend_estimate(TimeSeries.of(self._t, self._lag), warmup_s=self.warmup_used_s or 0.0,
                                       method=self.method, confidence=self.confidence,
-                                      batch_ids=TimeSeries.of(self._ids_t, self._ids))
+                                      batch_ids=TimeSeries.of(self._ids_t, self._ids),
+                                      batch_ends=TimeSeries.of(self._ids_t, self._ends), rate=self.offered_rate)
         except ValueError:  # too few finished batches after the warm-up so far
             return None
 

@@ -5,7 +5,8 @@ One results directory holds, per experiment id (no '_' in it, since '_' separate
 - `exp<id>_<load>_<resources>_<series>_<rep>.csv`, columns `timestamp,value` (epoch seconds), one per
   sub-experiment, repetition and series. `lag-trend` is Theodolite's own file shape (total lag, records);
   the others are `generator-rate`, `input-rate`, `processed-rate` (records/s), `batch-duration` (ms),
-  `batch-id` (the last finished micro-batch at each lag sample) and `event-time-latency` (s). Rows are flushed as they are appended, so a crash loses at most the row in flight.
+  `batch-id` (the last finished micro-batch at each lag sample), `batch-end` (epoch seconds it finished) and
+  `event-time-latency` (s). Rows are flushed as they are appended, so a crash loses at most the row in flight.
 - `exp<id>_results.json`: every setting (secrets redacted), the SLO settings, the environment, and every
   finished sub-experiment's verdicts per repetition and combined, plus the demand/capacity result once known.
   It is rewritten atomically after each sub-experiment, so it always holds everything finished so far.
@@ -49,6 +50,7 @@ SERIES_PROCESSED_RATE = "processed-rate"
 SERIES_BATCH_DURATION = "batch-duration"
 SERIES_EVENT_TIME_LATENCY = "event-time-latency"
 SERIES_BATCH_ID = "batch-id"  # id of the last finished micro-batch at each lag sample (batch-aligned slope)
+SERIES_BATCH_END = "batch-end"  # epoch seconds that batch finished
 
 _EXPERIMENT_ID = r"[A-Za-z0-9][A-Za-z0-9.-]*"
 _SERIES_NAME = re.compile(r"^[a-z][a-z0-9-]*$")

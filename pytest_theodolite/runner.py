@@ -27,7 +27,7 @@ from . import monitor
 from .kafka.admin import KafkaCluster
 from .metrics import CapacityResult, DemandResult, Metric
 from .protocol import MeasurementPlan, MeasurementProtocol, Phase
-from .results import SERIES_BATCH_ID, RepetitionRecord, ResultsWriter, SubExperimentRecord
+from .results import SERIES_BATCH_END, SERIES_BATCH_ID, RepetitionRecord, ResultsWriter, SubExperimentRecord
 from .search import Strategy, describe_strategy, search_capacity, search_demand
 from .slo import GENERATOR_RATE, LAG_TREND, Outcome, SloSettings, SloVerdict, TimeSeries, evaluate_repetition
 from .spark.cluster import SparkCluster, registered_executors
@@ -170,17 +170,19 @@ class ExperimentRunner:
         checkpoint = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{run_id}-"))
         lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
         series_writers = {name: self.writer.open_series(load, resources, name, repetition)
-                          for name in ("input-rate", "processed-rate", "batch-duration", SERIES_BATCH_ID)}
+                          for name in ("input-rate", "processed-rate", "batch-duration", SERIES_BATCH_ID,
+                                       SERIES_BATCH_END)}
         plan = self.settings.measurement_plan
         protocol = MeasurementProtocol(plan, self.settings.slo.lag_trend_threshold.for_load(workload.target_rate),
                                        method=self.settings.slo.slope_method,
-                                       confidence=self.settings.slo.confidence)
+                                       confidence=self.settings.slo.confidence, offered_rate=workload.target_rate)
         lag_t: list[float] = []
         lag_v: list[float] = []
         batch_t: list[float] = []
         batch_v: list[float] = []
         ids_t: list[float] = []
         ids_v: list[float] = []
+        ends_v: list[float] = []
         phases: dict[str, float] = {}
         generator: LoadGenerator | None = None
         counters: dict[str, int] = {}
@@ -218,7 +220,7 @@ class ExperimentRunner:
                     phases["setup_s"] = time.monotonic() - t_start
                     phases.update(self._sample(spark, query, resources, topics["input"], protocol,
                                                lag_writer, series_writers, lag_t, lag_v, batch_t, batch_v,
-                                               ids_t, ids_v))
+                                               ids_t, ids_v, ends_v))
                 except _Abort as exc:
                     abort = exc
                 finally:
@@ -249,11 +251,11 @@ class ExperimentRunner:
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
         verdicts = self._verdicts(abort, protocol, TimeSeries.of(lag_t, lag_v), workload.target_rate,
                                   generator_series, TimeSeries.of(batch_t, batch_v), TimeSeries.of(ids_t, ids_v),
-                                  counters)
+                                  TimeSeries.of(ids_t, ends_v), counters)
         return RepetitionRecord(repetition, verdicts, counters, protocol.summary())
 
     def _sample(self, spark, query, resources, input_topic, protocol: MeasurementProtocol, lag_writer,
-                series_writers, lag_t, lag_v, batch_t, batch_v, ids_t, ids_v) -> dict[str, float]:
+                series_writers, lag_t, lag_v, batch_t, batch_v, ids_t, ids_v, ends_v) -> dict[str, float]:
         """Sample on a clock until the protocol is done; raises _Abort when the run cannot be judged."""
         sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
         plan, interval = protocol.plan, self.settings.sample_interval_s
@@ -280,7 +282,8 @@ class ExperimentRunner:
                 for name, value in (("input-rate", sample.input_rows_per_s),
                                     ("processed-rate", sample.processed_rows_per_s),
                                     ("batch-duration", sample.batch_duration_ms),
-                                    (SERIES_BATCH_ID, sample.batch_id)):
+                                    (SERIES_BATCH_ID, sample.batch_id),
+                                    (SERIES_BATCH_END, sample.batch_end_s)):
                     if value is not None:
                         series_writers[name].append(sample.timestamp_s, value)
                 if sample.batch_duration_ms is not None:
@@ -289,7 +292,9 @@ class ExperimentRunner:
                 if sample.batch_id is not None:
                     ids_t.append(sample.timestamp_s)
                     ids_v.append(sample.batch_id)
-                phase = protocol.feed(sample.timestamp_s, sample.lag, sample.batch_id, sample.finished_batch_ms)
+                    ends_v.append(float("nan") if sample.batch_end_s is None else sample.batch_end_s)
+                phase = protocol.feed(sample.timestamp_s, sample.lag, sample.batch_id, sample.finished_batch_ms,
+                                      sample.batch_end_s)
                 if not limited and phase is not Phase.PRIMING:
                     self.spark.limit_instances(self.settings.instance_cpu)
                     limited = True
@@ -319,12 +324,12 @@ class ExperimentRunner:
 
     def _verdicts(self, abort: _Abort | None, protocol: MeasurementProtocol, lag: TimeSeries, target_rate: float,
                   generator_rate: TimeSeries | None, batch_duration: TimeSeries, batch_ids: TimeSeries,
-                  counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
+                  batch_ends: TimeSeries, counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
         if abort is not None:
             return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
         return evaluate_repetition(
             self.settings.slo, lag=lag, target_rate=target_rate, generator_rate=generator_rate,
-            batch_duration=batch_duration, batch_ids=batch_ids,
+            batch_duration=batch_duration, batch_ids=batch_ids, batch_ends=batch_ends,
             warmup_s=protocol.warmup_used_s, not_settled=protocol.failure_reason,
             records_total=counters.get("records_total"), records_malformed=counters.get("records_malformed"),
         )

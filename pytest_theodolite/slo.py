@@ -244,24 +244,35 @@ class SlopeEstimate:
                 f"certainty {self.certainty(threshold):.1%})")
 
 
-def batch_aligned(lag: TimeSeries, batch_ids: TimeSeries) -> TimeSeries:
-    """The lag samples taken first after a micro-batch finished (one per finished batch, or per sample when
-    batches are shorter than the sampling interval); samples before the first finished batch are dropped.
+def batch_aligned(lag: TimeSeries, batch_ids: TimeSeries, batch_ends: TimeSeries | None = None,
+                  rate: float | None = None) -> TimeSeries:
+    """One lag point per finished micro-batch: the lag just after the batch committed.
 
-    Why: a micro-batch engine's lag saws with the batch period -- it grows while a batch runs and drops when the
-    batch commits. Samples at one phase of that saw-tooth leave the trend without the teeth, so a line fitted to
-    them has nearly independent residuals and an honest confidence interval. `batch_ids` holds, at the lag's
-    timestamps, the id of the last finished batch (samples without one are skipped)."""
+    Why: a micro-batch engine's lag saws with the batch period -- it grows while a batch runs and drops when
+    the batch commits. Points at one phase of that saw-tooth leave the trend without the teeth, so a line fitted
+    to them has nearly independent residuals and an honest confidence interval.
+
+    `batch_ids` holds, at the lag's timestamps, the id of the last finished batch (samples without one are
+    skipped); the first sample after an id changes is kept. A sample comes up to one sampling interval after
+    the commit, and when the batch period is near a multiple of that interval the delay drifts slowly and would
+    read as a trend; with `batch_ends` (epoch seconds each batch finished, at the same timestamps) and the
+    offered `rate` (records/s), each point is moved back to the commit: (end, lag - rate x (sample - end))."""
     ids = dict(zip(batch_ids.timestamps_s.tolist(), batch_ids.values.tolist(), strict=True))
+    ends = {} if batch_ends is None or rate is None else \
+        dict(zip(batch_ends.timestamps_s.tolist(), batch_ends.values.tolist(), strict=True))
     kept_t, kept_y, previous = [], [], None
     for t, y in zip(lag.timestamps_s.tolist(), lag.values.tolist(), strict=True):
         batch = ids.get(t)
-        if batch is None or not math.isfinite(batch):
+        if batch is None or not math.isfinite(batch) or batch == previous:
             continue
-        if batch != previous:
+        previous = batch
+        end = ends.get(t)
+        if end is not None and math.isfinite(end) and 0 <= t - end < 3600:
+            kept_t.append(end)
+            kept_y.append(y - rate * (t - end))  # type: ignore[operator]
+        else:
             kept_t.append(t)
             kept_y.append(y)
-            previous = batch
     return TimeSeries.of(kept_t, kept_y)
 
 
@@ -272,12 +283,15 @@ def lag_trend_estimate(
     method: SlopeMethod = "ols",
     confidence: float = DEFAULT_CONFIDENCE,
     batch_ids: TimeSeries | None = None,
+    batch_ends: TimeSeries | None = None,
+    rate: float | None = None,
 ) -> SlopeEstimate:
     """The lag trend after the warm-up with its confidence interval (records/s).
 
     ``ols`` and ``theil-sen`` fit every sample (as Theodolite does); their intervals assume independent
     residuals, which a micro-batch saw-tooth violates, so they are optimistic there. ``batch-aligned`` fits one
-    sample per finished batch (see `batch_aligned`) and needs `batch_ids`. Raises ValueError as
+    sample per finished batch (see `batch_aligned`) and needs `batch_ids` (`batch_ends` and the offered `rate`
+    to place each point at its batch's commit). Raises ValueError as
     `lag_trend_slope` does, and for a missing batch-id series."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), e.g. 0.95, got {confidence!r}")
@@ -288,7 +302,7 @@ def lag_trend_estimate(
             raise ValueError("lag: the batch-aligned slope needs the batch-id series (recorded since 0.2): "
                              "use --method ols for older results")
         origin = float(np.min(lag.timestamps_s)) if len(lag) else 0.0
-        aligned = batch_aligned(lag, batch_ids)
+        aligned = batch_aligned(lag, batch_ids, batch_ends, rate)
         # the warm-up counts from the first lag sample, not from the first finished batch
         t, y = _samples_after_warmup(aligned.timestamps_s, aligned.values,
                                      max(0.0, warmup_s - (float(aligned.timestamps_s.min()) - origin))
@@ -366,6 +380,7 @@ def check_lag_trend(
     method: SlopeMethod = "ols",
     confidence: float = DEFAULT_CONFIDENCE,
     batch_ids: TimeSeries | None = None,
+    batch_ends: TimeSeries | None = None,
 ) -> SloVerdict:
     """Lag-trend SLO: PASS iff the lag slope after the warm-up is below the threshold (records/s).
 
@@ -375,7 +390,7 @@ def check_lag_trend(
     threshold_rps = threshold.for_load(target_rate)  # a wrong call raises: that is a bug, not a measurement
     try:
         estimate = lag_trend_estimate(lag, warmup_s=warmup_s, method=method, confidence=confidence,
-                                      batch_ids=batch_ids)
+                                      batch_ids=batch_ids, batch_ends=batch_ends, rate=target_rate)
     except ValueError as error:
         return SloVerdict(LAG_TREND, Outcome.ERRORED, None, threshold_rps, str(error))
     outcome = Outcome.PASS if estimate.slope < threshold_rps else Outcome.FAIL
@@ -677,6 +692,7 @@ def evaluate_repetition(
     records_malformed: int | None = None,
     batch_duration: TimeSeries | None = None,
     batch_ids: TimeSeries | None = None,
+    batch_ends: TimeSeries | None = None,
     warmup_s: float | None = None,
     not_settled: str | None = None,
 ) -> tuple[SloVerdict, ...]:
@@ -702,6 +718,7 @@ def evaluate_repetition(
             method=settings.slope_method,
             confidence=settings.confidence,
             batch_ids=batch_ids,
+            batch_ends=batch_ends,
         )
     verdicts = [lag_verdict]
     if generator_rate is not None and target_rate is not None:

@@ -1,8 +1,11 @@
 """One real gate, end to end: embedded broker, local Spark cluster, UC1, baseline comparison, raw results."""
 
+import io
 import json
 
 import pytest
+
+from pytest_theodolite.__main__ import main
 
 # it measures (a real gate inside): under pytest-xdist nothing else may run beside it
 pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
@@ -65,10 +68,6 @@ def test_a_real_gate_reaches_records_and_reports_a_verdict(pytester):
             assert protocol["warmup_s"] > 0 and protocol["measured_s"] >= 8, protocol
             assert lag["low"] <= lag["value"] <= lag["high"], lag
     # the offline analysis recomputes the same verdicts from the raw files
-    from pytest_theodolite.__main__ import main
-
-    import io
-
     out = io.StringIO()
     assert main(["analyse", str(results)], stdout=out) == 0
     for sub in document["sub_experiments"]:

@@ -1,0 +1,206 @@
+"""The measurement protocol (priming, steady state, measure until certain) on scripted micro-batch series."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_theodolite.protocol import (
+    MeasurementPlan,
+    MeasurementProtocol,
+    Phase,
+    Stop,
+    batch_durations_settled,
+    stop_of,
+)
+from pytest_theodolite.slo import Outcome, TimeSeries, batch_aligned, lag_trend_estimate
+
+T0 = 1_700_000_000.0
+
+
+def micro_batch_run(load: float, durations, seconds: int, seed: int = 0):
+    """Samples (t, lag, last finished batch id, its duration in ms, its end) once a second from a scripted
+    engine: batch k runs for durations(k) seconds and takes in everything that arrived before it started."""
+    rng = np.random.default_rng(seed)
+    ends, taken, start, k = [], [], 0.0, 0
+    while start < seconds + 60:
+        end = start + durations(k) * (1 + 0.05 * rng.standard_normal())
+        ends.append(end)
+        taken.append(load * start)  # offsets processed up to when it finishes
+        start, k = end, k + 1
+    samples = []
+    for i in range(seconds):
+        t = i + 0.5
+        done = [j for j, e in enumerate(ends) if e <= t]
+        processed = taken[done[-1]] if done else 0.0
+        last = done[-1] if done else None
+        duration_ms = None if last is None else (ends[last] - (ends[last - 1] if last else 0.0)) * 1000
+        samples.append((T0 + t, load * t - processed, last, duration_ms, None if last is None else T0 + ends[last]))
+    return samples
+
+
+def run(protocol: MeasurementProtocol, samples):
+    phases = []
+    for sample in samples:
+        phases.append(protocol.feed(*sample))
+        if phases[-1] is Phase.DONE:
+            break
+    return phases
+
+
+PLAN = MeasurementPlan(prime_batches=3, max_prime_s=30, settle_batches=4, max_warmup_s=60, min_duration_s=20,
+                       max_duration_s=120)
+
+
+# ---- steady state --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("durations, settled", [
+    ([9.8, 23.5, 19.4, 13.9], False),  # the start transient measured on a fresh CI machine
+    ([4.3, 3.5, 2.8, 2.2], False),
+    ([2.0, 2.1, 1.9, 2.0], True),
+    ([2.0, 3.0, 4.5, 6.8], True),  # falling behind: growing batches are "settled" (and then fail)
+    ([2.0, 2.0, 2.0], False),  # too few
+])
+def test_batch_durations_settle_when_they_stop_falling(durations, settled):
+    assert batch_durations_settled(durations, batches=4, tolerance=0.2) is settled
+
+
+# ---- the phases --------------------------------------------------------------------------------------------
+
+def test_a_job_that_keeps_up_is_primed_settles_and_passes_once_certain():
+    # start transient: slow first batches, then a steady 2 s period at 60 % utilisation
+    samples = micro_batch_run(2000, lambda k: [6, 4, 3][k] if k < 3 else 2.0, 200)
+    protocol = MeasurementProtocol(PLAN, threshold_rps=100, offered_rate=2000)
+    phases = run(protocol, samples)
+    assert phases[0] is Phase.PRIMING and Phase.SETTLING in phases and phases[-1] is Phase.DONE
+    first_settling = phases.index(Phase.SETTLING)
+    assert protocol.limited_at_s == samples[first_settling][0]  # where the runner applies the CPU limit
+    assert protocol.stop is Stop.CERTAIN
+    assert protocol.estimate.side_of(100) is Outcome.PASS
+    assert protocol.estimate.low <= 0 <= protocol.estimate.high
+    summary = protocol.summary()
+    assert summary["warmup_s"] > summary["primed_s"] > 0
+    assert PLAN.min_duration_s <= summary["measured_s"] < PLAN.max_duration_s
+    assert summary["stop"] == "certain" and summary["failure"] is None and summary["points"] >= 5
+
+
+def test_a_job_that_falls_behind_fails_once_certain():
+    # every batch takes 15 % longer than the last: the lag grows
+    samples = micro_batch_run(2000, lambda k: 1.0 * 1.15 ** k, 300)
+    protocol = MeasurementProtocol(PLAN, threshold_rps=100, offered_rate=2000)
+    run(protocol, samples)
+    assert protocol.stop is Stop.CERTAIN
+    assert protocol.estimate.side_of(100) is Outcome.FAIL and protocol.estimate.low > 100
+
+
+def test_batch_durations_that_keep_falling_never_settle_and_say_so():
+    samples = micro_batch_run(2000, lambda k: max(0.3, 30.0 * 0.93 ** k), 200)
+    protocol = MeasurementProtocol(MeasurementPlan(max_warmup_s=40, prime_batches=1), threshold_rps=100,
+                                   offered_rate=2000)
+    run(protocol, samples)
+    assert protocol.stop is Stop.NOT_SETTLED and protocol.warmup_used_s is None
+    assert "no steady state within the 40 s warm-up bound" in protocol.failure_reason
+    assert "durations were still falling" in protocol.failure_reason
+
+
+def test_a_slope_near_the_threshold_measures_to_the_bound_and_says_it_was_not_certain():
+    # a lag whose trend is exactly the threshold, with a swing: the interval straddles the threshold
+    samples = [(T0 + t, 100.0 * t + 500 * (-1) ** (t // 2), t // 2, 2000.0) for t in range(400)]
+    plan = MeasurementPlan(prime_unlimited=False, max_duration_s=60, settle_batches=2)
+    protocol = MeasurementProtocol(plan, threshold_rps=100)
+    run(protocol, samples)
+    assert protocol.stop is Stop.MAX_DURATION
+    assert protocol.summary()["measured_s"] == pytest.approx(60, abs=1)
+    assert protocol.estimate.low < 100 < protocol.estimate.high
+
+
+def test_a_job_whose_batches_outlast_the_measurement_fails_for_lack_of_batches():
+    samples = [(T0 + t, 1000.0 * t, 0 if t > 2 else None, 2000.0 if t > 2 else None) for t in range(300)]
+    plan = MeasurementPlan(prime_unlimited=False, warmup_s=5, min_duration_s=10, max_duration_s=30)
+    protocol = MeasurementProtocol(plan, threshold_rps=100)
+    run(protocol, samples)
+    assert protocol.stop is Stop.NO_BATCHES
+    assert "fewer than 2 micro-batches finished in 30 s" in protocol.failure_reason
+
+
+def test_theodolites_fixed_protocol_cuts_a_fixed_warmup_and_measures_a_fixed_duration():
+    samples = micro_batch_run(2000, lambda k: 1.0, 200)
+    plan = MeasurementPlan(warmup_s=60, prime_unlimited=False, min_duration_s=30, max_duration_s=30)
+    protocol = MeasurementProtocol(plan, threshold_rps=100, method="ols")
+    phases = run(protocol, samples)
+    assert Phase.PRIMING not in phases
+    assert protocol.warmup_used_s == pytest.approx(60)
+    assert protocol.summary()["measured_s"] == pytest.approx(30)
+    assert protocol.summary()["primed_s"] is None
+
+
+def test_the_stop_reason_is_recomputed_from_an_interval():
+    assert stop_of(-10.0, 50.0, 100.0, "max-duration") == "certain"
+    assert stop_of(90.0, 120.0, 100.0, "certain") == "max-duration"
+    assert stop_of(None, None, 100.0, "not-settled") == "not-settled"
+    assert stop_of(-10.0, 50.0, 100.0, "no-batches") == "no-batches"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"min_duration_s": 0}, "need 0 < duration <= max duration"),
+    ({"min_duration_s": 30, "max_duration_s": 20}, "need 0 < duration <= max duration"),
+    ({"warmup_s": -1}, "warm-up must be 'auto' or seconds >= 0"),
+    ({"settle_tolerance": 1.0}, "settle tolerance must be in [0, 1)"),
+])
+def test_a_plan_refuses_values_it_cannot_run(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace(")", r"\)")):
+        MeasurementPlan(**kwargs)
+
+
+# ---- the batch-aligned slope --------------------------------------------------------------------------------
+
+def test_batch_aligned_keeps_the_first_sample_after_each_finished_batch():
+    lag = TimeSeries.of([1, 2, 3, 4, 5, 6], [10, 20, 5, 15, 25, 7])
+    ids = TimeSeries.of([2, 3, 4, 5, 6], [0, 1, 1, 1, 2])
+    aligned = batch_aligned(lag, ids)
+    assert aligned.timestamps_s.tolist() == [2, 3, 6] and aligned.values.tolist() == [20, 5, 7]
+
+
+def test_batch_aligned_moves_each_point_back_to_its_commit():
+    lag = TimeSeries.of([1, 2, 3], [1000, 600, 900])
+    ids = TimeSeries.of([2, 3], [0, 1])
+    ends = TimeSeries.of([2, 3], [1.75, 2.5])  # batch 0 committed 0.25 s before the sample, batch 1 0.5 s
+    aligned = batch_aligned(lag, ids, ends, rate=400)
+    assert aligned.timestamps_s.tolist() == [1.75, 2.5] and aligned.values.tolist() == [500, 700]
+
+
+@pytest.mark.parametrize("period_s", [2.0, 3.7, 6.0])
+def test_the_batch_aligned_interval_is_honest_under_a_saw_tooth(period_s):
+    """A job that keeps up (true trend 0) with steady batches, judged over 50 s: batch-aligned fits one point
+    per commit, with an interval that contains 0 about 95 % of the time (2 s batches sampled each second are
+    the aliasing case the commit times correct), and narrower than the plain fit over every sample, which has
+    to swallow the teeth."""
+    misses_aligned = narrower = 0
+    for seed in range(60):
+        samples = micro_batch_run(2000, lambda k: period_s, 70, seed=seed)[15:65]
+        t, lag, ids, _, ends = (np.array([s[i] for s in samples], dtype=float) for i in range(5))
+        series, batch_ids, batch_ends = TimeSeries.of(t, lag), TimeSeries.of(t, ids), TimeSeries.of(t, ends)
+        ols = lag_trend_estimate(series, warmup_s=0, method="ols")
+        aligned = lag_trend_estimate(series, warmup_s=0, method="batch-aligned", batch_ids=batch_ids,
+                                     batch_ends=batch_ends, rate=2000)
+        misses_aligned += not aligned.low <= 0 <= aligned.high
+        narrower += aligned.high - aligned.low < ols.high - ols.low
+    assert misses_aligned <= 8  # a 95 % interval: about 3 in 60 miss
+    assert narrower >= 50
+
+
+def test_the_batch_aligned_slope_needs_the_batch_ids():
+    with pytest.raises(ValueError, match="needs the batch-id series"):
+        lag_trend_estimate(TimeSeries.of([1, 2, 3], [1, 2, 3]), warmup_s=0, method="batch-aligned")
+
+
+def test_certainty_is_a_coin_toss_at_the_threshold_and_near_one_far_from_it():
+    t = np.arange(60.0)
+    rng = np.random.default_rng(1)
+    noisy = TimeSeries.of(t, 50 * t + 200 * rng.standard_normal(t.size))
+    estimate = lag_trend_estimate(noisy, warmup_s=0)
+    assert estimate.certainty(estimate.slope) == pytest.approx(0.5)
+    assert estimate.certainty(estimate.slope + 20 * estimate.stderr) > 0.999
+    assert math.isclose(estimate.high - estimate.slope, estimate.slope - estimate.low)
