@@ -386,7 +386,7 @@ def _parse(text: str, shown: str) -> Baseline:
 def _parse_testbed(document: Any, fail: Any) -> Testbed:
     if not isinstance(document, dict):
         raise fail(f"testbed is {_json_type(document)}, expected an object")
-    _check_keys(document, _TESTBED_KEYS, "testbed.", fail)
+    _check_keys(document, _TESTBED_KEYS, "testbed.", fail, optional=("calibration_rows_per_s",))
 
     def whole_or_null(key: str) -> int | None:
         value = document[key]
@@ -419,11 +419,12 @@ def _parse_testbed(document: Any, fail: Any) -> Testbed:
     )
 
 
-def _check_keys(document: dict[str, Any], expected: tuple[str, ...], prefix: str, fail: Any) -> None:
+def _check_keys(document: dict[str, Any], expected: tuple[str, ...], prefix: str, fail: Any,
+                optional: tuple[str, ...] = ()) -> None:
     missing = [key for key in expected if key not in document]
     if missing:
         raise fail(f"missing key {prefix}{missing[0]}")
-    unknown = sorted(key for key in document if key not in expected)
+    unknown = sorted(key for key in document if key not in expected + optional)
     if unknown:  # most likely a typo; silently ignoring it would hide the intended change
         raise fail(f"unknown key {prefix}{unknown[0]} (expected keys: {', '.join(expected)})")
 

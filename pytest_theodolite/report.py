@@ -168,11 +168,11 @@ def _commentary(report: BenchmarkReport) -> list[str]:
 def _headline(report: BenchmarkReport) -> str:
     comparison = report.comparison
     problems = [
-        _count(len(points), noun)
-        for points, noun in (
-            (comparison.regressions, "regression"),
-            (comparison.unmeasured, "unmeasured load"),
-            (comparison.not_comparable, "load not comparable"),
+        _count(len(points), noun) + suffix
+        for points, noun, suffix in (
+            (comparison.regressions, "regression", ""),
+            (comparison.unmeasured, "unmeasured load", ""),
+            (comparison.not_comparable, "load", " not comparable"),
         )
         if points
     ]

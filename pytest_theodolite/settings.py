@@ -81,6 +81,10 @@ GATE_OPTIONS: list[tuple[str, str, str]] = [
     ("--theodolite-max-warmup", "max_warmup", "seconds an auto warm-up may take before the sub-experiment "
      "fails as not settled"),
     ("--theodolite-confidence", "confidence", "confidence of the lag slope's interval, e.g. 0.95"),
+    ("--theodolite-prime", "prime", "true: run the first micro-batches without the instances' CPU limit "
+     "(JIT and code generation are set-up); false: under the limit from the start"),
+    ("--theodolite-slope-method", "slope_method", "batch-aligned (one lag point per finished micro-batch), "
+     "ols or theil-sen (every sample, as Theodolite)"),
     ("--theodolite-threshold", "threshold", "largest lag slope that passes: records/s (2000) or a share of "
      "the load (5%%)"),
     ("--theodolite-strategy", "strategy", "demand search: linear, binary, initial-guess, full, optionally "

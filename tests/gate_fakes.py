@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator import Workload
+from pytest_theodolite.calibration import Calibration
 from pytest_theodolite.gates import BenchmarkExperiment, TheodoliteSession
 from pytest_theodolite.metrics import Metric
 from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
@@ -69,8 +70,12 @@ class FakeSpark:
 
 
 class ScriptedSession(TheodoliteSession):
+    """``SCRIPTED_CALIBRATION`` (rows/s) stands in for the testbed calibration of a real session."""
+
     def __init__(self, results_dir: Path) -> None:
         super().__init__(kafka=None, spark=FakeSpark(), results_dir=results_dir, testbed={})
+        if os.environ.get("SCRIPTED_CALIBRATION"):
+            self.calibration = Calibration(float(os.environ["SCRIPTED_CALIBRATION"]), 0.05, 0.25)
 
     def experiment(self, benchmark, settings):
         if benchmark.name not in self.experiments:

@@ -596,3 +596,58 @@ def test_numpy_integers_are_whole_numbers() -> None:
     assert baseline.to_json().count('"1000": 2') == 1
     point = compare_point(1000, numpy.int64(3), baseline)
     assert point.verdict is Verdict.REGRESSION and type(point.measured) is int
+
+
+# ---- testbed calibration -------------------------------------------------------------------------------------
+
+def test_a_calibrated_testbed_round_trips_and_an_old_file_reads_as_uncalibrated(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    calibrated = make_baseline({1000: 1})
+    calibrated = replace(calibrated, testbed=replace(calibrated.testbed, calibration_rows_per_s=312000.0))
+    path = write_baseline(tmp_path / "uc1.json", calibrated)
+    assert '"calibration_rows_per_s": 312000.0' in path.read_text()
+    assert load_baseline(path) == calibrated
+    plain = write_baseline(tmp_path / "uc1.json", make_baseline({1000: 1}))
+    assert "calibration" not in plain.read_text()
+    assert load_baseline(plain).testbed.calibration_rows_per_s is None
+
+
+def test_a_calibration_that_is_not_a_positive_number_is_refused(tmp_path: Path) -> None:
+    document = json.loads(make_baseline({1000: 1}).to_json())
+    document["testbed"]["calibration_rows_per_s"] = "fast"
+    (tmp_path / "uc1.json").write_text(json.dumps(document))
+    with pytest.raises(BaselineError, match='testbed.calibration_rows_per_s is "fast", expected a number > 0 or '
+                                            "null \\(not calibrated\\)"):
+        load_baseline(tmp_path / "uc1.json")
+
+
+@pytest.mark.parametrize("baseline_rate, measured_rate, baseline_cpu, expected", [
+    (300000.0, 300000.0, 0.25, None),
+    (300000.0, 390000.0, 0.25, None),  # 1.30x: within the 35 % margin
+    (300000.0, 420000.0, 0.25, "this testbed runs the reference job at 1.40x the baseline's speed"),
+    (300000.0, 150000.0, 0.25, "at 0.50x the baseline's speed (150,000 vs 300,000 rows/s), beyond the 35% margin"),
+    (300000.0, 300000.0, None, "the baseline's calibration ran on None CPU per instance, this run's on 0.25"),
+    (None, 300000.0, 0.25, None),  # an old baseline: nothing to compare
+])
+def test_calibration_mismatch(baseline_rate, measured_rate, baseline_cpu, expected) -> None:
+    from pytest_theodolite.calibration import Calibration, calibration_mismatch
+
+    reason = calibration_mismatch(baseline_rate, Calibration(measured_rate, 0.1, 0.25), baseline_cpu)
+    if expected is None:
+        assert reason is None
+    else:
+        assert expected in reason
+
+
+def test_not_comparable_replaces_pass_regression_and_improvement_but_not_unmeasured() -> None:
+    baseline = make_baseline({1000: 2, 2000: 2})
+    for measured in (1, 2, 3, None):
+        point = compare_point(1000, measured, baseline, not_comparable="host differs")
+        assert point.verdict is Verdict.NOT_COMPARABLE and not point.passed and point.reason == "host differs"
+        assert point.describe("uc1").endswith("not comparable: host differs")
+    assert compare_point(1000, UNMEASURED, baseline, not_comparable="x").verdict is Verdict.UNMEASURED
+    assert compare_point(5000, 1, baseline, not_comparable="x").verdict is Verdict.NEW_LOAD
+    comparison = compare(DemandResult(demand={1000: 3, 2000: 2}), baseline, measured_testbed=None,
+                         not_comparable="host differs")
+    assert [p.load for p in comparison.not_comparable] == [1000, 2000] and not comparison.regressions

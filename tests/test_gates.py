@@ -5,10 +5,13 @@ test_gate_end_to_end.py runs a real gate on the embedded broker and Spark.
 """
 
 import json
+import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # gate_fakes
 
 CONFTEST = f"""
 import sys
@@ -48,12 +51,15 @@ def gate_project(pytester):
     return make
 
 
-def baseline_of(demand: dict[int, int | None], cores: int | None = None) -> dict:
+def baseline_of(demand: dict[int, int | None], cores: int | None = None, calibration: float | None = None) -> dict:
+    testbed = {"cores": cores, "memory_gib": None, "instance_cpu": None, "kafka_provider": "embedded",
+               "spark_master": "standalone", "pyspark_version": None, "python_version": "3.11.7"}
+    if calibration is not None:
+        testbed.update(calibration_rows_per_s=calibration, instance_cpu=0.25)
     return {
         "benchmark": "scripted", "format_version": 1, "settings": {},
         "demand": {str(load): value for load, value in demand.items()},
-        "testbed": {"cores": cores, "memory_gib": None, "instance_cpu": None, "kafka_provider": "embedded",
-                    "spark_master": "standalone", "pyspark_version": None, "python_version": "3.11.7"},
+        "testbed": testbed,
     }
 
 
@@ -258,3 +264,57 @@ def test_gates_beside_another_directory_with_its_own_conftest(gate_project):
     (other / "conftest.py").write_text("import pytest\n")
     (other / "test_other.py").write_text("def test_other():\n    pass\n")
     project.runpytest(".", "other").assert_outcomes(passed=4)
+
+
+def test_a_baseline_from_a_testbed_of_another_speed_is_not_comparable_never_a_regression(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # measured demand rises ...
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", "200000")  # ... on a host at half the baseline's speed
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000)).runpytest()
+    result.assert_outcomes(failed=3)
+    assert result.ret == 7
+    result.stdout.fnmatch_lines([
+        "*scripted load 1000: measured 2 instances, baseline 1 instance: not comparable: this testbed runs the "
+        "reference job at 0.50x the baseline's speed (200,000 vs 400,000 rows/s), beyond the 35% margin*",
+        "scripted: NOT COMPARABLE (3 loads not comparable)",
+        "*testbed calibration: 200,000 rows/s on one 0.25 CPU instance*; baseline's: 400,000 rows/s "
+        "(this testbed at 0.50x)*",
+    ])
+    assert "REGRESSION" not in result.stdout.str()
+
+
+def test_a_baseline_within_the_calibration_margin_is_compared(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", "380000")
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000)).runpytest()
+    result.assert_outcomes(failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["scripted: REGRESSION (3 regressions)"])
+
+
+def test_recording_stores_the_calibration_in_the_baseline(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", "123456")
+    project = gate_project()
+    project.runpytest("--theodolite-update-baselines").assert_outcomes(passed=3)
+    stored = json.loads((project.path / "baselines" / "scripted.json").read_text())
+    assert stored["testbed"]["calibration_rows_per_s"] == 123456
+
+
+def test_a_job_option_from_the_command_line_reaches_that_benchmark_only():
+    from gate_fakes import BENCH
+
+    from pytest_theodolite.gates import gate_spec
+    from pytest_theodolite.settings import parse_job_options
+
+    options = parse_job_options(["scripted:extra_hash_rounds=12", "scripted:sink=noop", "other:colour=blue"])
+    assert options == {"scripted": {"extra_hash_rounds": 12, "sink": "noop"}, "other": {"colour": "blue"}}
+    spec = gate_spec((BENCH,), {"loads": [1000]}, {}, options)
+    assert dict(spec.benchmark.job_options) == {"extra_hash_rounds": 12, "sink": "noop"}
+    assert spec.benchmark.name == "scripted"  # the same baseline still applies
+    assert dict(gate_spec((BENCH,), {"loads": [1000]}, {}, {}).benchmark.job_options) == {}
+
+
+@pytest.mark.parametrize("entry", ["uc1-keys", "uc1-keys:rounds", ":rounds=1", "uc1-keys:=1"])
+def test_a_malformed_job_option_is_a_usage_error(gate_project, entry):
+    result = gate_project().runpytest(f"--theodolite-job-option={entry}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--theodolite-job-option {entry!r} is not BENCHMARK:KEY=VALUE*"])
