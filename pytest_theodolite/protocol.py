@@ -16,7 +16,11 @@ code, not the host"). One repetition goes through four phases, fed one lag sampl
 3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
    after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
    (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty
-   it had).
+   it had). A job that falls far behind is told sooner: a micro-batch engine takes all pending input into its
+   next batch, so when the load exceeds what it can process each batch is longer than the last, without bound
+   (one that keeps up converges to a fixed batch time, by ever smaller steps). ``falling_behind_batches``
+   finished batches that grow by steps that do not shrink, the last at least twice the first, end the
+   measurement as ``falling-behind`` -- a FAIL -- instead of waiting minutes for batches long enough to fit.
 4. **done**.
 
 Nothing here talks to Kafka or Spark: the runner feeds samples and applies the CPU limit when asked.
@@ -45,10 +49,11 @@ class Stop(str, enum.Enum):
     MAX_DURATION = "max-duration"  # the bound was reached with the interval straddling the threshold
     NOT_SETTLED = "not-settled"  # batch durations still falling when the warm-up bound was reached
     NO_BATCHES = "no-batches"  # too few micro-batches finished in the longest measurement to fit a trend
+    FALLING_BEHIND = "falling-behind"  # every micro-batch markedly longer than the one before
 
 
 #: stops whose repetition FAILs without a fitted trend
-FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES})
+FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIND})
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class MeasurementPlan:
     min_duration_s: float = 20.0
     max_duration_s: float = 120.0
     min_points: int = 5  # points of the fit before an interval may stop the measurement
+    falling_behind_batches: int = 3  # 0: never stop early for growing batch durations
 
     def __post_init__(self) -> None:
         problems = []
@@ -76,8 +82,10 @@ class MeasurementPlan:
         if self.max_warmup_s <= 0 or self.max_prime_s < 0:
             problems.append(f"warm-up bounds must be positive, got max warm-up {self.max_warmup_s:g} s, "
                             f"max priming {self.max_prime_s:g} s")
-        if self.prime_batches < 1 or self.settle_batches < 2 or self.min_points < 3:
-            problems.append("need prime_batches >= 1, settle_batches >= 2 and min_points >= 3")
+        if self.prime_batches < 1 or self.settle_batches < 2 or self.min_points < 3 or \
+                self.falling_behind_batches in (1, 2) or self.falling_behind_batches < 0:
+            problems.append("need prime_batches >= 1, settle_batches >= 2, min_points >= 3 and "
+                            "falling_behind_batches 0 or >= 3")
         if not 0 <= self.settle_tolerance < 1:
             problems.append(f"settle tolerance must be in [0, 1), got {self.settle_tolerance}")
         if problems:
@@ -93,6 +101,24 @@ class MeasurementPlan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MeasurementPlan:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def batch_durations_growing(durations_s: Sequence[float], batches: int, overall: float = 2.0,
+                            floor_s: float = 3.0) -> bool:
+    """True when the last `batches` durations rise by increments that do not shrink (each at least 90 % of the
+    one before) to `overall` times the first and at least `floor_s`: a micro-batch engine that falls further
+    behind with every batch. (Sub-second batches jitter by tens of per cent; the fit judges those quickly.)
+
+    Why increments: batch k+1 processes what arrived during batch k, so d(k+1) = a + rho d(k) with rho the
+    load over the processing rate. A job that keeps up (rho < 1) may also lengthen its batches for a while after
+    the CPU limit is applied, but towards a fixed point, by ever smaller steps; only rho >= 1 keeps the
+    steps from shrinking."""
+    if batches < 3 or len(durations_s) < batches:
+        return False
+    recent = list(durations_s)[-batches:]
+    steps = [b - a for a, b in zip(recent, recent[1:])]
+    return all(step > 0 for step in steps) and all(later >= 0.9 * earlier for earlier, later in zip(steps, steps[1:])) \
+        and recent[-1] >= max(overall * recent[0], floor_s)
 
 
 def batch_durations_settled(durations_s: Sequence[float], batches: int, tolerance: float) -> bool:
@@ -171,13 +197,16 @@ class MeasurementProtocol:
             self._first_limited_batch = max(self._batches, default=-1) + 2
 
     def _settle(self, now: float) -> None:
+        if batch_durations_growing(self._limited_durations(), self.plan.falling_behind_batches):
+            self._finish(Stop.FALLING_BEHIND)
+            return
         if not self.plan.adaptive:
             if now - self.start_s >= self.plan.warmup_s:
                 self._start_measuring(now)
             return
         if self._first_limited_batch is None:
             self._first_limited_batch = max(self._batches, default=-1) + 2
-        limited = [d for b, d in self._batches.items() if b >= self._first_limited_batch]
+        limited = self._limited_durations()
         if batch_durations_settled(limited, self.plan.settle_batches, self.plan.settle_tolerance):
             self._start_measuring(now)
         elif now - self.limited_at_s >= self.plan.max_warmup_s:
@@ -186,7 +215,14 @@ class MeasurementProtocol:
     def _start_measuring(self, now: float) -> None:
         self.phase, self.measure_from_s = Phase.MEASURING, now
 
+    def _limited_durations(self) -> list[float]:
+        first = self._first_limited_batch if self._first_limited_batch is not None else 0
+        return [d for b, d in self._batches.items() if b >= first]
+
     def _measure(self, now: float) -> None:
+        if batch_durations_growing(self._limited_durations(), self.plan.falling_behind_batches):
+            self._finish(Stop.FALLING_BEHIND)
+            return
         elapsed = now - self.measure_from_s
         if elapsed < self.plan.min_duration_s:
             return
@@ -225,6 +261,10 @@ class MeasurementProtocol:
             recent = [f"{d:.1f}" for d in list(self._batches.values())[-self.plan.settle_batches:]]
             return (f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound: micro-batch "
                     f"durations were still falling (last: {', '.join(recent) or 'none finished'} s)")
+        if self.stop is Stop.FALLING_BEHIND:
+            recent = [f"{d:.1f}" for d in self._limited_durations()[-self.plan.falling_behind_batches:]]
+            return (f"the job falls behind: each micro-batch took longer than the last ({', '.join(recent)} s), "
+                    "as when the load exceeds what the instances process")
         if self.stop is Stop.NO_BATCHES:
             return (f"fewer than 2 micro-batches finished in {self.plan.max_duration_s:g} s of measurement: "
                     "the job does not keep up")

@@ -12,6 +12,7 @@ from pytest_theodolite.protocol import (
     MeasurementProtocol,
     Phase,
     Stop,
+    batch_durations_growing,
     batch_durations_settled,
     stop_of,
 )
@@ -87,12 +88,36 @@ def test_a_job_that_keeps_up_is_primed_settles_and_passes_once_certain():
 
 
 def test_a_job_that_falls_behind_fails_once_certain():
-    # every batch takes 15 % longer than the last: the lag grows
-    samples = micro_batch_run(2000, lambda k: 1.0 * 1.15 ** k, 300)
+    # every batch takes 10 % longer than the last: the lag grows
+    samples = micro_batch_run(2000, lambda k: 1.0 * 1.10 ** k, 300)
     protocol = MeasurementProtocol(PLAN, threshold_rps=100, offered_rate=2000)
     run(protocol, samples)
     assert protocol.stop is Stop.CERTAIN
     assert protocol.estimate.side_of(100) is Outcome.FAIL and protocol.estimate.low > 100
+
+
+def test_a_job_whose_batches_grow_without_bound_is_failed_without_waiting_for_a_fit():
+    # measured: UC1 at 12 000 records/s on one quarter core ran batches of 5, 9, 14, 23, 34, 50 s
+    samples = micro_batch_run(12000, lambda k: 1.0 if k < 3 else 5.0 * 1.6 ** (k - 3), 400)
+    protocol = MeasurementProtocol(PLAN, threshold_rps=600, offered_rate=12000)
+    run(protocol, samples)
+    assert protocol.stop is Stop.FALLING_BEHIND
+    assert protocol.failure_reason.startswith("the job falls behind: each micro-batch took longer than the last")
+    assert protocol.last_s - protocol.start_s < 120
+
+
+@pytest.mark.parametrize("durations, growing", [
+    ([5, 9, 14], True),
+    ([9, 14, 23], True),  # measured: UC1, 12 000 records/s, one quarter core (5, 9, 14, 23, 34, 50 s)
+    ([0.3, 0.47, 0.62], False),  # keeps up at 90 %: lengthens towards a fixed point by shrinking steps
+    ([2.0, 3.0, 3.5], False),  # the same, slower
+    ([0.49, 0.54, 0.61], False),  # a noisy steady state
+    ([1.2, 1.4, 1.7], False),  # growing, but less than twice: the fit decides
+    ([1.2, 1.8, 2.5], False),  # too short to tell from jitter
+    ([9, 14], False),  # too few
+])
+def test_growing_batch_durations(durations, growing):
+    assert batch_durations_growing(durations, batches=3) is growing
 
 
 def test_batch_durations_that_keep_falling_never_settle_and_say_so():

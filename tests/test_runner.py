@@ -31,10 +31,12 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
     runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
     demand = runner.measure_demand()
 
-    # linear + lower bound: 200 rec/s needs 1 instance; 2000 starts its search at 1
+    # which verdicts a real measurement reaches depends on the host; that the search followed them does not:
+    # linear + lower bound starts at 1 instance, and demand(l) is the fewest instances whose run passed
     assert demand.sub_experiments[0].load == 200 and demand.sub_experiments[0].resources == 1
-    assert demand.demand[200] == 1, runner.records[(200, 1)]
-    assert demand.demand[2_000] in (1, 2, None)
+    for load in (200, 2_000):
+        passed = [r for (l, r), record in runner.records.items() if l == load and record.outcome is Outcome.PASS]
+        assert demand.demand.get(load) == (min(passed) if passed else None), runner.records
     for (load, resources), record in runner.records.items():
         assert record.outcome in (Outcome.PASS, Outcome.FAIL), record
         [repetition] = record.repetitions
