@@ -145,7 +145,7 @@ def render(analysis: Reanalysis) -> str:
                 "-" if lag.value is None else f"{lag.value:.1f}",
                 "-" if lag.low is None or lag.high is None else f"{lag.low:.1f}..{lag.high:.1f}",
                 "-" if lag.threshold is None else f"{lag.threshold:.1f}",
-                "-" if warmup is None else f"{warmup:.0f} s",
+                "-" if warmup is None else f"{warmup:.0f}s",
                 str(last.get("stop") or "-"),
                 "-" if generator is None else generator.outcome.value,
                 record.outcome.value.upper(),

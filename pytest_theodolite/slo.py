@@ -234,7 +234,7 @@ class SlopeEstimate:
         """How sure the point verdict is: the one-sided probability (Student's t, points - 2 degrees of freedom)
         that the true slope lies on the same side of `threshold` as the estimate. 0.5 means a coin toss."""
         if self.points < 3 or not self.stderr > 0:
-            return 1.0 if self.points >= 3 and self.slope != threshold else 0.5
+            return 1.0 if self.points >= 3 and self.slope != threshold and self.stderr == 0 else 0.5
         return float(stats.t.cdf(abs(self.slope - threshold) / self.stderr, self.points - 2))
 
     def describe(self, threshold: float, unit: str) -> str:
@@ -320,7 +320,8 @@ def lag_trend_estimate(
         return SlopeEstimate(slope, -math.inf, math.inf, math.inf, n, confidence, method)
     fit = stats.linregress(t - t.mean(), y)
     quantile = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
-    stderr = float(fit.stderr)
+    # points exactly on a line (e.g. a lag of 0 after every commit) leave no residual: an exact slope
+    stderr = float(fit.stderr) if math.isfinite(fit.stderr) else 0.0
     return SlopeEstimate(slope, slope - quantile * stderr, slope + quantile * stderr, stderr, n, confidence, method)
 
 

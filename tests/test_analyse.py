@@ -198,3 +198,58 @@ def test_capacity_metric_is_taken_from_the_option(results_dir):
     # 1 resource: 100 passes, 200 fails; 2 resources: 300 is INVALID there, so unmeasured.
     assert "1          100" in out and "2          unmeasured" in out
     assert Outcome.INVALID.value in out
+
+
+def write_protocol_experiment(results_dir: Path) -> None:
+    """Two sub-experiments as the adaptive protocol records them: one settled after 30 s (a start backlog being
+    worked off before that) and measured with batch ids and commit times; one that never settled."""
+    from pytest_theodolite.protocol import MeasurementPlan
+    from pytest_theodolite.results import SERIES_BATCH_END, SERIES_BATCH_ID
+
+    settings = SloSettings(warmup_s=0, slope_method="batch-aligned")
+    writer = ResultsWriter(results_dir, "p", metric=Metric.DEMAND, slo_settings=settings, loads=[1000],
+                           resources=[1, 2])
+    t = T0 + np.arange(0.0, 90.0)
+    # lag: a backlog of 30 000 worked off in the first 30 s, then a 2 s saw-tooth around 2 000
+    noise = np.random.default_rng(7).normal(0, 20, t.size)
+    lag = np.where(t - T0 < 30, 30_000 - 1000 * (t - T0), 2000 + 1000 * ((t - T0) % 2)) + noise
+    ids = (t - T0) // 2
+    ends = T0 + 2 * ids - 0.0
+    for resources, failure in ((2, None), (1, "no steady state within the 90 s warm-up bound: ...")):
+        for name, values in ((SERIES_LAG, lag), (SERIES_BATCH_ID, ids), (SERIES_BATCH_END, ends)):
+            writer.write_series(1000, resources, name, 0, TimeSeries.of(t, values))
+        protocol = {"primed_s": 5.0, "warmup_s": 30.0 if failure is None else None, "measured_s": 60.0,
+                    "stop": "certain" if failure is None else "not-settled", "failure": failure}
+        verdicts = evaluate_repetition(settings, lag=TimeSeries.of(t, lag), target_rate=1000.0,
+                                       batch_ids=TimeSeries.of(t, ids), batch_ends=TimeSeries.of(t, ends),
+                                       warmup_s=protocol["warmup_s"], not_settled=failure)
+        writer.record_sub_experiment(SubExperimentRecord.from_repetitions(
+            1000, resources, 1000.0, [RepetitionRecord(0, verdicts, {}, protocol)]))
+    MeasurementPlan()  # the plan the protocol fields come from
+
+
+def test_analyse_cuts_each_repetition_at_its_recorded_warmup_and_keeps_a_not_settled_fail(tmp_path):
+    write_protocol_experiment(tmp_path)
+    analysis = reanalyse(read_results(tmp_path), read_results(tmp_path).slo_settings)
+    records = {r.resources: r for r in analysis.sub_experiments}
+    settled = next(v for v in records[2].verdicts if v.name == "lag-trend")
+    assert records[2].outcome is Outcome.PASS and abs(settled.value) < 1 and settled.low <= 0 <= settled.high
+    assert records[2].repetitions[0].protocol["stop"] == "certain"
+    assert records[1].outcome is Outcome.FAIL
+    assert records[1].verdicts[0].detail.startswith("no steady state within the 90 s warm-up bound")
+    # one fixed warm-up for all re-fits the backlog too, and a not-settled run is fitted like any other
+    refit = reanalyse(read_results(tmp_path), SloSettings(warmup_s=0, slope_method="batch-aligned"),
+                      fixed_warmup=True)
+    assert all(next(v for v in r.verdicts if v.name == "lag-trend").value < -100 for r in refit.sub_experiments)
+
+
+def test_analyse_prints_interval_warmup_and_stop(tmp_path):
+    write_protocol_experiment(tmp_path)
+    code, out, err = run_main(["analyse", str(tmp_path)])
+    assert (code, err) == (0, "")
+    rows = verdict_rows(out)
+    settled, unsettled = rows[("1000", "2")], rows[("1000", "1")]
+    low, high = (float(x) for x in settled[4].split(".."))
+    assert low <= float(settled[3]) <= high
+    assert settled[5:] == ["2000.0", "30s", "certain", "-", "PASS"]
+    assert unsettled[3:] == ["-", "-", "2000.0", "-", "not-settled", "-", "FAIL"]

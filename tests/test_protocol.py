@@ -229,3 +229,11 @@ def test_certainty_is_a_coin_toss_at_the_threshold_and_near_one_far_from_it():
     assert estimate.certainty(estimate.slope) == pytest.approx(0.5)
     assert estimate.certainty(estimate.slope + 20 * estimate.stderr) > 0.999
     assert math.isclose(estimate.high - estimate.slope, estimate.slope - estimate.low)
+
+
+def test_a_lag_that_is_zero_after_every_commit_has_an_exact_interval():
+    t = np.arange(30.0)
+    flat = lag_trend_estimate(TimeSeries.of(t, np.zeros(t.size)), warmup_s=0, method="batch-aligned",
+                              batch_ids=TimeSeries.of(t, t))
+    assert (flat.slope, flat.low, flat.high) == (0.0, 0.0, 0.0)
+    assert flat.side_of(100) is Outcome.PASS and flat.certainty(100) == 1.0
