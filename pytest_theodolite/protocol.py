@@ -69,7 +69,7 @@ class MeasurementPlan:
     max_warmup_s: float = 90.0  # the settling phase's bound, counted from the end of priming
     min_duration_s: float = 20.0
     max_duration_s: float = 120.0
-    min_points: int = 5  # points of the fit before an interval may stop the measurement
+    min_points: int = 3  # points of the fit before an interval may stop the measurement (Student t allows 3)
     falling_behind_batches: int = 3  # 0: never stop early for growing batch durations
 
     def __post_init__(self) -> None:
