@@ -110,6 +110,30 @@ class PhaseTimings:
         return {f"{name.removesuffix('_s')}_ms": int(round(value * 1000)) for name, value in vars(self).items()}
 
 
+@dataclass
+class _Sampled:
+    """What one repetition's monitor sampled, kept for the verdicts (the same rows go to the raw files)."""
+
+    lag_t: list[float] = field(default_factory=list)
+    lag: list[float] = field(default_factory=list)
+    batch_t: list[float] = field(default_factory=list)
+    batch_ms: list[float] = field(default_factory=list)
+    ids_t: list[float] = field(default_factory=list)
+    ids: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
+
+    def add(self, sample: monitor.LagSample) -> None:
+        self.lag_t.append(sample.timestamp_s)
+        self.lag.append(sample.lag)
+        if sample.batch_duration_ms is not None:
+            self.batch_t.append(sample.timestamp_s)
+            self.batch_ms.append(sample.batch_duration_ms)
+        if sample.batch_id is not None:
+            self.ids_t.append(sample.timestamp_s)
+            self.ids.append(sample.batch_id)
+            self.ends.append(float("nan") if sample.batch_end_s is None else sample.batch_end_s)
+
+
 class _Abort(Exception):
     """Ends a repetition early with an ERRORED or INVALID verdict."""
 
@@ -176,13 +200,7 @@ class ExperimentRunner:
         protocol = MeasurementProtocol(plan, self.settings.slo.lag_trend_threshold.for_load(workload.target_rate),
                                        method=self.settings.slo.slope_method,
                                        confidence=self.settings.slo.confidence, offered_rate=workload.target_rate)
-        lag_t: list[float] = []
-        lag_v: list[float] = []
-        batch_t: list[float] = []
-        batch_v: list[float] = []
-        ids_t: list[float] = []
-        ids_v: list[float] = []
-        ends_v: list[float] = []
+        sampled = _Sampled()
         phases: dict[str, float] = {}
         generator: LoadGenerator | None = None
         counters: dict[str, int] = {}
@@ -219,8 +237,7 @@ class ExperimentRunner:
                         raise _Abort(Outcome.INVALID, f"the generator refused the load: {exc}") from None
                     phases["setup_s"] = time.monotonic() - t_start
                     phases.update(self._sample(spark, query, resources, topics["input"], protocol,
-                                               lag_writer, series_writers, lag_t, lag_v, batch_t, batch_v,
-                                               ids_t, ids_v, ends_v))
+                                               lag_writer, series_writers, sampled))
                 except _Abort as exc:
                     abort = exc
                 finally:
@@ -249,13 +266,11 @@ class ExperimentRunner:
             rates = generator.achieved_rates()
             generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
-        verdicts = self._verdicts(abort, protocol, TimeSeries.of(lag_t, lag_v), workload.target_rate,
-                                  generator_series, TimeSeries.of(batch_t, batch_v), TimeSeries.of(ids_t, ids_v),
-                                  TimeSeries.of(ids_t, ends_v), counters)
+        verdicts = self._verdicts(abort, protocol, sampled, workload.target_rate, generator_series, counters)
         return RepetitionRecord(repetition, verdicts, counters, protocol.summary())
 
     def _sample(self, spark, query, resources, input_topic, protocol: MeasurementProtocol, lag_writer,
-                series_writers, lag_t, lag_v, batch_t, batch_v, ids_t, ids_v, ends_v) -> dict[str, float]:
+                series_writers, sampled: _Sampled) -> dict[str, float]:
         """Sample on a clock until the protocol is done; raises _Abort when the run cannot be judged."""
         sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
         plan, interval = protocol.plan, self.settings.sample_interval_s
@@ -276,8 +291,7 @@ class ExperimentRunner:
                     sample = sampler.sample(query)
                 except Exception as exc:  # noqa: BLE001 -- whatever kafka-python raises, the broker is gone
                     raise _Abort(Outcome.ERRORED, f"the broker did not answer: {exc!r}") from None
-                lag_t.append(sample.timestamp_s)
-                lag_v.append(sample.lag)
+                sampled.add(sample)
                 lag_writer.append(sample.timestamp_s, sample.lag)
                 for name, value in (("input-rate", sample.input_rows_per_s),
                                     ("processed-rate", sample.processed_rows_per_s),
@@ -286,13 +300,6 @@ class ExperimentRunner:
                                     (SERIES_BATCH_END, sample.batch_end_s)):
                     if value is not None:
                         series_writers[name].append(sample.timestamp_s, value)
-                if sample.batch_duration_ms is not None:
-                    batch_t.append(sample.timestamp_s)
-                    batch_v.append(sample.batch_duration_ms)
-                if sample.batch_id is not None:
-                    ids_t.append(sample.timestamp_s)
-                    ids_v.append(sample.batch_id)
-                    ends_v.append(float("nan") if sample.batch_end_s is None else sample.batch_end_s)
                 phase = protocol.feed(sample.timestamp_s, sample.lag, sample.batch_id, sample.finished_batch_ms,
                                       sample.batch_end_s)
                 if not limited and phase is not Phase.PRIMING:
@@ -322,14 +329,15 @@ class ExperimentRunner:
             pass
         return {f"records_{name}": value for name, value in totals.items()}
 
-    def _verdicts(self, abort: _Abort | None, protocol: MeasurementProtocol, lag: TimeSeries, target_rate: float,
-                  generator_rate: TimeSeries | None, batch_duration: TimeSeries, batch_ids: TimeSeries,
-                  batch_ends: TimeSeries, counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
+    def _verdicts(self, abort: _Abort | None, protocol: MeasurementProtocol, sampled: _Sampled, target_rate: float,
+                  generator_rate: TimeSeries | None, counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
         if abort is not None:
             return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
         return evaluate_repetition(
-            self.settings.slo, lag=lag, target_rate=target_rate, generator_rate=generator_rate,
-            batch_duration=batch_duration, batch_ids=batch_ids, batch_ends=batch_ends,
+            self.settings.slo, lag=TimeSeries.of(sampled.lag_t, sampled.lag), target_rate=target_rate,
+            generator_rate=generator_rate, batch_duration=TimeSeries.of(sampled.batch_t, sampled.batch_ms),
+            batch_ids=TimeSeries.of(sampled.ids_t, sampled.ids),
+            batch_ends=TimeSeries.of(sampled.ids_t, sampled.ends),
             warmup_s=protocol.warmup_used_s, not_settled=protocol.failure_reason,
             records_total=counters.get("records_total"), records_malformed=counters.get("records_malformed"),
         )
