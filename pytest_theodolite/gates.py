@@ -110,7 +110,9 @@ def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mappi
         strategy, lower_bound = parse_strategy(str(values["strategy"]))
         tolerance = _count(values["tolerance"], "tolerance", minimum=0)
         fixed_warmup = None if str(values["warmup"]).strip().lower() == "auto" else float(values["warmup"])
+        # a fixed warm-up is Theodolite's protocol: no early stop for growing batches either
         plan = MeasurementPlan(warmup_s=fixed_warmup, prime_unlimited=_flag(values["prime"], "prime"),
+                               falling_behind_batches=3 if fixed_warmup is None else 0,
                                max_warmup_s=float(values["max_warmup"]), min_duration_s=float(values["duration"]),
                                max_duration_s=max(float(values["duration"]), float(values["max_duration"])))
         settings = ExperimentSettings(

@@ -93,7 +93,7 @@ class ExperimentSettings:
     def measurement_plan(self) -> MeasurementPlan:
         if self.plan is not None:
             return self.plan
-        return MeasurementPlan(warmup_s=self.slo.warmup_s, prime_unlimited=False,
+        return MeasurementPlan(warmup_s=self.slo.warmup_s, prime_unlimited=False, falling_behind_batches=0,
                                min_duration_s=self.duration_s, max_duration_s=self.duration_s)
 
 

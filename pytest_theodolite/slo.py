@@ -708,6 +708,8 @@ def evaluate_repetition(
     """
     warmup = settings.warmup_s if warmup_s is None else warmup_s
     if not_settled is not None:
+        # the run ended before any warm-up was over: the generator is judged on every sample it has
+        warmup = 0.0 if warmup_s is None else warmup
         lag_verdict = SloVerdict(LAG_TREND, Outcome.FAIL, None,
                                  settings.lag_trend_threshold.for_load(target_rate), not_settled)
     else:

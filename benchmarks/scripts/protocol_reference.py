@@ -33,8 +33,8 @@ from pytest_theodolite.slo import SloSettings  # noqa: E402
 BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
 PROTOCOLS = {
     "gates": (MeasurementPlan(), "batch-aligned"),
-    "theodolite": (MeasurementPlan(warmup_s=60, prime_unlimited=False, min_duration_s=300, max_duration_s=300),
-                   "ols"),
+    "theodolite": (MeasurementPlan(warmup_s=60, prime_unlimited=False, min_duration_s=300, max_duration_s=300,
+                                   falling_behind_batches=0), "ols"),
 }
 
 
