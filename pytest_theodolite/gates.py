@@ -109,7 +109,7 @@ def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mappi
         resources = _whole_numbers(values["resources"], "resources")
         strategy, lower_bound = parse_strategy(str(values["strategy"]))
         tolerance = _count(values["tolerance"], "tolerance", minimum=0)
-        fixed_warmup = None if str(values["warmup"]).strip().lower() == "auto" else float(values["warmup"])
+        fixed_warmup = _warmup(values["warmup"])
         # a fixed warm-up is Theodolite's protocol: no early stop for growing batches either
         plan = MeasurementPlan(warmup_s=fixed_warmup, prime_unlimited=_flag(values["prime"], "prime"),
                                falling_behind_batches=3 if fixed_warmup is None else 0,
@@ -136,6 +136,16 @@ def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mappi
     if extra:
         benchmark = replace(benchmark, job_options={**benchmark.job_options, **extra})
     return GateSpec(benchmark, settings, tolerance)
+
+
+def _warmup(value: Any) -> float | None:
+    """``"auto"`` -> None (until the job settled); a number of seconds -> that fixed warm-up."""
+    if str(value).strip().lower() == "auto":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise GateSpecError(f"warmup {value!r} is neither 'auto' nor a number of seconds") from None
 
 
 def _flag(value: Any, name: str) -> bool:

@@ -203,7 +203,6 @@ def test_capacity_metric_is_taken_from_the_option(results_dir):
 def write_protocol_experiment(results_dir: Path) -> None:
     """Two sub-experiments as the adaptive protocol records them: one settled after 30 s (a start backlog being
     worked off before that) and measured with batch ids and commit times; one that never settled."""
-    from pytest_theodolite.protocol import MeasurementPlan
     from pytest_theodolite.results import SERIES_BATCH_END, SERIES_BATCH_ID
 
     settings = SloSettings(warmup_s=0, slope_method="batch-aligned")
@@ -225,7 +224,6 @@ def write_protocol_experiment(results_dir: Path) -> None:
                                        warmup_s=protocol["warmup_s"], not_settled=failure)
         writer.record_sub_experiment(SubExperimentRecord.from_repetitions(
             1000, resources, 1000.0, [RepetitionRecord(0, verdicts, {}, protocol)]))
-    MeasurementPlan()  # the plan the protocol fields come from
 
 
 def test_analyse_cuts_each_repetition_at_its_recorded_warmup_and_keeps_a_not_settled_fail(tmp_path):

@@ -74,7 +74,7 @@ def test_each_load_is_its_own_test_with_a_stable_id(gate_project):
 
 @pytest.mark.parametrize("extra, message", [
     ("duration=0", "*need 0 < duration <= max duration, got 0 s and 120 s*"),
-    ("duration=1, warmup='soon'", "*could not convert string to float: 'soon'*"),
+    ("duration=1, warmup='soon'", "*warmup 'soon' is neither 'auto' nor a number of seconds*"),
     ("duration=1, prime='maybe'", "*prime 'maybe' is neither true nor false*"),
     ("duration=1, slope_method='guess'", "*unknown slope method 'guess'*"),
     ("duration=1, threshold='fast'", "*threshold 'fast' is neither a positive number of records/s*"),
