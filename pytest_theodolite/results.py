@@ -2,8 +2,9 @@
 
 One results directory holds, per experiment id (no '_' in it, since '_' separates the name's fields):
 
-- `exp<id>_<load>_<resources>_<series>_<rep>.csv`, columns `timestamp,value` (epoch seconds), one per
-  sub-experiment, repetition and series. `lag-trend` is Theodolite's own file shape (total lag, records);
+- `exp<id>_<load>_<resources>_<series>_<rep>.csv`, columns `labels,timestamp,value` (epoch seconds), one per
+  sub-experiment, repetition and series: Theodolite's own file shape, which its analysis reads by position
+  (column 1 the timestamp, column 2 the value). `lag-trend` is the total lag (records);
   the others are `generator-rate`, `input-rate`, `processed-rate` (records/s), `batch-duration` (ms),
   `batch-id` (the last finished micro-batch at each lag sample), `batch-end` (epoch seconds it finished) and
   `event-time-latency` (s). Rows are flushed as they are appended, so a crash loses at most the row in flight.
@@ -41,7 +42,7 @@ from pytest_theodolite.slo import (
     combine_verdicts,
 )
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: raw CSVs in Theodolite's `labels,timestamp,value` shape (1: `timestamp,value`)
 
 SERIES_LAG = "lag-trend"  # Theodolite's name for the total-lag series
 SERIES_GENERATOR_RATE = "generator-rate"
@@ -51,6 +52,7 @@ SERIES_BATCH_DURATION = "batch-duration"
 SERIES_EVENT_TIME_LATENCY = "event-time-latency"
 SERIES_BATCH_ID = "batch-id"  # id of the last finished micro-batch at each lag sample (batch-aligned slope)
 SERIES_BATCH_END = "batch-end"  # epoch seconds that batch finished
+SERIES_COLUMNS = "labels,timestamp,value"  # Theodolite's collector's columns, read by position by its analysis
 
 _EXPERIMENT_ID = r"[A-Za-z0-9][A-Za-z0-9.-]*"
 _SERIES_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -301,19 +303,29 @@ def _format_number(value: float) -> str:
     return format(float(value), ".17g")  # round-trips exactly; integers stay '12345'
 
 
-class SeriesWriter:
-    """Appends `timestamp,value` rows to one raw CSV, flushing each row so nothing measured is lost."""
+def series_labels(series: str) -> str:
+    """The `labels` cell of a raw CSV: a label set in the form Theodolite's collector writes (one label, so
+    no comma and no CSV quoting)."""
+    return f"{{series={series}}}"
 
-    def __init__(self, path: Path) -> None:
+
+class SeriesWriter:
+    """Appends `labels,timestamp,value` rows to one raw CSV (Theodolite's shape), flushing each row so
+    nothing measured is lost."""
+
+    def __init__(self, path: Path, labels: str) -> None:
+        if any(c in labels for c in ',"\n'):
+            raise ValueError(f"labels {labels!r} must not contain ',', '\"' or a newline")
         self.path = path
+        self._labels = labels
         self._file: TextIO | None = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115
-        self._file.write("timestamp,value\n")
+        self._file.write(f"{SERIES_COLUMNS}\n")
         self._file.flush()
 
     def append(self, timestamp_s: float, value: float) -> None:
         if self._file is None:
             raise ValueError(f"{self.path.name} is closed: open a new writer to record more")
-        self._file.write(f"{_format_number(timestamp_s)},{_format_number(value)}\n")
+        self._file.write(f"{self._labels},{_format_number(timestamp_s)},{_format_number(value)}\n")
         self._file.flush()
 
     def close(self) -> None:
@@ -388,7 +400,7 @@ class ResultsWriter:
 
     def open_series(self, load: int, resources: int, series: str, repetition: int) -> SeriesWriter:
         """A writer to append samples as the monitor takes them (use as a context manager)."""
-        return SeriesWriter(self.series_path(load, resources, series, repetition))
+        return SeriesWriter(self.series_path(load, resources, series, repetition), series_labels(series))
 
     def write_series(self, load: int, resources: int, series: str, repetition: int, data: TimeSeries) -> Path:
         """Write a whole recorded series at once."""
@@ -470,15 +482,16 @@ def _function_from_dict(data: Mapping[str, Any], metric: Metric) -> DemandResult
 
 
 def read_series(path: str | os.PathLike[str]) -> TimeSeries:
-    """A raw CSV (`timestamp,value`; an extra Theodolite `group` column is ignored) as a TimeSeries."""
+    """A raw CSV as a TimeSeries: `labels,timestamp,value` (written since format 2), the `timestamp,value` of
+    older results, or Theodolite's own files (`labels` or `group` first); columns are found by name."""
     path = Path(path)
     try:
         frame = pd.read_csv(path)
     except pd.errors.EmptyDataError:
-        raise ResultsError(f"{path.name} is empty: expected a header 'timestamp,value'") from None
+        raise ResultsError(f"{path.name} is empty: expected a header '{SERIES_COLUMNS}'") from None
     missing = {"timestamp", "value"} - set(frame.columns)
     if missing:
-        raise ResultsError(f"{path.name} lacks column(s) {sorted(missing)}: expected 'timestamp,value'")
+        raise ResultsError(f"{path.name} lacks column(s) {sorted(missing)}: expected '{SERIES_COLUMNS}'")
     if len(frame) and frame.iloc[-1][["timestamp", "value"]].isna().any():
         frame = frame.iloc[:-1]  # a row cut short by a crash while it was being written
     try:

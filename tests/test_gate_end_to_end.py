@@ -4,8 +4,11 @@ import io
 import json
 
 import pytest
+from theodolite_analysis import theodolite_trend_slope
 
 from pytest_theodolite.__main__ import main
+from pytest_theodolite.results import read_series
+from pytest_theodolite.slo import lag_trend_slope
 
 # it measures (a real gate inside): under pytest-xdist nothing else may run beside it
 pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
@@ -51,7 +54,12 @@ def test_a_real_gate_reaches_records_and_reports_a_verdict(pytester):
     results = pytester.path / "results"
     lag_files = sorted(results.glob("expuc1-e2e_300_*_lag-trend_0.csv"))
     assert lag_files, sorted(p.name for p in results.iterdir())
-    assert lag_files[0].read_text().startswith("timestamp,value\n")
+    for lag_file in lag_files:  # Theodolite's positional analysis reads the same trend as the plugin
+        assert lag_file.read_text().startswith("labels,timestamp,value\n")
+        series = read_series(lag_file)
+        if len(series.values) >= 2:
+            assert theodolite_trend_slope(lag_file, 0) == pytest.approx(
+                lag_trend_slope(series.timestamps_s, series.values, 0), rel=1e-6, abs=1e-6)
     assert sorted(results.glob("expuc1-e2e_300_*_batch-id_0.csv"))
     demand = (results / "expuc1-e2e_demand.csv").read_text().splitlines()
     assert demand[0] == "load,resources" and demand[1] in ("300,1", "300,2", "300,none")

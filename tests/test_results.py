@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from theodolite_analysis import theodolite_trend_slope
 
 from pytest_theodolite.metrics import CapacityResult, DemandResult, Metric, SubExperiment
 from pytest_theodolite.results import (
@@ -29,6 +30,7 @@ from pytest_theodolite.slo import (
     SloSettings,
     SloVerdict,
     TimeSeries,
+    lag_trend_slope,
 )
 
 T0 = 1_700_000_000.0
@@ -80,7 +82,9 @@ def test_series_rows_are_on_disk_as_soon_as_they_are_appended(tmp_path):
         series.append(T0 + 1.5, 12.25)
         # Still open: another reader (or a post-crash analysis) already sees both rows.
         on_disk = (tmp_path / "exp3_1000_1_lag-trend_0.csv").read_text()
-        assert on_disk == "timestamp,value\n1700000000,10\n1700000001.5,12.25\n"
+        assert on_disk == (
+            "labels,timestamp,value\n{series=lag-trend},1700000000,10\n{series=lag-trend},1700000001.5,12.25\n"
+        )
     with pytest.raises(ValueError, match="closed"):
         series.append(T0 + 2, 1)
 
@@ -92,7 +96,26 @@ def test_whole_series_round_trip_exactly(tmp_path):
     path = writer.write_series(1000, 1, SERIES_GENERATOR_RATE, 2, TimeSeries.of(t, values))
     back = read_series(path)
     assert np.array_equal(back.timestamps_s, t) and np.array_equal(back.values, values)
-    assert list(pd.read_csv(path).columns) == ["timestamp", "value"]
+    assert list(pd.read_csv(path).columns) == ["labels", "timestamp", "value"]
+
+
+def _slope(series):
+    return lag_trend_slope(series.timestamps_s, series.values, warmup_s=30)
+
+
+def test_theodolite_positional_analysis_reads_the_lag_trend_the_plugin_wrote(tmp_path):
+    writer = make_writer(tmp_path)
+    t = T0 + np.arange(0, 120, 5.0)
+    lag = 1490.0 * (t - T0) + np.random.default_rng(1).normal(0, 500, t.size)
+    path = writer.write_series(2000, 1, SERIES_LAG, 1, TimeSeries.of(t, lag))
+    expected = _slope(read_series(path))
+    assert expected == pytest.approx(1490, rel=0.05)
+    assert theodolite_trend_slope(path, warmup_s=30) == pytest.approx(expected, rel=1e-6)
+    # The old `timestamp,value` shape regressed time on lag: the reading above would see a slope near 0.
+    old = tmp_path / "old.csv"
+    old.write_text("timestamp,value\n" + "".join(f"{a},{b}\n" for a, b in zip(t, lag, strict=True)))
+    assert theodolite_trend_slope(old, warmup_s=30) < 0.01
+    assert _slope(read_series(old)) == pytest.approx(expected, rel=1e-9)  # still read
 
 
 def test_json_holds_settings_before_any_sub_experiment_and_every_finished_one_after(tmp_path):
