@@ -17,7 +17,7 @@ from typing import Any
 from .baseline import Baseline, Testbed, compare
 from .calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
 from .kafka.admin import KafkaCluster
-from .metrics import DemandResult, Metric, SubExperiment
+from .metrics import DemandResult, Metric
 from .protocol import MeasurementPlan
 from .report import (
     BenchmarkReport,
@@ -28,12 +28,10 @@ from .report import (
 )
 from .results import SubExperimentRecord
 from .runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
-from .search import parse_strategy, search_demand
+from .search import SKIPPED, UNMEASURED, IncrementalSearch, parse_strategy
 from .settings import TheodoliteSettings
 from .slo import LAG_TREND, Outcome, SlopeThreshold, SloSettings
 from .spark.cluster import SparkCluster
-
-MEASURED, NONE, UNMEASURED, SKIPPED = "measured", "none", "unmeasured", "skipped"
 
 #: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
 #: steady state and measures until its verdict is certain (protocol.py): the job is primed without the CPU
@@ -193,50 +191,42 @@ class DemandPoint:
 
 @dataclass
 class BenchmarkExperiment:
+    """One benchmark's demand search in this session, advanced one load per gate test."""
+
     benchmark: Benchmark
     settings: ExperimentSettings
     runner: ExperimentRunner
+    search: IncrementalSearch = field(init=False)
     points: dict[int, DemandPoint] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.search = IncrementalSearch(Metric.DEMAND, self.settings.strategy, self.settings.lower_bound,
+                                        self.settings.resources)
 
     def measure(self, load: int) -> DemandPoint:
         if load in self.points:
             return self.points[load]
-        candidates = self.settings.resources
-        if self.settings.lower_bound:
-            previous = [p for l, p in sorted(self.points.items()) if l < load and p.status in (MEASURED, NONE, SKIPPED)]
-            if previous and previous[-1].status in (NONE, SKIPPED):
-                point = DemandPoint(load, None, SKIPPED, reason=f"load {previous[-1].load} could not be handled by "
-                                    f"any of {list(candidates)} instances (lower-bound restriction)")
-                return self._keep(point)
-            if previous:
-                candidates = tuple(r for r in candidates if r >= previous[-1].resources)
-        result = search_demand(self.runner.run_sub_experiment, (load,), candidates, self.settings.strategy)
-        runs = tuple(self.runner.records[(s.load, s.resources)] for s in result.sub_experiments)
-        if load in result.unmeasured:
+        step = self.search.search(load, self.runner.run_sub_experiment)
+        runs = tuple(self.runner.records[(s.load, s.resources)] for s in step.sub_experiments)
+        if step.status == SKIPPED:
+            previous = self.search.previous(load)
+            point = DemandPoint(load, None, SKIPPED, reason=f"load {previous.x if previous else '?'} could not be "
+                                f"handled by any of {list(step.candidates)} instances (lower-bound restriction)")
+        elif step.status == UNMEASURED:
             broken = next(r for r in runs if r.outcome in (Outcome.INVALID, Outcome.ERRORED))
             detail = "; ".join(v.detail for v in broken.verdicts if v.outcome is broken.outcome and v.detail)
             point = DemandPoint(load, None, UNMEASURED, runs,
                                 reason=f"{broken.outcome.value} at {broken.resources} instances: {detail}")
         else:
-            demand = result.demand.get(load)
-            point = DemandPoint(load, demand, MEASURED if demand is not None else NONE, runs)
-        return self._keep(point)
-
-    def _keep(self, point: DemandPoint) -> DemandPoint:
-        self.points[point.load] = point
+            point = DemandPoint(load, step.optimum, step.status, runs)
+        self.points[load] = point
         self.runner.writer.write_demand(self.demand_result())
         return point
 
     def demand_result(self) -> DemandResult:
-        points = sorted(self.points.values(), key=lambda p: p.load)
-        return DemandResult(
-            demand={p.load: p.resources for p in points if p.status != UNMEASURED},
-            unmeasured=tuple(p.load for p in points if p.status == UNMEASURED),
-            skipped=tuple(p.load for p in points if p.status == SKIPPED),
-            sub_experiments=tuple(SubExperiment(r.load, r.resources, r.outcome)
-                                  for p in points for r in p.sub_experiments),
-            strategy=self.settings.strategy_name, loads=self.settings.loads, resources=self.settings.resources,
-        )
+        result = self.search.result(self.settings.loads)
+        assert isinstance(result, DemandResult)
+        return result
 
 
 @dataclass

@@ -25,10 +25,10 @@ from generator import LoadGenerator, Workload, WorkloadError
 
 from . import monitor
 from .kafka.admin import KafkaCluster
-from .metrics import CapacityResult, DemandResult, Metric
+from .metrics import DemandResult, Metric
 from .protocol import MeasurementPlan, MeasurementProtocol, Phase
 from .results import SERIES_BATCH_END, SERIES_BATCH_ID, RepetitionRecord, ResultsWriter, SubExperimentRecord
-from .search import Strategy, describe_strategy, search_capacity, search_demand
+from .search import Strategy, describe_strategy, search_demand
 from .slo import GENERATOR_RATE, LAG_TREND, Outcome, SloSettings, SloVerdict, TimeSeries, evaluate_repetition
 from .spark.cluster import SparkCluster, registered_executors
 
@@ -164,13 +164,6 @@ class ExperimentRunner:
                                self.settings.strategy, lower_bound=self.settings.lower_bound,
                                stop_on_unmeasured=stop_on_unmeasured)
         self.writer.write_demand(result)
-        return result
-
-    def measure_capacity(self, *, stop_on_unmeasured: bool = False) -> CapacityResult:
-        result = search_capacity(self.run_sub_experiment, self.settings.loads, self.settings.resources,
-                                 self.settings.strategy, lower_bound=self.settings.lower_bound,
-                                 stop_on_unmeasured=stop_on_unmeasured)
-        self.writer.write_capacity(result)
         return result
 
     # -- one sub-experiment ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_theodolite.metrics import CapacityResult, DemandResult, Metric, SubExperiment
@@ -36,8 +37,10 @@ from pytest_theodolite.slo import Outcome
 __all__ = [
     "CapacityResult",
     "DemandResult",
+    "IncrementalSearch",
     "Metric",
     "Oracle",
+    "Step",
     "Strategy",
     "SubExperiment",
     "describe_strategy",
@@ -196,6 +199,95 @@ def _search_one(
     return _initial_guess(candidates, run, smallest, guess)
 
 
+@dataclass(frozen=True)
+class Step:
+    """What one x (a load for demand, a resource amount for capacity) came to in an `IncrementalSearch`."""
+
+    x: int
+    optimum: int | None  # demand: fewest passing resources; capacity: largest passing load; None: "none"
+    status: str  # MEASURED, NONE, UNMEASURED or SKIPPED
+    sub_experiments: tuple[SubExperiment, ...]  # the ones this x ran, in order
+    #: the y values this x could try (LowerBound narrows them), for messages
+    candidates: tuple[int, ...] = ()
+
+
+MEASURED, NONE, UNMEASURED, SKIPPED = "measured", "none", "unmeasured", "skipped"
+
+
+@dataclass
+class IncrementalSearch:
+    """One benchmark's search, one x at a time and in any order, keeping the optima found so far (as
+    Theodolite's `Results` does for its strategies and restrictions): LowerBound and InitialGuess start from
+    the optimum of the largest smaller x already measured. `search_demand` runs it over every load in
+    ascending order; a gate runs it one load per test, in whatever order pytest runs them."""
+
+    metric: Metric
+    strategy: Strategy
+    lower_bound: bool
+    ys: tuple[int, ...]  # resources for demand, loads for capacity: ascending, unique
+    stop_on_unmeasured: bool = False
+    steps: dict[int, Step] = field(default_factory=dict)
+    order: list[int] = field(default_factory=list)  # x in the order they were searched
+
+    def __post_init__(self) -> None:
+        self.strategy = Strategy(self.strategy)
+        what = "resources" if self.metric is Metric.DEMAND else "loads"
+        self.ys = _ascending_unique(self.ys, what)
+
+    def previous(self, x: int) -> Step | None:
+        """The step of the largest x' < x whose result was measured ("none" and skipped included)."""
+        below = [step for x_, step in self.steps.items() if x_ < x and step.status != UNMEASURED]
+        return max(below, key=lambda step: step.x, default=None)
+
+    def search(self, x: int, oracle: Oracle) -> Step:
+        """Search x (once: a second call returns the first result)."""
+        if x in self.steps:
+            return self.steps[x]
+        demand = self.metric is Metric.DEMAND
+        previous = self.previous(x)
+        candidates = self.ys
+        if self.lower_bound and previous is not None and previous.optimum is not None:
+            candidates = tuple(y for y in self.ys if y >= previous.optimum)
+        if self.stop_on_unmeasured and any(s.status == UNMEASURED for s in self.steps.values()):
+            return self._keep(Step(x, None, UNMEASURED, (), candidates))
+        if self.lower_bound and demand and previous is not None and previous.optimum is None:
+            # No resource amount handled a smaller load, so none handles this one: "none" without running.
+            return self._keep(Step(x, None, SKIPPED, (), candidates))
+        recorder = _Recorder(oracle)
+        if demand:
+            run = lambda y: recorder.passes(x, y)
+        else:
+            run = lambda y: recorder.passes(y, x)
+        guess = previous.optimum if previous is not None else None
+        try:
+            found = _search_one(self.strategy, candidates, run, smallest=demand, guess=guess)
+        except _Aborted:
+            return self._keep(Step(x, None, UNMEASURED, tuple(recorder.sub_experiments), candidates))
+        status = MEASURED if found is not None else NONE
+        return self._keep(Step(x, found, status, tuple(recorder.sub_experiments), candidates))
+
+    def _keep(self, step: Step) -> Step:
+        self.steps[step.x] = step
+        self.order.append(step.x)
+        return step
+
+    def result(self, xs: Sequence[int] = ()) -> DemandResult | CapacityResult:
+        """The metric over every x searched so far; `xs` (all the x of the benchmark) only fills in the
+        `loads`/`resources` the result was asked for."""
+        searched = sorted(self.steps)
+        common = {
+            "unmeasured": tuple(x for x in searched if self.steps[x].status == UNMEASURED),
+            "skipped": tuple(x for x in searched if self.steps[x].status == SKIPPED),
+            "sub_experiments": tuple(sub for x in self.order for sub in self.steps[x].sub_experiments),
+            "strategy": describe_strategy(self.strategy, self.lower_bound),
+        }
+        optimum = {x: self.steps[x].optimum for x in searched if self.steps[x].status != UNMEASURED}
+        all_xs = tuple(sorted(set(xs) | set(searched)))
+        if self.metric is Metric.DEMAND:
+            return DemandResult(demand=optimum, loads=all_xs, resources=self.ys, **common)  # type: ignore[arg-type]
+        return CapacityResult(capacity=optimum, loads=self.ys, resources=all_xs, **common)  # type: ignore[arg-type]
+
+
 def _search(
     metric: Metric,
     oracle: Oracle,
@@ -205,54 +297,14 @@ def _search(
     lower_bound: bool,
     stop_on_unmeasured: bool,
 ) -> DemandResult | CapacityResult:
-    strategy = Strategy(strategy)
     loads_t = _ascending_unique(loads, "loads")
     resources_t = _ascending_unique(resources, "resources")
     demand = metric is Metric.DEMAND
     xs, ys = (loads_t, resources_t) if demand else (resources_t, loads_t)
-    recorder = _Recorder(oracle)
-    optimum: dict[int, int | None] = {}
-    unmeasured: list[int] = []
-    skipped: list[int] = []
-    # The optimum of the last x whose result was measured ("none" included; unmeasured x are passed over):
-    # LowerBound and InitialGuess start from it, as Theodolite does from the previous tested x.
-    previous_optimum: int | None = None
-    previous_was_none = False
+    search = IncrementalSearch(metric, strategy, lower_bound, ys, stop_on_unmeasured)
     for x in xs:
-        if unmeasured and stop_on_unmeasured:
-            unmeasured.append(x)
-            continue
-        if lower_bound and demand and previous_was_none:
-            # No resource amount handled a smaller load, so none handles this one: report "none" unrun.
-            optimum[x] = None
-            skipped.append(x)
-            continue
-        candidates = ys
-        if lower_bound and previous_optimum is not None:
-            candidates = tuple(y for y in ys if y >= previous_optimum)
-        if demand:
-            run = lambda y, x=x: recorder.passes(x, y)
-        else:
-            run = lambda y, x=x: recorder.passes(y, x)
-        try:
-            found = _search_one(strategy, candidates, run, smallest=demand, guess=previous_optimum)
-        except _Aborted:
-            unmeasured.append(x)
-            continue
-        optimum[x] = found
-        previous_optimum, previous_was_none = found, found is None
-    name = describe_strategy(strategy, lower_bound)
-    common = {
-        "unmeasured": tuple(unmeasured),
-        "skipped": tuple(skipped),
-        "sub_experiments": tuple(recorder.sub_experiments),
-        "strategy": name,
-        "loads": loads_t,
-        "resources": resources_t,
-    }
-    if demand:
-        return DemandResult(demand=optimum, **common)  # type: ignore[arg-type]
-    return CapacityResult(capacity=optimum, **common)  # type: ignore[arg-type]
+        search.search(x, oracle)
+    return search.result(xs)
 
 
 def search_demand(

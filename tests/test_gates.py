@@ -129,6 +129,20 @@ def test_same_demand_passes_and_each_sub_experiment_is_shown_live(gate_project):
     ])
 
 
+def test_initial_guess_starts_each_load_at_the_previous_loads_demand(gate_project):
+    result = gate_project("duration=1, strategy='initial-guess'",
+                          baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "theodolite: scripted load=1000 instances=1: PASS*",
+        "theodolite: scripted load=2000 instances=1: FAIL*",  # the guess (1) fails: step up
+        "theodolite: scripted load=2000 instances=2: PASS*",
+        "theodolite: scripted load=3000 instances=2: FAIL*",  # the guess is 2, not 1 (linear would start at 1)
+        "theodolite: scripted load=3000 instances=3: PASS*",
+    ])
+    result.stdout.no_fnmatch_line("*load=3000 instances=1:*")
+
+
 def test_regression_fails_with_a_table_of_baseline_measured_and_slopes(gate_project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # the job got slower: 1000/s now needs 2 instances
     result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()

@@ -26,9 +26,21 @@ from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_w
 from pytest_theodolite.search import Strategy, search_demand  # noqa: E402
 from pytest_theodolite.services import open_kafka, open_spark  # noqa: E402
 from pytest_theodolite.settings import TheodoliteSettings  # noqa: E402
-from pytest_theodolite.slo import SloSettings  # noqa: E402
+from pytest_theodolite.slo import Outcome, SloSettings  # noqa: E402
 
 BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
+
+
+def slope_text(record) -> str:
+    """The lag slope, or why there is none (an ERRORED or INVALID sub-experiment has no fitted slope)."""
+    slope = record.lag_trend_slope
+    return f"{slope:+.0f}/s" if slope is not None else "none"
+
+
+def cell(record) -> str:
+    if record is None:
+        return "not run"
+    return f"{slope_text(record)} ({record.outcome.value})"
 
 
 def main() -> None:
@@ -53,7 +65,7 @@ def main() -> None:
         writer = new_writer(results, "grid", benchmark, settings, Metric.DEMAND, {"instance_cpu": args.instance_cpu})
         runner = ExperimentRunner(benchmark, settings, kafka, spark, writer,
                                   on_sub_experiment=lambda r: print(f"  l={r.load} r={r.resources}: {r.outcome.value} "
-                                                                    f"slope {r.lag_trend_slope:+.0f}/s", flush=True))
+                                                                    f"slope {slope_text(r)}", flush=True))
         demand = runner.measure_demand()
 
     print(f"\n## {benchmark.name}: demand (instances at {args.instance_cpu} CPU each; threshold {args.threshold})")
@@ -61,8 +73,7 @@ def main() -> None:
     print("|---|" + "---|" * (len(args.resources) + 1))
     for load in args.loads:
         rate = benchmark.workload(load).target_rate
-        cells = [f"{runner.records[(load, r)].lag_trend_slope:+.0f} ({runner.records[(load, r)].outcome.value})"
-                 for r in args.resources]
+        cells = [cell(runner.records.get((load, r))) for r in args.resources]
         print(f"| {load} ({rate:.0f}/s) | " + " | ".join(cells) + f" | {demand.status(load)} |")
 
     timings = list(runner.timings.values())
@@ -74,8 +85,9 @@ def main() -> None:
     print("\n## Sub-experiments each strategy needs for this demand function (replayed on the measured verdicts)")
     for strategy in Strategy:
         for lower_bound in (False, True):
-            replay = search_demand(lambda l, r: outcomes[(l, r)], settings.loads, settings.resources, strategy,
-                                   lower_bound=lower_bound)
+            # a point the grid did not run (its load was unmeasured) replays as unmeasured
+            replay = search_demand(lambda l, r: outcomes.get((l, r), Outcome.ERRORED), settings.loads,
+                                   settings.resources, strategy, lower_bound=lower_bound)
             same = all(replay.status(l) == demand.status(l) for l in settings.loads)
             print(f"- {replay.strategy}: {len(replay.sub_experiments)} sub-experiments"
                   + ("" if same else " (a different demand function: the strategy's assumption does not hold)"))
