@@ -315,6 +315,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A gate is compared with its baseline even when its body never calls ``check()`` (as pytest-benchmark
+    compares whatever the test body does): a regression must not pass silently."""
+    result = yield
+    gate = getattr(item, "funcargs", {}).get("theodolite_gate")
+    if isinstance(gate, TheodoliteGate) and not gate.checked:
+        gate.check()
+    return result
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash[STATE_KEY]
     summaries = [s for s in [state.summary, *state.worker_summaries] if s]
@@ -357,6 +368,7 @@ class TheodoliteGate:
     record_property: Callable[[str, object], None]
 
     not_comparable: str | None = None  # why the baseline's testbed cannot be compared with this one
+    checked: bool = False  # check() ran; if the test body did not call it, the plugin does after the body
 
     @property
     def comparison(self) -> PointComparison:
@@ -365,6 +377,7 @@ class TheodoliteGate:
                              skipped=self.point.status == SKIPPED, not_comparable=self.not_comparable)
 
     def check(self) -> PointComparison:
+        self.checked = True
         comparison = self.comparison
         for name, value in junit_properties(self.spec.benchmark.name, comparison):
             self.record_property(name, value)

@@ -155,6 +155,17 @@ def test_regression_fails_with_a_table_of_baseline_measured_and_slopes(gate_proj
     ])
 
 
+@pytest.mark.parametrize("body", ["pass", "assert theodolite_gate.point.load > 0"])
+def test_a_gate_that_never_calls_check_is_still_compared(gate_project, monkeypatch, body):
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    project.makepyfile(test_gate=GATE.format(extra="duration=1").replace("theodolite_gate.check()", body))
+    project.runpytest().assert_outcomes(passed=3)
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # slower job: every load needs one instance more
+    result = project.runpytest()
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["scripted load 1000: measured 2 instances, baseline 1 instance: regression"])
+
+
 def test_tolerance_absorbs_a_one_instance_regression(gate_project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "800")  # 1000 -> 2, 2000 -> 3, 3000 -> 4 instances
     project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
