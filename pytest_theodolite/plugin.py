@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import xdist
 
 from . import KAFKA_VERSION, services
 from .baseline import (
@@ -43,6 +44,7 @@ from .gates import (
 from .isolation import MeasurementLock
 from .kafka.admin import KafkaCluster
 from .report import failure_table, junit_properties, slopes_and_outcomes
+from .results import write_atomically
 from .runner import experiment_settings_dict
 from .settings import (
     GATE_OPTIONS,
@@ -61,8 +63,11 @@ STATE_KEY = pytest.StashKey["GateState"]()
 #: exit code of a run in which nothing regressed but some demand could not be measured (invalid or errored
 #: sub-experiments): CI can tell "regressed" (1) from "could not measure" (7; pytest itself uses 0-6)
 EXIT_UNMEASURED = 7
-#: the test id of one point of a gate, e.g. test_uc1_demand[load=2000]
-GATE_ID = re.compile(r"\[load=\d+\]")
+#: set on the items that are points of a gate (a ``theodolite`` marker and the ``theodolite_load`` parameter)
+GATE_POINT_KEY = pytest.StashKey[bool]()
+#: under pytest-xdist each worker lists its gate points' node ids in a file of this name in the directory the
+#: run's workers share, because the controller's scheduler sees node ids and not items
+GATE_POINTS_FILE = "theodolite-gate-points-{worker}.txt"
 T = TypeVar("T")
 
 
@@ -123,9 +128,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    shared_dir = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    gate_points: set[str] = set()
+
     class GatesOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if GATE_ID.search(nodeid):
+            # called once every worker has collected, so every worker's list is on disk by now
+            if not gate_points:
+                gate_points.update(_read_gate_points(shared_dir))
+            if nodeid in gate_points:
                 return "theodolite-gates"
             if "@" in nodeid:  # an xdist_group suffix, where the pytest version lets xdist add it
                 return nodeid.rsplit("@", 1)[-1]
@@ -147,12 +158,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"theodolite: testbed {os.cpu_count()} cores, {_memory_gib():.0f} GiB, {platform.platform(terse=True)}; "
         f"instance CPU: {services.cpu_limit_note(settings)}",
     ]
-    if _is_xdist_controller(config):
+    # pytest registers the session as a plugin named "session"; xdist's checks take a session or a request
+    if xdist.is_xdist_controller(config.pluginmanager.get_plugin("session")):
         lines.append("theodolite: pytest-xdist: " + (
             "other tests wait while a gate point measures (--theodolite-isolation exclusive)"
             if settings.isolation == "exclusive" else
             "other tests run beside measurements (--theodolite-isolation none): verdicts are noisier"))
     return lines
+
+
+def _read_gate_points(shared_dir: Path) -> set[str]:
+    points: set[str] = set()
+    for path in shared_dir.glob(GATE_POINTS_FILE.format(worker="*")):
+        points.update(line for line in path.read_text(encoding="utf-8").splitlines() if line)
+    return points
 
 
 def _memory_gib() -> float:
@@ -161,22 +180,14 @@ def _memory_gib() -> float:
     return psutil.virtual_memory().total / 2**30
 
 
-def _is_xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-def _is_xdist_controller(config: pytest.Config) -> bool:
-    return not _is_xdist_worker(config) and getattr(config.option, "numprocesses", None) not in (None, 0)
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash[STATE_KEY]
     if state.session is not None:
         state.summary = summarise(state.session, state.baselines, state.tolerances, session.config.stash[SETTINGS_KEY])
-        if _is_xdist_worker(session.config):
+        if xdist.is_xdist_worker(session):
             session.config.workeroutput["theodolite_summary"] = state.summary  # type: ignore[attr-defined]
-    if _is_xdist_controller(session.config):
+    if xdist.is_xdist_controller(session):
         release_all(session.config._tmp_path_factory.getbasetemp())  # the services the workers shared
     if (state.unmeasured and not state.regressions and not state.other_failures
             and session.exitstatus == pytest.ExitCode.TESTS_FAILED):
@@ -204,7 +215,7 @@ def theodolite_settings(pytestconfig: pytest.Config) -> TheodoliteSettings:
 def kafka_cluster(request: pytest.FixtureRequest, theodolite_settings: TheodoliteSettings,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """The Kafka cluster of this test session: ``bootstrap_servers``, ``create_topic``, ``end_offsets``, ..."""
-    if _is_xdist_worker(request.config) and theodolite_settings.kafka_provider != "testcontainers":
+    if xdist.is_xdist_worker(request) and theodolite_settings.kafka_provider != "testcontainers":
         cluster = _start(request, lambda: services.shared_kafka(theodolite_settings,
                                                                 tmp_path_factory.getbasetemp().parent))
         yield cluster
@@ -217,7 +228,7 @@ def kafka_cluster(request: pytest.FixtureRequest, theodolite_settings: Theodolit
 def spark_cluster(request: pytest.FixtureRequest, theodolite_settings: TheodoliteSettings,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """Spark with up to ``--theodolite-max-instances`` one-core executors: ``with spark_cluster.session(instances=r)``."""
-    if _is_xdist_worker(request.config):
+    if xdist.is_xdist_worker(request):
         yield _start(request, lambda: services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent))
         return
     yield from _served(request, services.open_spark(theodolite_settings))
@@ -283,19 +294,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker turns xdist_group marks into node ids
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     errors = config.stash[STATE_KEY].spec_errors
     if errors:
         raise pytest.UsageError("pytest-theodolite: bad theodolite marker:\n  " + "\n  ".join(errors))
     for item in items:
-        if item.get_closest_marker("theodolite") is not None:
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("theodolite") is not None and callspec and "theodolite_load" in callspec.params:
+            item.stash[GATE_POINT_KEY] = True
             item.add_marker(pytest.mark.xdist_group("theodolite"))
+    if xdist.is_xdist_worker(session):
+        shared_dir = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+        worker = config.workerinput["workerid"]  # type: ignore[attr-defined]
+        write_atomically(shared_dir / GATE_POINTS_FILE.format(worker=worker),
+                         "".join(f"{item.nodeid}\n" for item in items if item.stash.get(GATE_POINT_KEY, False)))
 
 
-def _measurement_lock(config: pytest.Config) -> MeasurementLock | None:
+def _measurement_lock(session: pytest.Session) -> MeasurementLock | None:
     """The lock that keeps other tests from running beside a measurement; only xdist workers need one."""
+    config = session.config
     state = config.stash[STATE_KEY]
-    if (state.measurement_lock is None and _is_xdist_worker(config)
+    if (state.measurement_lock is None and xdist.is_xdist_worker(session)
             and config.stash[SETTINGS_KEY].isolation == "exclusive"):
         # the directory all workers of this run share (as for the shared broker)
         state.measurement_lock = MeasurementLock(config._tmp_path_factory.getbasetemp().parent)
@@ -304,7 +323,7 @@ def _measurement_lock(config: pytest.Config) -> MeasurementLock | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    lock = _measurement_lock(item.config)
+    lock = _measurement_lock(item.session)
     if lock is None:
         return (yield)
     # a test that measures (a gate point: its sub-experiments run in setup) runs alone, every other test beside
@@ -336,7 +355,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for line in summary["lines"]:
             terminalreporter.write_line(line)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary and not _is_xdist_worker(config):
+    if step_summary and not xdist.is_xdist_worker(terminalreporter):  # it has the .config xdist looks at
         with open(step_summary, "a", encoding="utf-8") as out:
             out.write("\n".join(s["markdown"] for s in summaries) + "\n")
 

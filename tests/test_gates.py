@@ -233,12 +233,20 @@ def test_a_plot_and_the_raw_demand_table_land_in_the_results_dir(gate_project):
         "load,resources", "1000,1", "2000,2", "3000,3"]
 
 
-def test_gates_under_xdist_run_on_one_worker_beside_other_tests(gate_project):
+@pytest.mark.parametrize("variants", [0, 2])
+def test_gates_under_xdist_run_on_one_worker_beside_other_tests(gate_project, variants):
     project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    if variants:  # a gate with a parametrization of its own: ids like [load=1000-x], found all the same
+        project.makepyfile(test_gate=GATE.format(extra="duration=1").replace(
+            "def test_scripted_demand(", f"@pytest.mark.parametrize('variant', ['x', 'y'][:{variants}])\n"
+            "def test_scripted_demand(variant, "))
     project.makepyfile(test_other="import pytest\n@pytest.mark.parametrize('i', range(4))\ndef test_other(i): pass")
     result = project.runpytest("-n", "2", "-v")
-    result.assert_outcomes(passed=7)
-    gate_workers = {line.split("]")[0] for line in result.stdout.lines if "test_scripted_demand" in line and "PASSED" in line}
+    gates = 3 * max(variants, 1)
+    result.assert_outcomes(passed=4 + gates)
+    gate_lines = [line for line in result.stdout.lines if "test_scripted_demand" in line and "PASSED" in line]
+    assert len(gate_lines) == gates, result.stdout.lines
+    gate_workers = {line.split("]")[0] for line in gate_lines}
     assert len(gate_workers) == 1, gate_workers
     result.stdout.fnmatch_lines(["*theodolite: scalability gates*"])
 
