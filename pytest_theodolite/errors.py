@@ -6,3 +6,9 @@ class TheodoliteSetupError(RuntimeError):
 
     The message says what went wrong and what to do about it; the plugin shows it without a traceback.
     """
+
+
+class TheodoliteLeakWarning(UserWarning):  # shown by default, unlike ResourceWarning
+    """Something a run made could not be removed (a topic on the cluster, a cgroup): it is left behind.
+
+    The message names what is left and how to remove it by hand; the run's verdicts are not affected."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TheodoliteSetupError
+from .waiting import wait_until
 
 POLL_S = 0.05
 #: between two measuring tests, how long a waiting test gets to pass the turnstile (a few poll intervals)
@@ -75,16 +76,12 @@ class MeasurementLock:
             os.close(fd)  # closing the file releases its lock
 
     def _wait(self, fd: int, operation: int, holder: str, path: Path) -> None:
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, operation | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TheodoliteSetupError(
-                        f"{holder} waited {self.timeout_s:.0f} s for {path} (pytest-theodolite's lock that keeps "
+        def locked() -> bool:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)  # BlockingIOError while another process holds it
+            return True
+
+        wait_until(locked, timeout_s=self.timeout_s, interval_s=POLL_S, transient=(BlockingIOError,),
+                   error=TheodoliteSetupError,
+                   what=f"{holder} waited {self.timeout_s:.0f} s for {path} (pytest-theodolite's lock that keeps "
                         "other tests from running beside a measurement under pytest-xdist); another worker "
-                        "seems stuck. Run with --theodolite-isolation none to measure without it."
-                    ) from None
-                time.sleep(POLL_S)
+                        "seems stuck. Run with --theodolite-isolation none to measure without it.")

@@ -23,11 +23,18 @@ from kafka import KafkaConsumer, TopicPartition
 SERIES = ("lag-trend", "input-rate", "processed-rate", "batch-duration", "batch-id", "batch-end", "generator-rate")
 
 
+class ProgressError(ValueError):
+    """A query progress that cannot be read as offsets (the sub-experiment cannot be judged)."""
+
+
 def processed_offsets(progress: Mapping[str, Any] | None, topic: str) -> dict[int, int]:
     """Offsets per partition of ``topic`` that the micro-batch of ``progress`` processed up to.
 
     ``progress`` is a query progress as JSON (``StreamingQueryProgress.json``); a query may read several
     topics (UC4 reads its feedback topic too), so only sources subscribed to ``topic`` count.
+
+    Raises `ProgressError` for an offset it cannot read: counting that source as unprocessed would turn the
+    whole log into lag, a FAIL where the truth is that the run could not be judged (ERRORED).
     """
     offsets: dict[int, int] = {}
     for source in (progress or {}).get("sources") or []:
@@ -36,10 +43,15 @@ def processed_offsets(progress: Mapping[str, Any] | None, topic: str) -> dict[in
             try:
                 end = json.loads(end)
             except ValueError:
-                continue
+                raise ProgressError(f"the endOffset {end[:200]!r} of source {source.get('description', '?')!r} is "
+                                    "not JSON") from None
         if isinstance(end, Mapping) and topic in end:
-            for partition, offset in end[topic].items():
-                offsets[int(partition)] = max(offsets.get(int(partition), 0), int(offset))
+            try:
+                for partition, offset in end[topic].items():
+                    offsets[int(partition)] = max(offsets.get(int(partition), 0), int(offset))
+            except (AttributeError, TypeError, ValueError):
+                raise ProgressError(f"the endOffset of topic {topic!r} is not partition -> offset: "
+                                    f"{str(end[topic])[:200]!r}") from None
     return offsets
 
 

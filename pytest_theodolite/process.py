@@ -11,10 +11,11 @@ import ctypes
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .waiting import poll_until
 
 _PR_SET_PDEATHSIG = 1
 
@@ -174,12 +175,8 @@ def _group_exists(pgid: int) -> bool:
 
 
 def _wait_gone(still_there: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not still_there():
-            return True
-        time.sleep(0.1)
-    return not still_there()
+    gone, _ = poll_until(lambda: not still_there(), timeout_s=timeout_s)
+    return bool(gone)
 
 
 def tail(path: Path, lines: int = 30) -> str:

@@ -16,7 +16,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from generator import LoadGenerator, Workload, WorkloadError
 
 from . import monitor
+from .errors import TheodoliteLeakWarning
 from .kafka.admin import KafkaCluster
 from .metrics import DemandResult, Metric
 from .protocol import MeasurementPlan, MeasurementProtocol, Phase
@@ -243,11 +245,7 @@ class ExperimentRunner:
             lag_writer.close()
             for writer in series_writers.values():
                 writer.close()
-            for name in topics.values():
-                try:
-                    self.kafka.delete_topic(name)
-                except Exception:  # noqa: BLE001 -- a dead broker is reported by the verdict, not here
-                    pass
+            self._delete_topics(topics.values(), load, resources)
             shutil.rmtree(checkpoint, ignore_errors=True)
         phases["teardown_s"] = time.monotonic() - t_teardown
         timings = PhaseTimings(**phases)
@@ -282,6 +280,8 @@ class ExperimentRunner:
                     raise _Abort(Outcome.ERRORED, f"an executor was lost: {registered} of {resources} registered")
                 try:
                     sample = sampler.sample(query)
+                except monitor.ProgressError as exc:
+                    raise _Abort(Outcome.ERRORED, f"the query's progress could not be read: {exc}") from None
                 except Exception as exc:  # noqa: BLE001 -- whatever kafka-python raises, the broker is gone
                     raise _Abort(Outcome.ERRORED, f"the broker did not answer: {exc!r}") from None
                 sampled.add(sample)
@@ -309,6 +309,21 @@ class ExperimentRunner:
         elapsed = time.monotonic() - started
         warmup = protocol.warmup_used_s if protocol.warmup_used_s is not None else elapsed
         return {"warmup_s": warmup, "measurement_s": max(0.0, elapsed - warmup)}
+
+    def _delete_topics(self, names: Iterable[str], load: int, resources: int) -> None:
+        """Delete a repetition's topics; those that cannot be deleted are named in a warning (they would pile up
+        on a real cluster), and the verdict is left as measured (a dead broker has already made it ERRORED)."""
+        left = []
+        for name in names:
+            try:
+                self.kafka.delete_topic(name)
+            except Exception as exc:  # noqa: BLE001 -- whatever the admin client raises, the topic is left
+                left.append(f"{name} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        if left:
+            warnings.warn(TheodoliteLeakWarning(
+                f"{self.benchmark.name} load {load}, {resources} instances: {len(left)} topic(s) could not be deleted "
+                f"and are left on {self.kafka.bootstrap_servers}: {'; '.join(left)}. Delete them with "
+                "kafka-topics.sh --bootstrap-server ADDRESS --delete --topic NAME"), stacklevel=2)
 
     @staticmethod
     def _stop_query(query) -> dict[str, int]:

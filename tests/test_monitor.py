@@ -2,7 +2,15 @@
 
 import json
 
-from pytest_theodolite.monitor import observed_totals, processed_offsets, sample_from, total_lag
+import pytest
+
+from pytest_theodolite.monitor import (
+    ProgressError,
+    observed_totals,
+    processed_offsets,
+    sample_from,
+    total_lag,
+)
 
 
 def progress(batch_id, end_offset, **extra):
@@ -25,7 +33,10 @@ def test_processed_offsets_counts_only_the_input_topic():
     ]}
     assert processed_offsets(two_sources, "in") == {0: 5}
     assert processed_offsets(None, "in") == {}
-    assert processed_offsets({"sources": [{"endOffset": "not json"}]}, "in") == {}
+    with pytest.raises(ProgressError, match="'not json' of source 'KafkaV2.*' is not JSON"):
+        processed_offsets({"sources": [{"description": "KafkaV2[Subscribe[in]]", "endOffset": "not json"}]}, "in")
+    with pytest.raises(ProgressError, match="not partition -> offset"):
+        processed_offsets({"sources": [{"endOffset": '{"in": {"0": "ten"}}'}]}, "in")
 
 
 def test_total_lag_counts_unprocessed_partitions_fully_and_never_negative():

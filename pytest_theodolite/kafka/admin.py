@@ -6,7 +6,6 @@ exist differs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +14,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 from ..errors import TheodoliteSetupError
+from ..waiting import wait_until
 from .client_properties import python_client_config
 
 
@@ -76,18 +76,13 @@ class KafkaCluster:
         self.wait_for_leaders(name, partitions, timeout_s)
 
     def wait_for_leaders(self, name: str, partitions: int, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                [topic] = self.admin.describe_topics([name])
-                parts = topic.get("partitions") or []
-                if len(parts) >= partitions and all(p.get("leader_id", -1) >= 0 for p in parts):
-                    return
-            except (KafkaError, ValueError):
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topic {name!r} has no leader for all {partitions} partitions after {timeout_s} s")
-            time.sleep(0.1)
+        def led() -> bool:
+            [topic] = self.admin.describe_topics([name])
+            parts = topic.get("partitions") or []
+            return len(parts) >= partitions and all(p.get("leader_id", -1) >= 0 for p in parts)
+
+        wait_until(led, timeout_s=timeout_s, transient=(KafkaError, ValueError),
+                   what=f"topic {name!r} has no leader for all {partitions} partitions after {timeout_s:.0f} s")
 
     def delete_topic(self, name: str, timeout_s: float = 30.0) -> None:
         """Delete ``name`` and wait until the cluster no longer lists it (missing topics are fine)."""
@@ -95,11 +90,8 @@ class KafkaCluster:
             self.admin.delete_topics([name], timeout_ms=int(timeout_s * 1000))
         except UnknownTopicOrPartitionError:
             return
-        deadline = time.monotonic() + timeout_s
-        while name in self.list_topics():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topic {name!r} still listed {timeout_s} s after its deletion")
-            time.sleep(0.1)
+        wait_until(lambda: name not in self.list_topics(), timeout_s=timeout_s,
+                   what=f"topic {name!r} still listed {timeout_s:.0f} s after its deletion")
 
     def list_topics(self) -> set[str]:
         return set(self.admin.list_topics())
@@ -129,18 +121,11 @@ class KafkaCluster:
 
 
 def _connect(factory, bootstrap_servers: str, timeout_s: float):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return factory()
-        except (KafkaError, OSError) as exc:
-            if time.monotonic() > deadline:
-                raise TheodoliteSetupError(
-                    f"No Kafka broker answered at {bootstrap_servers} within {timeout_s:.0f} s ({exc!r}). "
-                    "Check the address and the client security settings, or use `--kafka embedded` "
-                    "to start a broker on this machine."
-                ) from exc
-            time.sleep(0.5)
+    return wait_until(factory, timeout_s=timeout_s, interval_s=0.5, transient=(KafkaError, OSError),
+                      error=TheodoliteSetupError,
+                      what=f"No Kafka broker answered at {bootstrap_servers} within {timeout_s:.0f} s. Check the "
+                           "address and the client security settings, or use `--kafka embedded` to start a broker "
+                           "on this machine.")
 
 
 def wait_for_metadata(bootstrap_servers: str, timeout_s: float, properties: Mapping[str, str] | None = None) -> None:

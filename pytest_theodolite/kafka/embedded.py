@@ -15,6 +15,7 @@ from .. import KAFKA_VERSION, maven
 from ..errors import TheodoliteSetupError
 from ..ports import LOOPBACK, port_or_free
 from ..process import ManagedProcess
+from ..waiting import wait_until
 
 LOG4J2_VERSION = "2.24.3"
 
@@ -113,21 +114,21 @@ class EmbeddedKafka:
 
     def _wait_ready(self) -> None:
         assert self.process is not None
+        process = self.process
         deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if not self.process.alive():
+
+        def still_running() -> None:
+            if not process.alive():
                 raise TheodoliteSetupError(
-                    f"The embedded Kafka broker exited during start (exit code {self.process.returncode()}). "
-                    f"Last lines of {self.process.log_path}:\n{self.process.log_excerpt(25)}"
+                    f"The embedded Kafka broker exited during start (exit code {process.returncode()}). "
+                    f"Last lines of {process.log_path}:\n{process.log_excerpt(25)}"
                 )
-            if READY_LINE in self.process.log_path.read_text(errors="replace"):
-                break
-            time.sleep(0.2)
-        else:
-            raise TheodoliteSetupError(
-                f"The embedded Kafka broker did not log {READY_LINE!r} within {self.start_timeout_s:.0f} s. "
-                f"Last lines of {self.process.log_path}:\n{self.process.log_excerpt(25)}"
-            )
+
+        wait_until(lambda: READY_LINE in process.log_path.read_text(errors="replace"), check=still_running,
+                   timeout_s=self.start_timeout_s, interval_s=0.2, error=TheodoliteSetupError,
+                   what=lambda: f"The embedded Kafka broker did not log {READY_LINE!r} within "
+                                f"{self.start_timeout_s:.0f} s. Last lines of {process.log_path}:\n"
+                                f"{process.log_excerpt(25)}")
         from .admin import wait_for_metadata  # a metadata round trip proves the listener really serves
 
         wait_for_metadata(self.bootstrap_servers, max(5.0, deadline - time.monotonic()))

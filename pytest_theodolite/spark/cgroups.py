@@ -9,10 +9,13 @@ gets the reason and instances run unlimited.
 from __future__ import annotations
 
 import os
-import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..errors import TheodoliteLeakWarning
+from ..waiting import poll_until
 
 PERIOD_US = 100_000
 V1_CPU_ROOT = Path("/sys/fs/cgroup/cpu")
@@ -80,19 +83,28 @@ class CpuLimitedGroup:
         """Move the calling process into the group (used between fork and exec)."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
-    def remove(self, timeout_s: float = 10.0) -> None:
-        """rmdir the group once the kernel has moved its exited processes out."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+    def remove(self, timeout_s: float = 10.0) -> bool:
+        """rmdir the group once the kernel has moved its exited processes out; False (and a warning naming the
+        group and its processes) when it is still busy after ``timeout_s``: left rather than hang teardown."""
+
+        def removed() -> bool:
             try:
                 self.path.rmdir()
-                return
             except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    return  # still busy: leave it rather than hang teardown
-                time.sleep(0.1)
+                pass
+            return True
+
+        done, error = poll_until(removed, timeout_s=timeout_s, transient=(OSError,))
+        if done:
+            return True
+        try:
+            pids = (self.path / "cgroup.procs").read_text().split()
+        except OSError:
+            pids = []
+        warnings.warn(TheodoliteLeakWarning(
+            f"cgroup {self.path} could not be removed ({error!r}); processes still in it: {' '.join(pids) or 'none'}."
+            f" Stop them, then remove it with: rmdir {self.path}"), stacklevel=2)
+        return False
 
 
 @dataclass
@@ -118,8 +130,7 @@ class InstanceGroups:
         return group
 
     def remove_all(self) -> None:
-        for group in self.groups:
-            group.remove()
-        if self.groups:
+        removed = [group.remove() for group in self.groups]
+        if self.groups and all(removed):
             CpuLimitedGroup(self.parent, 0, self.support.version or 1).remove()
         self.groups.clear()

@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -28,6 +27,7 @@ from ..errors import TheodoliteSetupError
 from ..maven import java_executable
 from ..ports import LOOPBACK, free_port
 from ..process import ManagedProcess
+from ..waiting import wait_until
 from . import cgroups
 from .jars import pyspark_home
 
@@ -142,22 +142,18 @@ class StandaloneCluster:
                    f"{self.workers} Spark workers to register")
 
     def _wait(self, ready, what: str) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
+        def all_running() -> None:
             for process in self.processes:
                 if not process.alive():
                     raise TheodoliteSetupError(
                         f"A Spark process exited while waiting for {what} (exit code {process.returncode()}). "
                         f"Last lines of {process.log_path}:\n{process.log_excerpt(20)}"
                     )
-            try:
-                if ready():
-                    return
-            except OSError:
-                pass  # web UI not listening yet
-            time.sleep(0.25)
-        raise TheodoliteSetupError(f"Timed out after {self.start_timeout_s:.0f} s waiting for {what}; "
-                                   f"logs are in {self.work_dir}")
+
+        # OSError: the web UI is not listening yet
+        wait_until(ready, check=all_running, timeout_s=self.start_timeout_s, interval_s=0.25, transient=(OSError,),
+                   error=TheodoliteSetupError,
+                   what=f"Timed out after {self.start_timeout_s:.0f} s waiting for {what}; logs are in {self.work_dir}")
 
     def stop(self) -> None:
         for process in reversed(self.processes):  # workers first: they take their executors with them
@@ -258,11 +254,7 @@ def registered_executors(spark) -> int:
 
 
 def wait_for_executors(spark, instances: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while (registered := registered_executors(spark)) < instances:
-        if time.monotonic() > deadline:
-            raise TheodoliteSetupError(
-                f"Only {registered} of {instances} Spark executors registered within {timeout_s:.0f} s. "
-                "Check that the cluster has enough free one-core workers and memory."
-            )
-        time.sleep(0.05)
+    wait_until(lambda: registered_executors(spark) >= instances, timeout_s=timeout_s, interval_s=0.05,
+               error=TheodoliteSetupError,
+               what=lambda: f"Only {registered_executors(spark)} of {instances} Spark executors registered within "
+                            f"{timeout_s:.0f} s. Check that the cluster has enough free one-core workers and memory.")

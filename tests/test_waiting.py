@@ -1,0 +1,84 @@
+"""The one wait primitive: bounded, names what it waited for and the last transient error, ends early."""
+
+import pytest
+
+from pytest_theodolite.errors import TheodoliteLeakWarning, TheodoliteSetupError
+from pytest_theodolite.spark.cgroups import CpuLimitedGroup
+from pytest_theodolite.waiting import poll_until, wait_until
+
+
+def test_returns_the_first_truthy_value_and_retries_transient_errors():
+    answers = iter([ConnectionError("not yet"), 0, None, "ready"])
+
+    def condition():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert wait_until(condition, timeout_s=5, interval_s=0, transient=(ConnectionError,), what="x") == "ready"
+
+
+def test_gives_up_at_the_deadline_naming_what_and_the_last_transient_error():
+    def refused():
+        raise ConnectionRefusedError("port 9092")
+
+    with pytest.raises(TheodoliteSetupError, match=r"no broker at 127.0.0.1:9092 \(last error: "
+                                                   r"ConnectionRefusedError\('port 9092'\)\)"):
+        wait_until(refused, timeout_s=0.05, interval_s=0.01, transient=(OSError,), error=TheodoliteSetupError,
+                   what="no broker at 127.0.0.1:9092")
+    assert poll_until(lambda: False, timeout_s=0.02, interval_s=0.01) == (None, None)
+
+
+def test_an_error_that_is_not_transient_ends_the_wait_at_once():
+    with pytest.raises(KeyError):
+        wait_until(lambda: {}["missing"], timeout_s=60, transient=(OSError,), what="never")
+
+
+def test_check_ends_the_wait_early_when_what_it_waits_on_died():
+    calls = []
+
+    def died():
+        calls.append(1)
+        raise TheodoliteSetupError("the broker exited (exit code 1)")
+
+    with pytest.raises(TheodoliteSetupError, match="exited"):
+        wait_until(lambda: False, check=died, timeout_s=60, what="never")
+    assert calls == [1]
+
+
+def test_a_cgroup_that_cannot_be_removed_is_named_in_a_warning_with_the_fix(tmp_path):
+    busy = tmp_path / "instance-0"
+    busy.mkdir()
+    (busy / "cgroup.procs").write_text("4242\n")  # a real cgroup lists its processes here; rmdir fails
+    group = CpuLimitedGroup(busy, 0.25, 1)
+    with pytest.warns(TheodoliteLeakWarning, match=rf"cgroup {busy} could not be removed .*processes still in it: "
+                                                   rf"4242\. Stop them, then remove it with: rmdir {busy}"):
+        assert group.remove(timeout_s=0.05) is False
+    assert CpuLimitedGroup(tmp_path / "gone", 0.25, 1).remove(timeout_s=0.05) is True  # already removed: fine
+
+
+class BrokerThatKeepsTopics:
+    bootstrap_servers = "127.0.0.1:9092"
+
+    def __init__(self):
+        self.asked = []
+
+    def delete_topic(self, name):
+        self.asked.append(name)
+        if name.endswith("output"):
+            raise TimeoutError(f"topic {name!r} still listed 30 s after its deletion")
+
+
+def test_topics_that_cannot_be_deleted_are_named_in_a_warning_not_swallowed():
+    from generator import Workload
+    from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings
+
+    broker = BrokerThatKeepsTopics()
+    runner = ExperimentRunner(Benchmark("uc1", lambda *a, **k: None, lambda keys: Workload(keys=keys)),
+                              ExperimentSettings(loads=(100,), resources=(1,)), broker, None, None)
+    with pytest.warns(TheodoliteLeakWarning, match=r"uc1 load 100, 2 instances: 1 topic\(s\) could not be deleted "
+                                                   r"and are left on 127.0.0.1:9092: t-output \(TimeoutError: .*"
+                                                   r"kafka-topics.sh .*--delete"):
+        runner._delete_topics(["t-input", "t-output"], 100, 2)
+    assert broker.asked == ["t-input", "t-output"]  # one failure does not stop the others
