@@ -30,8 +30,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from pytest_theodolite import host
 from pytest_theodolite.metrics import DemandResult
-from pytest_theodolite.results import redact_secrets, write_atomically
+from pytest_theodolite.redaction import redact_secrets
+from pytest_theodolite.results import write_atomically
 
 FORMAT_VERSION: Final = 1
 BASELINE_DIR: Final = "baselines"
@@ -103,8 +105,8 @@ class Testbed:
     ) -> Testbed:
         """This machine: cores, memory, pyspark and Python are discovered unless given; the rest is settings."""
         return cls(
-            cores=cores if cores is not None else _usable_cores(),
-            memory_gib=_rounded_gib(memory_gib if memory_gib is not None else _memory_gib()),
+            cores=cores if cores is not None else host.usable_cores(),
+            memory_gib=_rounded_gib(memory_gib if memory_gib is not None else host.memory_gib()),
             instance_cpu=None if instance_cpu is None else float(instance_cpu),
             kafka_provider=kafka_provider,
             spark_master=spark_master,
@@ -176,23 +178,9 @@ def _join_and(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _usable_cores() -> int | None:
-    try:
-        return len(os.sched_getaffinity(0))  # honours taskset/cgroup cpusets, unlike os.cpu_count()
-    except AttributeError:  # not on Linux
-        return os.cpu_count()
-
-
 def _rounded_gib(gib: float | None) -> float | None:
     # One decimal: enough to tell machines apart, few enough digits not to churn the file.
     return None if gib is None else round(float(gib), 1)
-
-
-def _memory_gib() -> float | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (AttributeError, ValueError, OSError):  # not a POSIX system that reports it
-        return None
 
 
 def _installed_version(distribution: str) -> str | None:

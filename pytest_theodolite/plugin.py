@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pytest
 import xdist
 
-from . import KAFKA_VERSION, services
+from . import KAFKA_VERSION, host, services
 from .baseline import (
     UNMEASURED as UNMEASURED_DEMAND,
 )
@@ -155,7 +155,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = [
         f"theodolite: kafka={kafka}, spark master={settings.spark_master} (pyspark {pyspark_version()}), "
         f"max instances={settings.max_instances}",
-        f"theodolite: testbed {os.cpu_count()} cores, {_memory_gib():.0f} GiB, {platform.platform(terse=True)}; "
+        f"theodolite: testbed {host.usable_cores()} cores, {host.memory_gib() or 0:.0f} GiB, "
+        f"{platform.platform(terse=True)}; "
         f"instance CPU: {services.cpu_limit_note(settings)}",
     ]
     # pytest registers the session as a plugin named "session"; xdist's checks take a session or a request
@@ -172,12 +173,6 @@ def _read_gate_points(shared_dir: Path) -> set[str]:
     for path in shared_dir.glob(GATE_POINTS_FILE.format(worker="*")):
         points.update(line for line in path.read_text(encoding="utf-8").splitlines() if line)
     return points
-
-
-def _memory_gib() -> float:
-    import psutil
-
-    return psutil.virtual_memory().total / 2**30
 
 
 @pytest.hookimpl(trylast=True)

@@ -31,7 +31,9 @@ from typing import Any, Self, TextIO
 import numpy as np
 import pandas as pd
 
+from pytest_theodolite import host
 from pytest_theodolite.metrics import CapacityResult, DemandResult, Metric, SubExperiment
+from pytest_theodolite.redaction import redact_secrets
 from pytest_theodolite.slo import (
     LAG_TREND,
     Outcome,
@@ -61,15 +63,6 @@ RAW_FILE = re.compile(
     r"_(?P<repetition>\d+)\.csv$"
 )
 RESULTS_JSON = re.compile(rf"^exp(?P<experiment>{_EXPERIMENT_ID})_results\.json$")
-
-REDACTED = "***REDACTED***"
-# Key names that hold secrets: passwords, tokens, keys, JAAS configs (which embed passwords), credentials.
-_SECRET_KEY = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|credential|api[-_.]?key|private[-_.]?key|access[-_.]?key|jaas|auth",
-    re.IGNORECASE,
-)
-_URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]+@", re.IGNORECASE)
-
 
 class ResultsError(ValueError):
     """A results directory or file that cannot be read as results; the message says what is wrong."""
@@ -220,24 +213,6 @@ class ExperimentResults:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def redact_secrets(value: Any) -> Any:
-    """A copy of `value` (nested dicts/lists) with secret-looking keys' values and URL passwords replaced.
-
-    Secret-looking keys: password/passwd, secret, token, credential, api/private/access key, JAAS config,
-    auth.
-    """
-    if isinstance(value, Mapping):
-        return {
-            str(key): REDACTED if _SECRET_KEY.search(str(key)) and item is not None else redact_secrets(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [redact_secrets(item) for item in value]
-    if isinstance(value, str):
-        return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", value)
-    return value
-
-
 def _json_safe(value: Any) -> Any:
     """Non-finite floats (not valid JSON) become their text, e.g. 'inf', so a setting never breaks the write."""
     if isinstance(value, Mapping):
@@ -257,17 +232,13 @@ def environment_info() -> dict[str, Any]:
             versions[distribution] = metadata.version(distribution)
         except metadata.PackageNotFoundError:
             versions[distribution] = None
-    try:
-        usable_cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        usable_cores = os.cpu_count()
     return {
         "versions": versions,
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": platform.processor() or None,
         "cpu_count": os.cpu_count(),
-        "usable_cores": usable_cores,
+        "usable_cores": host.usable_cores(),
     }
 
 

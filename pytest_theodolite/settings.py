@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import host
 from .kafka import client_properties
 from .maven import default_cache_dir
 
@@ -142,7 +143,7 @@ def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping
         raise SettingsError(str(exc)) from exc
     properties.update(client_properties.from_environment(environ))
     cpu_text = text("--theodolite-instance-cpu")
-    instance_cpu = _number(cpu_text, "--theodolite-instance-cpu", float, low=0.01, high=float(os.cpu_count() or 1)) \
+    instance_cpu = _number(cpu_text, "--theodolite-instance-cpu", float, low=0.01, high=float(host.usable_cores() or 1)) \
         if cpu_text else None
     spark_master = text("--spark-master") or "standalone"
     if spark_master not in MANAGED_SPARK_MASTERS and "://" not in spark_master and spark_master != "yarn":

@@ -24,7 +24,7 @@ from pytest_theodolite.baseline import (
     write_baseline,
 )
 from pytest_theodolite.metrics import DemandResult
-from pytest_theodolite.results import REDACTED
+from pytest_theodolite.redaction import REDACTED
 
 TESTBED = Testbed(
     cores=8,

@@ -8,8 +8,8 @@ import pytest
 from theodolite_analysis import theodolite_trend_slope
 
 from pytest_theodolite.metrics import CapacityResult, DemandResult, Metric, SubExperiment
+from pytest_theodolite.redaction import REDACTED, redact_secrets
 from pytest_theodolite.results import (
-    REDACTED,
     SERIES_GENERATOR_RATE,
     SERIES_LAG,
     RawSeriesKey,
@@ -19,7 +19,6 @@ from pytest_theodolite.results import (
     SubExperimentRecord,
     read_results,
     read_series,
-    redact_secrets,
     series_file_name,
 )
 from pytest_theodolite.slo import (

@@ -3,6 +3,7 @@
 import pytest
 
 from pytest_theodolite.kafka import client_properties
+from pytest_theodolite.redaction import REDACTED, redact_secrets
 from pytest_theodolite.settings import SettingsError, build
 
 
@@ -107,4 +108,12 @@ def test_python_client_config_translates_sasl_and_ssl_names():
     assert config == {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
                       "sasl_plain_password": "pw", "ssl_cafile": "/ca.pem"}
     assert client_properties.redacted({"sasl.jaas.config": "x", "sasl.mechanism": "PLAIN"}) == {
-        "sasl.jaas.config": "***", "sasl.mechanism": "PLAIN"}
+        "sasl.jaas.config": REDACTED, "sasl.mechanism": "PLAIN"}
+
+
+@pytest.mark.parametrize("name", ["sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.key",
+                                  "sasl.oauthbearer.client.credentials", "api_key", "token", "secret"])
+def test_client_properties_and_results_redact_the_same_secrets(name):
+    properties = {name: "s3cr3t", "bootstrap.servers": "b:9092", "keys": "100"}
+    assert client_properties.redacted(properties) == redact_secrets(properties) == {
+        name: REDACTED, "bootstrap.servers": "b:9092", "keys": "100"}

@@ -11,8 +11,9 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from ..redaction import redact_secrets
+
 ENV_PREFIX = "THEODOLITE_KAFKA_"
-_SECRET = re.compile(r"password|secret|token|jaas|key\b|credential", re.IGNORECASE)
 # names whose kafka-python keyword is not just the dotted name with underscores
 _PYTHON_NAMES = {
     "sasl.username": "sasl_plain_username",
@@ -65,4 +66,5 @@ def python_client_config(properties: Mapping[str, str]) -> dict[str, object]:
 
 
 def redacted(properties: Mapping[str, str]) -> dict[str, str]:
-    return {k: ("***" if _SECRET.search(k) else v) for k, v in properties.items()}
+    """A loggable view: secret values (as `redaction` defines them) replaced."""
+    return redact_secrets(properties)
