@@ -25,7 +25,7 @@ import os
 import platform
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -91,6 +91,9 @@ class Testbed:
     python_version: str
     #: rows/s of the reference job on one CPU-limited instance (calibration.py); None: not calibrated
     calibration_rows_per_s: float | None = None
+    #: facts a conftest adds with the ``pytest_theodolite_testbed`` hook (e.g. the CI runner type); compared
+    #: like the other fields: a difference is named beside the verdict
+    extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def current(
@@ -116,7 +119,10 @@ class Testbed:
 
     def to_dict(self) -> dict[str, Any]:
         keys = _TESTBED_KEYS + (("calibration_rows_per_s",) if self.calibration_rows_per_s is not None else ())
-        return {key: getattr(self, key) for key in keys}
+        document = {key: getattr(self, key) for key in keys}
+        if self.extra:
+            document["extra"] = dict(sorted(self.extra.items()))
+        return document
 
     def differences(self, other: Testbed) -> tuple[TestbedDifference, ...]:
         """Fields where `other` (this run) differs from `self` (the baseline), in a fixed order."""
@@ -125,6 +131,10 @@ class Testbed:
             mine, theirs = getattr(self, name), getattr(other, name)
             if comparable(mine) != comparable(theirs) and not _unknown(name, mine, theirs):
                 found.append(TestbedDifference(name, describe(mine), describe(theirs)))
+        for key in sorted(set(self.extra) | set(other.extra)):
+            mine, theirs = self.extra.get(key), other.extra.get(key)
+            if mine != theirs:
+                found.append(TestbedDifference(f"extra.{key}", f"{key} {mine or 'unset'}", f"{key} {theirs or 'unset'}"))
         return tuple(found)
 
 
@@ -374,7 +384,10 @@ def _parse(text: str, shown: str) -> Baseline:
 def _parse_testbed(document: Any, fail: Any) -> Testbed:
     if not isinstance(document, dict):
         raise fail(f"testbed is {_json_type(document)}, expected an object")
-    _check_keys(document, _TESTBED_KEYS, "testbed.", fail, optional=("calibration_rows_per_s",))
+    _check_keys(document, _TESTBED_KEYS, "testbed.", fail, optional=("calibration_rows_per_s", "extra"))
+    extra = document.get("extra", {})
+    if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
+        raise fail(f"testbed.extra is {_show(extra)}, expected an object of texts (from pytest_theodolite_testbed)")
 
     def whole_or_null(key: str) -> int | None:
         value = document[key]
@@ -404,6 +417,7 @@ def _parse_testbed(document: Any, fail: Any) -> Testbed:
         python_version=text("python_version"),  # type: ignore[arg-type]
         calibration_rows_per_s=positive_or_null("calibration_rows_per_s", "not calibrated")
         if "calibration_rows_per_s" in document else None,
+        extra=extra,
     )
 
 

@@ -9,7 +9,7 @@ without running, as in Theodolite. Nothing here imports pytest; plugin.py turns 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,8 @@ GATE_DEFAULTS: dict[str, Any] = {
     "max_batch_duration": None,  # seconds; None: only the lag trend decides
 }
 MARKER_KEYWORDS = ("loads", *GATE_DEFAULTS)
+#: (benchmark name, finished sub-experiment, the runner's phase timings per (load, resources, repetition))
+SubExperimentListener = Callable[[str, SubExperimentRecord, Mapping[Any, Any]], None]
 
 
 class GateSpecError(ValueError):
@@ -196,6 +198,8 @@ class BenchmarkExperiment:
     benchmark: Benchmark
     settings: ExperimentSettings
     runner: ExperimentRunner
+    #: told of every finished sub-experiment: (benchmark name, record, the runner's timings)
+    on_sub_experiment: SubExperimentListener | None = None
     search: IncrementalSearch = field(init=False)
     points: dict[int, DemandPoint] = field(default_factory=dict)
 
@@ -206,7 +210,7 @@ class BenchmarkExperiment:
     def measure(self, load: int) -> DemandPoint:
         if load in self.points:
             return self.points[load]
-        step = self.search.search(load, self.runner.run_sub_experiment)
+        step = self.search.search(load, self._run)
         runs = tuple(self.runner.records[(s.load, s.resources)] for s in step.sub_experiments)
         if step.status == SKIPPED:
             previous = self.search.previous(load)
@@ -222,6 +226,12 @@ class BenchmarkExperiment:
         self.points[load] = point
         self.runner.writer.write_demand(self.demand_result())
         return point
+
+    def _run(self, load: int, resources: int) -> SubExperimentRecord:
+        record = self.runner.run_sub_experiment(load, resources)
+        if self.on_sub_experiment is not None:
+            self.on_sub_experiment(self.benchmark.name, record, self.runner.timings)
+        return record
 
     def demand_result(self) -> DemandResult:
         result = self.search.result(self.settings.loads)
@@ -240,6 +250,8 @@ class TheodoliteSession:
     experiments: dict[str, BenchmarkExperiment] = field(default_factory=dict)
     #: this testbed's calibration (calibration.py), measured before the first benchmark; None: not yet
     calibration: Calibration | None = None
+    #: given to every experiment (the plugin calls the pytest_theodolite_sub_experiment hook with it)
+    on_sub_experiment: SubExperimentListener | None = None
 
     def calibrate(self) -> Calibration:
         if self.calibration is None:
@@ -274,7 +286,7 @@ class TheodoliteSession:
                             testbed)
         runner = ExperimentRunner(benchmark, settings, self.kafka, self.spark, writer,
                                   generator_client_config=dict(self.kafka.properties))
-        experiment = BenchmarkExperiment(benchmark, settings, runner)
+        experiment = BenchmarkExperiment(benchmark, settings, runner, self.on_sub_experiment)
         self.experiments[benchmark.name] = experiment
         return experiment
 
@@ -312,10 +324,12 @@ def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
 
 
 def testbed(settings: TheodoliteSettings, spark: SparkCluster, instance_cpu: float | None,
-            calibration: Calibration | None = None) -> Testbed:
-    """This machine and setup; the instance CPU is the one a benchmark really ran with."""
+            calibration: Calibration | None = None, extra: Mapping[str, str] | None = None) -> Testbed:
+    """This machine and setup; the instance CPU is the one a benchmark really ran with; ``extra``: the facts
+    of the pytest_theodolite_testbed hook."""
     current = Testbed.current(kafka_provider=settings.kafka_provider, spark_master=settings.spark_master,
                               instance_cpu=instance_cpu if spark.can_limit_cpu else None)
+    current = replace(current, extra=dict(extra or {}))
     if calibration is None:
         return current
     return replace(current, calibration_rows_per_s=float(round(calibration.rows_per_s)))
@@ -335,13 +349,14 @@ def calibration_note(session: TheodoliteSession, baseline: Baseline | None) -> s
 
 
 def summarise(session: TheodoliteSession, baselines: Mapping[str, Baseline | None], tolerances: Mapping[str, int],
-              settings: TheodoliteSettings) -> dict[str, Any]:
+              settings: TheodoliteSettings, testbed_extra: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Terminal lines and Markdown for every benchmark this process measured; plots into the results dir."""
     reports = []
     for name, experiment in sorted(session.experiments.items()):
         measured = experiment.demand_result()
         baseline = baselines.get(name)
-        measured_testbed = testbed(settings, session.spark, experiment.settings.instance_cpu, session.calibration)
+        measured_testbed = testbed(settings, session.spark, experiment.settings.instance_cpu, session.calibration,
+                                   testbed_extra)
         comparison = compare(measured, baseline, tolerances.get(name, 0), measured_testbed=measured_testbed,
                              benchmark=name,
                              not_comparable=None if settings.update_baselines else session.not_comparable(baseline))

@@ -35,6 +35,7 @@ from .gates import (
     DemandPoint,
     GateSpec,
     GateSpecError,
+    SubExperimentListener,
     TheodoliteSession,
     gate_spec,
     progress_line,
@@ -69,6 +70,12 @@ GATE_POINT_KEY = pytest.StashKey[bool]()
 #: run's workers share, because the controller's scheduler sees node ids and not items
 GATE_POINTS_FILE = "theodolite-gate-points-{worker}.txt"
 T = TypeVar("T")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -179,7 +186,8 @@ def _read_gate_points(shared_dir: Path) -> set[str]:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash[STATE_KEY]
     if state.session is not None:
-        state.summary = summarise(state.session, state.baselines, state.tolerances, session.config.stash[SETTINGS_KEY])
+        state.summary = summarise(state.session, state.baselines, state.tolerances, session.config.stash[SETTINGS_KEY],
+                                  _testbed_extra(session.config))
         if xdist.is_xdist_worker(session):
             session.config.workeroutput["theodolite_summary"] = state.summary  # type: ignore[attr-defined]
     if xdist.is_xdist_controller(session):
@@ -255,6 +263,8 @@ class GateState:
     unmeasured: int = 0
     regressions: int = 0
     other_failures: int = 0
+    #: the merged answers of the pytest_theodolite_testbed hook; None: not asked yet
+    testbed_extra: dict[str, str] | None = None
 
     # hooks of this object, registered per config (the report hooks get no config to find the state in)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -298,6 +308,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if item.get_closest_marker("theodolite") is not None and callspec and "theodolite_load" in callspec.params:
             item.stash[GATE_POINT_KEY] = True
             item.add_marker(pytest.mark.xdist_group("theodolite"))
+    if any(item.stash.get(GATE_POINT_KEY, False) for item in items):
+        _testbed_extra(config)  # a broken pytest_theodolite_testbed is a usage error before anything is measured
     if xdist.is_xdist_worker(session):
         shared_dir = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
         worker = config.workerinput["workerid"]  # type: ignore[attr-defined]
@@ -361,8 +373,10 @@ def theodolite(request: pytest.FixtureRequest, kafka_cluster: KafkaCluster, spar
     """Runs benchmarks on this session's broker and Spark cluster: ``theodolite.demand(benchmark, settings)``."""
     state = request.config.stash[STATE_KEY]
     if state.session is None:
+        extra = _testbed_extra(request.config)
         state.session = TheodoliteSession(kafka_cluster, spark_cluster, theodolite_settings.results_dir,
-                                          testbed(theodolite_settings, spark_cluster, None).to_dict())
+                                          testbed(theodolite_settings, spark_cluster, None, extra=extra).to_dict(),
+                                          on_sub_experiment=_sub_experiment_hook(request.config))
     return state.session
 
 
@@ -429,18 +443,18 @@ def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodo
         pytest.skip(f"no baseline for {name} at {baseline_path(theodolite_settings.baselines_dir, name)}: "
                     "record one with --theodolite-update-baselines")
     session = request.getfixturevalue("theodolite")
+    if session.on_sub_experiment is None:  # a session a conftest made: its gates report through the hook too
+        session.on_sub_experiment = _sub_experiment_hook(request.config)
     state.session = session
     experiment = _start(request, lambda: session.experiment(spec.benchmark, spec.settings))
-    if experiment.runner.on_sub_experiment is None:
-        experiment.runner.on_sub_experiment = lambda record: _live(
-            request.config, f"theodolite: {name} {progress_line(record, experiment.runner.timings)}")
     point = _start(request, lambda: experiment.measure(theodolite_load))
     if point.status == UNMEASURED:
         request.node.user_properties.append(("theodolite.unmeasured", theodolite_load))
         pytest.fail(f"pytest-theodolite: could not measure the demand of {name} at load {theodolite_load}: "
                     f"{point.reason}", pytrace=False)
     if theodolite_settings.update_baselines:
-        current = testbed(theodolite_settings, session.spark, spec.settings.instance_cpu, session.calibration)
+        current = testbed(theodolite_settings, session.spark, spec.settings.instance_cpu, session.calibration,
+                          _testbed_extra(request.config))
         updated = baseline_from_measurement(
             name, experiment.demand_result(),
             {**experiment_settings_dict(spec.benchmark, spec.settings, current.to_dict()),
@@ -449,6 +463,34 @@ def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodo
         state.baselines[name] = baseline = updated
     return TheodoliteGate(spec, point, baseline, record_property,
                           None if theodolite_settings.update_baselines else session.not_comparable(baseline))
+
+
+def _sub_experiment_hook(config: pytest.Config) -> SubExperimentListener:
+    def call(benchmark: str, record: Any, timings: Any) -> None:
+        config.hook.pytest_theodolite_sub_experiment(config=config, benchmark=benchmark, record=record,
+                                                     timings=timings)
+
+    return call
+
+
+def pytest_theodolite_sub_experiment(config: pytest.Config, benchmark: str, record: Any, timings: Any) -> None:
+    """The plugin's own implementation: a progress line as each sub-experiment ends."""
+    _live(config, f"theodolite: {benchmark} {progress_line(record, timings)}")
+
+
+def _testbed_extra(config: pytest.Config) -> dict[str, str]:
+    """The merged answers of pytest_theodolite_testbed (asked once, when first needed: conftests are loaded)."""
+    state = config.stash[STATE_KEY]
+    if state.testbed_extra is None:
+        extra: dict[str, str] = {}
+        for answer in config.hook.pytest_theodolite_testbed(config=config):
+            if not isinstance(answer, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                       for k, v in answer.items()):
+                raise pytest.UsageError(f"pytest-theodolite: pytest_theodolite_testbed returned {answer!r}: "
+                                        "return a dict of texts, e.g. {'runner': 'ubuntu-24.04-2core'}")
+            extra.update(answer)
+        state.testbed_extra = extra
+    return state.testbed_extra
 
 
 def _live(config: pytest.Config, line: str) -> None:

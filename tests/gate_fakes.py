@@ -82,5 +82,5 @@ class ScriptedSession(TheodoliteSession):
             writer = new_writer(self.results_dir, benchmark.name, benchmark, settings, Metric.DEMAND, {})
             runner = ScriptedRunner(writer, int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
                                     frozenset(int(x) for x in os.environ.get("SCRIPTED_INVALID", "").split(",") if x))
-            self.experiments[benchmark.name] = BenchmarkExperiment(benchmark, settings, runner)
+            self.experiments[benchmark.name] = BenchmarkExperiment(benchmark, settings, runner, self.on_sub_experiment)
         return self.experiments[benchmark.name]

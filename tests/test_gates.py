@@ -143,6 +143,42 @@ def test_initial_guess_starts_each_load_at_the_previous_loads_demand(gate_projec
     result.stdout.no_fnmatch_line("*load=3000 instances=1:*")
 
 
+HOOKS = """
+
+def pytest_theodolite_sub_experiment(config, benchmark, record, timings):
+    with open("seen.txt", "a") as seen:
+        seen.write(f"{benchmark} {record.load} {record.resources} {record.outcome.value} {len(timings)}\\n")
+
+
+def pytest_theodolite_testbed(config):
+    return {"runner": os.environ.get("RUNNER", "a")}
+"""
+
+
+def test_hooks_see_every_sub_experiment_and_add_testbed_facts(gate_project, monkeypatch):
+    project = gate_project()
+    project.makeconftest(CONFTEST.replace("import sys", "import os, sys") + HOOKS)
+    project.runpytest("--theodolite-update-baselines").assert_outcomes(passed=3)
+    assert (project.path / "seen.txt").read_text().splitlines() == [
+        "scripted 1000 1 pass 0", "scripted 2000 1 fail 0", "scripted 2000 2 pass 0", "scripted 3000 2 fail 0",
+        "scripted 3000 3 pass 0"]
+    stored = json.loads((project.path / "baselines" / "scripted.json").read_text())
+    assert stored["testbed"]["extra"] == {"runner": "a"}
+    monkeypatch.setenv("RUNNER", "b")
+    result = project.runpytest()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*baseline recorded on runner a, this run has runner b; the comparison still runs*"])
+
+
+def test_a_testbed_hook_that_returns_no_dict_of_texts_is_a_usage_error(gate_project):
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    project.makeconftest(CONFTEST + "\n\ndef pytest_theodolite_testbed(config):\n    return {'cores': 2}\n")
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pytest_theodolite_testbed returned {'cores': 2}: return a dict of texts*"])
+    result.stdout.no_fnmatch_line("*theodolite: scripted load=*")  # nothing was measured
+
+
 def test_regression_fails_with_a_table_of_baseline_measured_and_slopes(gate_project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # the job got slower: 1000/s now needs 2 instances
     result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
