@@ -21,8 +21,13 @@ behind) in one run and 1 (slope -16 [-515, 483] vs 600 records/s) in the next; U
 import pytest
 from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
 
-GATE = dict(resources=[1, 2, 3, 4], instance_cpu=0.25, threshold="5%", strategy="linear+lower-bound",
-            spark_conf=QUICK_WARMUP_EXECUTORS)
+GATE = dict(
+    resources=[1, 2, 3, 4],
+    instance_cpu=0.25,
+    threshold="5%",
+    strategy="linear+lower-bound",
+    spark_conf=QUICK_WARMUP_EXECUTORS,
+)
 
 
 @pytest.mark.theodolite(UC1_KEYS, loads=[4000, 12000, 20000], **GATE)

@@ -6,18 +6,31 @@ from spark_jobs import uc1, uc2, uc3, uc4
 
 #: UC1-UC3 scale with the number of sensor keys, each sending one record a second (Theodolite's dimension)
 UC1_KEYS = Benchmark("uc1-keys", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=4)
-UC2_KEYS = Benchmark("uc2-keys", uc2.start_query, lambda keys: Workload(keys=keys), input_partitions=4,
-                     job_options={"window_size": "10 seconds", "watermark_delay": "2 seconds"})
-UC3_KEYS = Benchmark("uc3-keys", uc3.start_query, lambda keys: Workload(keys=keys), input_partitions=4,
-                     job_options={"window_size": "1 minute", "window_advance": "10 seconds",
-                                  "watermark_delay": "2 seconds"})
+UC2_KEYS = Benchmark(
+    "uc2-keys",
+    uc2.start_query,
+    lambda keys: Workload(keys=keys),
+    input_partitions=4,
+    job_options={"window_size": "10 seconds", "watermark_delay": "2 seconds"},
+)
+UC3_KEYS = Benchmark(
+    "uc3-keys",
+    uc3.start_query,
+    lambda keys: Workload(keys=keys),
+    input_partitions=4,
+    job_options={"window_size": "1 minute", "window_advance": "10 seconds", "watermark_delay": "2 seconds"},
+)
 #: UC4 scales with the number of nested groups: 4 children per group, `depth` levels -> 4**depth sensors, each
 #: sending once a second as in Theodolite.
-UC4_DEPTH = Benchmark("uc4-depth", uc4.start_query,
-                      lambda depth: Workload.for_hierarchy(children=4, depth=depth),
-                      input_partitions=4, extra_topics=("config_topic", "feedback_topic"),
-                      registry_topic_option="config_topic",
-                      job_options={"window_size": "10 seconds", "watermark_delay": "5 seconds"})
+UC4_DEPTH = Benchmark(
+    "uc4-depth",
+    uc4.start_query,
+    lambda depth: Workload.for_hierarchy(children=4, depth=depth),
+    input_partitions=4,
+    extra_topics=("config_topic", "feedback_topic"),
+    registry_topic_option="config_topic",
+    job_options={"window_size": "10 seconds", "watermark_delay": "5 seconds"},
+)
 
 #: Executor JVMs for short, CPU-limited sub-experiments: at a quarter core, C2's compiler threads eat the
 #: quota for most of a minute (measured: the first batches took 16 s and the lag only turned after 25 s);

@@ -40,7 +40,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m generator", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT...]")
     parser.add_argument("--topic", required=True, help="existing topic the records go to")
-    parser.add_argument("--keys", type=int, help="number of sensors s_0..s_{N-1} (not with --children/--depth)")
+    parser.add_argument(
+        "--keys", type=int, help="number of sensors s_0..s_{N-1} (not with --children/--depth)"
+    )
     parser.add_argument("--period-ms", type=int, default=1000, help="ms between two records of one key")
     parser.add_argument("--duration-s", type=float, required=True, help="how long to send")
     parser.add_argument("--seed", type=int, default=0, help="seed of the reproducible values")
@@ -48,13 +50,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--depth", type=int, help="UC4: levels of nested groups (children**depth sensors)")
     parser.add_argument("--config-topic", help="UC4: existing topic for the sensor registry")
     parser.add_argument("--processes", type=int, help="worker processes (default: as many as the load needs)")
-    parser.add_argument("--max-rate-per-process", type=float, default=MEASURED_RATE_PER_PROCESS,
-                        help="records/s one process sustains here (default: the figure measured on the "
-                             "development machine); loads above processes x this are refused")
+    parser.add_argument(
+        "--max-rate-per-process",
+        type=float,
+        default=MEASURED_RATE_PER_PROCESS,
+        help="records/s one process sustains here (default: the figure measured on the "
+        "development machine); loads above processes x this are refused",
+    )
     parser.add_argument("--warmup-s", type=int, default=1, help="first seconds left out of the verdict")
     parser.add_argument("--client-config", type=Path, help="properties file of librdkafka client settings")
-    parser.add_argument("-X", dest="client_settings", action="append", default=[], metavar="NAME=VALUE",
-                        help="one librdkafka client setting, repeatable")
+    parser.add_argument(
+        "-X",
+        dest="client_settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one librdkafka client setting, repeatable",
+    )
     return parser.parse_args(argv)
 
 
@@ -64,8 +76,9 @@ def build_workload(args: argparse.Namespace) -> Workload:
             raise WorkloadError("a hierarchy needs both --children and --depth")
         workload = Workload.for_hierarchy(args.children, args.depth, args.period_ms, args.seed)
         if args.keys is not None and args.keys != workload.keys:
-            raise WorkloadError(f"--keys {args.keys} contradicts the hierarchy's {workload.keys} sensors; "
-                                "leave --keys out")
+            raise WorkloadError(
+                f"--keys {args.keys} contradicts the hierarchy's {workload.keys} sensors; leave --keys out"
+            )
         return workload
     if args.keys is None:
         raise WorkloadError("say how many keys to send: --keys N (or --children C --depth D for UC4)")
@@ -87,9 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.duration_s <= 0:
             raise WorkloadError(f"--duration-s must be positive, got {args.duration_s}")
-        generator = LoadGenerator(args.bootstrap_servers, args.topic, build_workload(args),
-                                  processes=args.processes, client_config=client_settings(args),
-                                  config_topic=args.config_topic, max_rate_per_process=args.max_rate_per_process)
+        generator = LoadGenerator(
+            args.bootstrap_servers,
+            args.topic,
+            build_workload(args),
+            processes=args.processes,
+            client_config=client_settings(args),
+            config_topic=args.config_topic,
+            max_rate_per_process=args.max_rate_per_process,
+        )
         generator.start()
     except WorkloadError as exc:
         print(f"generator: refused: {exc}", file=sys.stderr)
@@ -102,15 +121,20 @@ def main(argv: list[str] | None = None) -> int:
         generator.stop()
     summary = RateSummary.of(generator.achieved_rates(), generator.target_rate, skip_s=args.warmup_s)
     totals = generator.totals
-    print(f"target {summary.target_rate:,.0f} records/s from {generator.process_count} process(es); achieved "
-          f"mean {summary.mean_rate:,.0f} (min {summary.min_rate:,.0f}, max {summary.max_rate:,.0f}) over "
-          f"{summary.seconds} s after {args.warmup_s} s warm-up; {totals.acknowledged:,} of {totals.produced:,} "
-          f"records acknowledged, {totals.failed:,} failed")
+    print(
+        f"target {summary.target_rate:,.0f} records/s from {generator.process_count} process(es); achieved "
+        f"mean {summary.mean_rate:,.0f} (min {summary.min_rate:,.0f}, max {summary.max_rate:,.0f}) over "
+        f"{summary.seconds} s after {args.warmup_s} s warm-up; {totals.acknowledged:,} of {totals.produced:,} "
+        f"records acknowledged, {totals.failed:,} failed"
+    )
     if totals.first_error:
         print(f"first client error: {totals.first_error}", file=sys.stderr)
     if not summary.ok:
-        print(f"generator: achieved rate {summary.shortfall:.1%} short of target (more than "
-              f"{summary.tolerance:.0%})", file=sys.stderr)
+        print(
+            f"generator: achieved rate {summary.shortfall:.1%} short of target (more than "
+            f"{summary.tolerance:.0%})",
+            file=sys.stderr,
+        )
         return EXIT_SHORT_OF_TARGET
     return EXIT_OK
 

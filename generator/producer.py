@@ -139,8 +139,9 @@ class RateSummary:
         return self.seconds > 0 and self.shortfall <= self.tolerance
 
     @classmethod
-    def of(cls, samples: list[RateSample], target_rate: float, skip_s: int = 0,
-           tolerance: float = 0.02) -> RateSummary:
+    def of(
+        cls, samples: list[RateSample], target_rate: float, skip_s: int = 0, tolerance: float = 0.02
+    ) -> RateSummary:
         rates = [s.records_per_s for s in samples[skip_s:]]
         if not rates:
             return cls(target_rate, 0, 0.0, 0.0, 0.0, tolerance)
@@ -224,8 +225,9 @@ class LoadGenerator:
         producer_config = self._producer_config()
         self._check_before_producing(producer_config)
         if self.workload.hierarchy is not None:
-            publish_sensor_registry(producer_config, self.config_topic or "", self.workload,
-                                    self.connect_timeout_s)
+            publish_sensor_registry(
+                producer_config, self.config_topic or "", self.workload, self.connect_timeout_s
+            )
         self._start_workers(producer_config)
         return self
 
@@ -235,7 +237,9 @@ class LoadGenerator:
             return
         self._stop_event.set()
         deadline = time.monotonic() + self.flush_timeout_s + 10.0
-        started = [worker for worker in self._workers if worker.pid is not None]  # a failed start leaves some unstarted
+        started = [
+            worker for worker in self._workers if worker.pid is not None
+        ]  # a failed start leaves some unstarted
         for worker in started:
             worker.join(timeout=max(0.1, deadline - time.monotonic()))
         for worker in started:
@@ -251,7 +255,9 @@ class LoadGenerator:
         self._drain_reports(block_s=0.0)
         for index, worker in enumerate(self._workers):
             if index not in self._totals and index not in self._failed_workers:
-                self._failed_workers[index] = f"worker {index} exited with code {worker.exitcode} without a report"
+                self._failed_workers[index] = (
+                    f"worker {index} exited with code {worker.exitcode} without a report"
+                )
         self._reports.close()
         self._reports.join_thread()
         self._workers = []
@@ -288,8 +294,12 @@ class LoadGenerator:
         with self._lock:
             parts = list(self._totals.values())
             errors = [t.first_error for t in parts if t.first_error] + list(self._failed_workers.values())
-        return WorkerTotals(sum(t.produced for t in parts), sum(t.acknowledged for t in parts),
-                            sum(t.failed for t in parts), errors[0] if errors else None)
+        return WorkerTotals(
+            sum(t.produced for t in parts),
+            sum(t.acknowledged for t in parts),
+            sum(t.failed for t in parts),
+            errors[0] if errors else None,
+        )
 
     @property
     def worker_failures(self) -> dict[int, str]:
@@ -307,8 +317,11 @@ class LoadGenerator:
         self._acked_by_second, self._totals, self._failed_workers = {}, {}, {}
 
     def _producer_config(self) -> dict[str, Any]:
-        return {**DEFAULT_PRODUCER_CONFIG, **librdkafka_config(self.client_config),
-                "bootstrap.servers": self.bootstrap_servers}
+        return {
+            **DEFAULT_PRODUCER_CONFIG,
+            **librdkafka_config(self.client_config),
+            "bootstrap.servers": self.bootstrap_servers,
+        }
 
     def _check_before_producing(self, producer_config: dict[str, Any]) -> None:
         if self.processes is not None and self.processes < 1:
@@ -330,8 +343,12 @@ class LoadGenerator:
             raise WorkloadError("a hierarchical (UC4) workload needs config_topic for its sensor registry")
         if not self.topic:
             raise WorkloadError("no topic given; name the topic the records go to")
-        check_topics(producer_config, [self.topic, *([self.config_topic] if self.config_topic else [])],
-                     self.bootstrap_servers, self.connect_timeout_s)
+        check_topics(
+            producer_config,
+            [self.topic, *([self.config_topic] if self.config_topic else [])],
+            self.bootstrap_servers,
+            self.connect_timeout_s,
+        )
 
     def _start_workers(self, producer_config: dict[str, Any]) -> None:
         context = mp.get_context("spawn")
@@ -342,9 +359,12 @@ class LoadGenerator:
         go = context.Event()
         for index in range(count):
             plan = _WorkerPlan(index, count, self.topic, self.workload, producer_config)
-            worker = context.Process(target=_worker_main, args=(plan, self._reports, go, start_epoch_s,
-                                                                self._stop_event),
-                                     name=f"theodolite-generator-{index}", daemon=True)
+            worker = context.Process(
+                target=_worker_main,
+                args=(plan, self._reports, go, start_epoch_s, self._stop_event),
+                name=f"theodolite-generator-{index}",
+                daemon=True,
+            )
             self._workers.append(worker)
         try:
             for worker in self._workers:
@@ -354,8 +374,9 @@ class LoadGenerator:
             start_epoch_s.value = float(math.ceil(time.time() + _START_MARGIN_S))
             go.set()
             self.started_at = start_epoch_s.value
-            self._collector = threading.Thread(target=self._collect, name="generator-rate-collector",
-                                               daemon=True)
+            self._collector = threading.Thread(
+                target=self._collect, name="generator-rate-collector", daemon=True
+            )
             self._collector.start()
             time.sleep(max(0.0, self.started_at - time.time()))
         except BaseException:
@@ -425,8 +446,9 @@ def _redact(text: str, config: Mapping[str, Any]) -> str:
     return text
 
 
-def check_topics(producer_config: Mapping[str, Any], topics: list[str], bootstrap_servers: str,
-                 timeout_s: float) -> None:
+def check_topics(
+    producer_config: Mapping[str, Any], topics: list[str], bootstrap_servers: str, timeout_s: float
+) -> None:
     """Refuse (``WorkloadError``) when no broker answers or a topic is missing -- before producing."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
@@ -449,8 +471,9 @@ def check_topics(producer_config: Mapping[str, Any], topics: list[str], bootstra
             )
 
 
-def publish_sensor_registry(producer_config: Mapping[str, Any], config_topic: str, workload: Workload,
-                            timeout_s: float) -> None:
+def publish_sensor_registry(
+    producer_config: Mapping[str, Any], config_topic: str, workload: Workload, timeout_s: float
+) -> None:
     """Send the UC4 sensor registry JSON to ``config_topic`` and wait for the broker's acknowledgement."""
     from confluent_kafka import Producer
 
@@ -460,8 +483,12 @@ def publish_sensor_registry(producer_config: Mapping[str, Any], config_topic: st
     # the registry of a deep hierarchy can exceed the default 1 MB request size
     config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), len(registry_json) + 65_536)
     producer = Producer({**config, "logger": LOG})
-    producer.produce(config_topic, registry_json, SENSOR_REGISTRY_EVENT_KEY,
-                     on_delivery=lambda err, _msg: outcome.append(err))
+    producer.produce(
+        config_topic,
+        registry_json,
+        SENSOR_REGISTRY_EVENT_KEY,
+        on_delivery=lambda err, _msg: outcome.append(err),
+    )
     producer.flush(timeout_s)
     if not outcome or outcome[0] is not None:
         reason = "no acknowledgement" if not outcome else _redact(str(outcome[0]), producer_config)
@@ -489,7 +516,9 @@ class _Errors:
         self.delivery_failures = 0
         self.messages: list[str] = []
 
-    def on_delivery(self, err: Any, _msg: Any) -> None:  # called for failures only (delivery.report.only.error)
+    def on_delivery(
+        self, err: Any, _msg: Any
+    ) -> None:  # called for failures only (delivery.report.only.error)
         self.delivery_failures += 1
         self.messages.append(str(err))
 
@@ -504,8 +533,14 @@ def _worker_main(plan: _WorkerPlan, reports: Any, go: Any, start_epoch_s: Any, s
 
     errors = _Errors()
     try:
-        producer = Producer({**plan.producer_config, "on_delivery": errors.on_delivery,
-                             "error_cb": errors.on_client_error, "logger": LOG})
+        producer = Producer(
+            {
+                **plan.producer_config,
+                "on_delivery": errors.on_delivery,
+                "error_cb": errors.on_client_error,
+                "logger": LOG,
+            }
+        )
         producer.list_topics(plan.topic, timeout=10.0)  # connect and fetch metadata before the clock starts
     except KafkaException as exc:
         reports.put(("error", plan.index, _redact(str(exc), plan.producer_config)))
@@ -524,8 +559,13 @@ def _worker_main(plan: _WorkerPlan, reports: Any, go: Any, start_epoch_s: Any, s
         sender.finish()
         acknowledged = sender.produced - len(producer) - errors.delivery_failures
         first_error = _redact(errors.messages[0], plan.producer_config) if errors.messages else None
-        reports.put(("done", plan.index,
-                     WorkerTotals(sender.produced, acknowledged, errors.delivery_failures, first_error)))
+        reports.put(
+            (
+                "done",
+                plan.index,
+                WorkerTotals(sender.produced, acknowledged, errors.delivery_failures, first_error),
+            )
+        )
         reports.close()
         reports.join_thread()
 
@@ -533,8 +573,9 @@ def _worker_main(plan: _WorkerPlan, reports: Any, go: Any, start_epoch_s: Any, s
 class _ScheduledSender:
     """The hot loop of one worker: send what the schedule says is due, report every second."""
 
-    def __init__(self, plan: _WorkerPlan, producer: Any, errors: _Errors, reports: Any,
-                 start_epoch_s: float) -> None:
+    def __init__(
+        self, plan: _WorkerPlan, producer: Any, errors: _Errors, reports: Any, start_epoch_s: float
+    ) -> None:
         workload = plan.workload
         self.schedule = workload.schedule(plan.index, plan.count)
         keys = list(self.schedule.key_indices())
@@ -551,7 +592,9 @@ class _ScheduledSender:
         self.start_ms = round(start_epoch_s * 1000)
         self.produced = 0
         self.next_window_end_s = start_epoch_s + 1.0
-        self.pending_windows: deque[tuple[int, int]] = deque()  # (epoch second, records handed over by its end)
+        self.pending_windows: deque[tuple[int, int]] = (
+            deque()
+        )  # (epoch second, records handed over by its end)
         self.reported = 0  # acknowledged records reported so far
 
     def finish(self) -> None:
@@ -571,7 +614,9 @@ class _ScheduledSender:
         """
         while now >= self.next_window_end_s:
             end_ms = round((self.next_window_end_s - self.start_s) * 1000)
-            self.pending_windows.append((int(self.next_window_end_s) - 1, min(sent, self.schedule.due(end_ms - 1))))
+            self.pending_windows.append(
+                (int(self.next_window_end_s) - 1, min(sent, self.schedule.due(end_ms - 1)))
+            )
             self.next_window_end_s += 1.0
 
     def _report_acknowledged(self, now: float, sent: int, final: bool = False) -> None:

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 SPARK_SCHEMA_DDL = "identifier STRING, timestamp LONG, valueInW DOUBLE"
 
 VALUE_TABLE_SIZE = 4096  # a power of two: the index is a bit mask, not a modulo
-_KEY_SCATTER = 2654435761  # Knuth's multiplicative hash constant: neighbouring keys start far apart in the table
+_KEY_SCATTER = (
+    2654435761  # Knuth's multiplicative hash constant: neighbouring keys start far apart in the table
+)
 
 
 def key_of(index: int) -> str:

@@ -36,7 +36,9 @@ class Hierarchy:
 
     def __post_init__(self) -> None:
         if self.children < 1:
-            raise WorkloadError(f"a sensor group needs at least 1 child, got children={self.children}; use >= 1")
+            raise WorkloadError(
+                f"a sensor group needs at least 1 child, got children={self.children}; use >= 1"
+            )
         if self.depth < 1:
             raise WorkloadError(f"a hierarchy needs at least 1 level, got depth={self.depth}; use >= 1")
 
@@ -129,8 +131,10 @@ class KeySchedule:
         cycles, rest_ms = divmod(elapsed_ms, self.period_ms)
         # phase(i) <= rest  <=>  i * period < (rest + 1) * total  <=>  i <= ((rest + 1) * total - 1) // period
         last_due_key = min(self.total_keys - 1, ((rest_ms + 1) * self.total_keys - 1) // self.period_ms)
-        in_cycle = 0 if last_due_key < self.first_key else min(
-            self.key_count, (last_due_key - self.first_key) // self.stride + 1
+        in_cycle = (
+            0
+            if last_due_key < self.first_key
+            else min(self.key_count, (last_due_key - self.first_key) // self.stride + 1)
         )
         return cycles * self.key_count + in_cycle
 
@@ -164,8 +168,11 @@ class SensorGroup:
     children: tuple[SensorGroup | MachineSensor, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"identifier": self.identifier, "name": self.name,
-                "children": [child.to_dict() for child in self.children]}
+        return {
+            "identifier": self.identifier,
+            "name": self.name,
+            "children": [child.to_dict() for child in self.children],
+        }
 
     def to_json(self) -> str:
         """Theodolite's registry JSON: ``{"identifier", "name", "children": [...]}``; leaves have no children."""
@@ -217,7 +224,9 @@ def build_sensor_registry(hierarchy: Hierarchy) -> SensorGroup:
                 built.append(MachineSensor(key_of(next_leaf)))
                 next_leaf += 1
             else:
-                group_id = f"g_{level}_{next_leaf}"  # the id of the first leaf below makes it unique per level
+                group_id = (
+                    f"g_{level}_{next_leaf}"  # the id of the first leaf below makes it unique per level
+                )
                 built.append(SensorGroup(group_id, "", members(level + 1)))
         return tuple(built)
 

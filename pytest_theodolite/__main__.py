@@ -153,8 +153,18 @@ def render(analysis: Reanalysis) -> str:
         )
     out.append(
         _format_table(
-            ["load", "resources", "reps", "median slope", "interval", "threshold", "warm-up", "stop",
-             "generator", "outcome"],
+            [
+                "load",
+                "resources",
+                "reps",
+                "median slope",
+                "interval",
+                "threshold",
+                "warm-up",
+                "stop",
+                "generator",
+                "outcome",
+            ],
             rows,
         )
     )
@@ -198,7 +208,10 @@ def _build_parser() -> argparse.ArgumentParser:
         help="one fixed warm-up in seconds for every repetition (default: each repetition's recorded one)",
     )
     analyse.add_argument(
-        "--confidence", type=float, metavar="C", help="confidence of the slope intervals (default: as recorded)"
+        "--confidence",
+        type=float,
+        metavar="C",
+        help="confidence of the slope intervals (default: as recorded)",
     )
     threshold = analyse.add_mutually_exclusive_group()
     threshold.add_argument(
@@ -243,8 +256,12 @@ def main(
             )
         if args.method is not None:
             settings = replace(settings, slope_method=args.method)
-        analysis = reanalyse(results, settings, Metric(args.metric) if args.metric else None,
-                             fixed_warmup=args.warmup is not None)
+        analysis = reanalyse(
+            results,
+            settings,
+            Metric(args.metric) if args.metric else None,
+            fixed_warmup=args.warmup is not None,
+        )
     except (ValueError, OSError) as error:  # ResultsError included: bad input, told plainly
         print(f"error: {error}", file=stderr)
         return EXIT_BAD_INPUT

@@ -118,7 +118,9 @@ class Testbed:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        keys = _TESTBED_KEYS + (("calibration_rows_per_s",) if self.calibration_rows_per_s is not None else ())
+        keys = _TESTBED_KEYS + (
+            ("calibration_rows_per_s",) if self.calibration_rows_per_s is not None else ()
+        )
         document = {key: getattr(self, key) for key in keys}
         if self.extra:
             document["extra"] = dict(sorted(self.extra.items()))
@@ -134,7 +136,11 @@ class Testbed:
         for key in sorted(set(self.extra) | set(other.extra)):
             mine, theirs = self.extra.get(key), other.extra.get(key)
             if mine != theirs:
-                found.append(TestbedDifference(f"extra.{key}", f"{key} {mine or 'unset'}", f"{key} {theirs or 'unset'}"))
+                found.append(
+                    TestbedDifference(
+                        f"extra.{key}", f"{key} {mine or 'unset'}", f"{key} {theirs or 'unset'}"
+                    )
+                )
         return tuple(found)
 
 
@@ -387,7 +393,9 @@ def _parse_testbed(document: Any, fail: Any) -> Testbed:
     _check_keys(document, _TESTBED_KEYS, "testbed.", fail, optional=("calibration_rows_per_s", "extra"))
     extra = document.get("extra", {})
     if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
-        raise fail(f"testbed.extra is {_show(extra)}, expected an object of texts (from pytest_theodolite_testbed)")
+        raise fail(
+            f"testbed.extra is {_show(extra)}, expected an object of texts (from pytest_theodolite_testbed)"
+        )
 
     def whole_or_null(key: str) -> int | None:
         value = document[key]
@@ -416,13 +424,19 @@ def _parse_testbed(document: Any, fail: Any) -> Testbed:
         pyspark_version=text("pyspark_version", nullable=True),
         python_version=text("python_version"),  # type: ignore[arg-type]
         calibration_rows_per_s=positive_or_null("calibration_rows_per_s", "not calibrated")
-        if "calibration_rows_per_s" in document else None,
+        if "calibration_rows_per_s" in document
+        else None,
         extra=extra,
     )
 
 
-def _check_keys(document: dict[str, Any], expected: tuple[str, ...], prefix: str, fail: Any,
-                optional: tuple[str, ...] = ()) -> None:
+def _check_keys(
+    document: dict[str, Any],
+    expected: tuple[str, ...],
+    prefix: str,
+    fail: Any,
+    optional: tuple[str, ...] = (),
+) -> None:
     missing = [key for key in expected if key not in document]
     if missing:
         raise fail(f"missing key {prefix}{missing[0]}")

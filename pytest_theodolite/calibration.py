@@ -58,18 +58,26 @@ def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 4) -> Ca
     return Calibration(best, (best - min(runs)) / best, cpu)
 
 
-def calibration_mismatch(baseline_rows_per_s: float | None, measured: Calibration | None,
-                         baseline_cpu: float | None = REFERENCE_CPU, margin: float = DEFAULT_MARGIN) -> str | None:
+def calibration_mismatch(
+    baseline_rows_per_s: float | None,
+    measured: Calibration | None,
+    baseline_cpu: float | None = REFERENCE_CPU,
+    margin: float = DEFAULT_MARGIN,
+) -> str | None:
     """Why a baseline is not comparable with this run's testbed, or None where it is (or cannot be told)."""
     if baseline_rows_per_s is None or measured is None:
         return None
     if baseline_cpu != measured.instance_cpu:
-        return (f"the baseline's calibration ran on {baseline_cpu} CPU per instance, this run's on "
-                f"{measured.instance_cpu}: re-record the baseline on this testbed")
+        return (
+            f"the baseline's calibration ran on {baseline_cpu} CPU per instance, this run's on "
+            f"{measured.instance_cpu}: re-record the baseline on this testbed"
+        )
     ratio = measured.rows_per_s / baseline_rows_per_s
     if abs(ratio - 1) <= margin:
         return None
-    return (f"this testbed runs the reference job at {ratio:.2f}x the baseline's speed "
-            f"({measured.rows_per_s:,.0f} vs {baseline_rows_per_s:,.0f} rows/s), beyond the {margin:.0%} margin: "
-            "demand measured here says nothing about a regression; record a baseline on this testbed "
-            "(--theodolite-update-baselines) or run where the baseline was recorded")
+    return (
+        f"this testbed runs the reference job at {ratio:.2f}x the baseline's speed "
+        f"({measured.rows_per_s:,.0f} vs {baseline_rows_per_s:,.0f} rows/s), beyond the {margin:.0%} margin: "
+        "demand measured here says nothing about a regression; record a baseline on this testbed "
+        "(--theodolite-update-baselines) or run where the baseline was recorded"
+    )

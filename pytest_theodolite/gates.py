@@ -87,20 +87,30 @@ def parse_threshold(text: Any) -> SlopeThreshold:
             raise ValueError
         return SlopeThreshold(absolute=value)
     except ValueError:
-        raise GateSpecError(f"threshold {text!r} is neither a positive number of records/s (e.g. 2000) nor a "
-                            "positive share of the load (e.g. 5%)") from None
+        raise GateSpecError(
+            f"threshold {text!r} is neither a positive number of records/s (e.g. 2000) nor a "
+            "positive share of the load (e.g. 5%)"
+        ) from None
 
 
-def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mapping[str, str],
-              job_options: Mapping[str, Mapping[str, Any]] | None = None) -> GateSpec:
+def gate_spec(
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    overrides: Mapping[str, str],
+    job_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> GateSpec:
     """Build a gate from ``@pytest.mark.theodolite(benchmark, loads=[...], ...)`` and the option overrides;
     ``job_options`` (benchmark name -> options) override the benchmark's job options."""
     if len(args) != 1 or not isinstance(args[0], Benchmark):
-        raise GateSpecError("the theodolite marker takes one positional argument, a pytest_theodolite.Benchmark, "
-                            f"got {args!r}")
+        raise GateSpecError(
+            "the theodolite marker takes one positional argument, a pytest_theodolite.Benchmark, "
+            f"got {args!r}"
+        )
     unknown = sorted(set(kwargs) - set(MARKER_KEYWORDS))
     if unknown:
-        raise GateSpecError(f"unknown theodolite marker argument(s) {unknown}; known: {', '.join(MARKER_KEYWORDS)}")
+        raise GateSpecError(
+            f"unknown theodolite marker argument(s) {unknown}; known: {', '.join(MARKER_KEYWORDS)}"
+        )
     if "loads" not in kwargs:
         raise GateSpecError("the theodolite marker needs loads=[...], the loads to measure the demand at")
     values = {**GATE_DEFAULTS, **kwargs, **overrides}
@@ -111,20 +121,33 @@ def gate_spec(args: tuple[Any, ...], kwargs: Mapping[str, Any], overrides: Mappi
         tolerance = _count(values["tolerance"], "tolerance", minimum=0)
         fixed_warmup = _warmup(values["warmup"])
         # a fixed warm-up is Theodolite's protocol: no early stop for growing batches either
-        plan = MeasurementPlan(warmup_s=fixed_warmup, prime_unlimited=_flag(values["prime"], "prime"),
-                               falling_behind_batches=3 if fixed_warmup is None else 0,
-                               max_warmup_s=float(values["max_warmup"]), min_duration_s=float(values["duration"]),
-                               max_duration_s=max(float(values["duration"]), float(values["max_duration"])))
+        plan = MeasurementPlan(
+            warmup_s=fixed_warmup,
+            prime_unlimited=_flag(values["prime"], "prime"),
+            falling_behind_batches=3 if fixed_warmup is None else 0,
+            max_warmup_s=float(values["max_warmup"]),
+            min_duration_s=float(values["duration"]),
+            max_duration_s=max(float(values["duration"]), float(values["max_duration"])),
+        )
         settings = ExperimentSettings(
-            loads=loads, resources=resources, duration_s=float(values["duration"]),
+            loads=loads,
+            resources=resources,
+            duration_s=float(values["duration"]),
             sample_interval_s=float(values["sample_interval"]),
             repetitions=_count(values["repetitions"], "repetitions", minimum=1),
-            slo=SloSettings(warmup_s=fixed_warmup or 0.0, lag_trend_threshold=parse_threshold(values["threshold"]),
-                            slope_method=values["slope_method"], confidence=float(values["confidence"]),
-                            max_batch_duration_s=None if values["max_batch_duration"] in (None, "")
-                            else float(values["max_batch_duration"])),
+            slo=SloSettings(
+                warmup_s=fixed_warmup or 0.0,
+                lag_trend_threshold=parse_threshold(values["threshold"]),
+                slope_method=values["slope_method"],
+                confidence=float(values["confidence"]),
+                max_batch_duration_s=None
+                if values["max_batch_duration"] in (None, "")
+                else float(values["max_batch_duration"]),
+            ),
             plan=plan,
-            strategy=strategy, lower_bound=lower_bound, spark_conf=dict(values["spark_conf"] or {}),
+            strategy=strategy,
+            lower_bound=lower_bound,
+            spark_conf=dict(values["spark_conf"] or {}),
             instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
         )
     except GateSpecError:
@@ -204,8 +227,9 @@ class BenchmarkExperiment:
     points: dict[int, DemandPoint] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.search = IncrementalSearch(Metric.DEMAND, self.settings.strategy, self.settings.lower_bound,
-                                        self.settings.resources)
+        self.search = IncrementalSearch(
+            Metric.DEMAND, self.settings.strategy, self.settings.lower_bound, self.settings.resources
+        )
 
     def measure(self, load: int) -> DemandPoint:
         if load in self.points:
@@ -214,13 +238,23 @@ class BenchmarkExperiment:
         runs = tuple(self.runner.records[(s.load, s.resources)] for s in step.sub_experiments)
         if step.status == SKIPPED:
             previous = self.search.previous(load)
-            point = DemandPoint(load, None, SKIPPED, reason=f"load {previous.x if previous else '?'} could not be "
-                                f"handled by any of {list(step.candidates)} instances (lower-bound restriction)")
+            point = DemandPoint(
+                load,
+                None,
+                SKIPPED,
+                reason=f"load {previous.x if previous else '?'} could not be "
+                f"handled by any of {list(step.candidates)} instances (lower-bound restriction)",
+            )
         elif step.status == UNMEASURED:
             broken = next(r for r in runs if r.outcome in (Outcome.INVALID, Outcome.ERRORED))
             detail = "; ".join(v.detail for v in broken.verdicts if v.outcome is broken.outcome and v.detail)
-            point = DemandPoint(load, None, UNMEASURED, runs,
-                                reason=f"{broken.outcome.value} at {broken.resources} instances: {detail}")
+            point = DemandPoint(
+                load,
+                None,
+                UNMEASURED,
+                runs,
+                reason=f"{broken.outcome.value} at {broken.resources} instances: {detail}",
+            )
         else:
             point = DemandPoint(load, step.optimum, step.status, runs)
         self.points[load] = point
@@ -276,16 +310,28 @@ class TheodoliteSession:
         existing = self.experiments.get(benchmark.name)
         if existing is not None:
             if existing.settings != settings or existing.benchmark != benchmark:
-                raise ValueError(f"benchmark {benchmark.name!r} is declared twice with different settings; "
-                                 "give each declaration its own name")
+                raise ValueError(
+                    f"benchmark {benchmark.name!r} is declared twice with different settings; "
+                    "give each declaration its own name"
+                )
             return existing
         self.calibrate()
-        testbed = {**self.testbed, "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None,
-                   "calibration_rows_per_s": round(self.calibration.rows_per_s)}
-        writer = new_writer(self.results_dir, experiment_id(benchmark.name), benchmark, settings, Metric.DEMAND,
-                            testbed)
-        runner = ExperimentRunner(benchmark, settings, self.kafka, self.spark, writer,
-                                  generator_client_config=dict(self.kafka.properties))
+        testbed = {
+            **self.testbed,
+            "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None,
+            "calibration_rows_per_s": round(self.calibration.rows_per_s),
+        }
+        writer = new_writer(
+            self.results_dir, experiment_id(benchmark.name), benchmark, settings, Metric.DEMAND, testbed
+        )
+        runner = ExperimentRunner(
+            benchmark,
+            settings,
+            self.kafka,
+            self.spark,
+            writer,
+            generator_client_config=dict(self.kafka.properties),
+        )
         experiment = BenchmarkExperiment(benchmark, settings, runner, self.on_sub_experiment)
         self.experiments[benchmark.name] = experiment
         return experiment
@@ -316,19 +362,31 @@ def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
         primed = protocol.get("primed_s")
         primed_text = "" if primed is None else f" (primed {primed:.0f} s unlimited)"
         stop = protocol.get("stop")
-        phases = (f" [setup {last.setup_s:.0f} s, warm-up {last.warmup_s:.0f} s{primed_text}, "
-                  f"measured {last.measurement_s:.0f} s{'' if stop is None else f' until {stop}'}, "
-                  f"teardown {last.teardown_s:.0f} s]")
-    return (f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}{trend})"
-            f"{phases}")
+        phases = (
+            f" [setup {last.setup_s:.0f} s, warm-up {last.warmup_s:.0f} s{primed_text}, "
+            f"measured {last.measurement_s:.0f} s{'' if stop is None else f' until {stop}'}, "
+            f"teardown {last.teardown_s:.0f} s]"
+        )
+    return (
+        f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}{trend})"
+        f"{phases}"
+    )
 
 
-def testbed(settings: TheodoliteSettings, spark: SparkCluster, instance_cpu: float | None,
-            calibration: Calibration | None = None, extra: Mapping[str, str] | None = None) -> Testbed:
+def testbed(
+    settings: TheodoliteSettings,
+    spark: SparkCluster,
+    instance_cpu: float | None,
+    calibration: Calibration | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> Testbed:
     """This machine and setup; the instance CPU is the one a benchmark really ran with; ``extra``: the facts
     of the pytest_theodolite_testbed hook."""
-    current = Testbed.current(kafka_provider=settings.kafka_provider, spark_master=settings.spark_master,
-                              instance_cpu=instance_cpu if spark.can_limit_cpu else None)
+    current = Testbed.current(
+        kafka_provider=settings.kafka_provider,
+        spark_master=settings.spark_master,
+        instance_cpu=instance_cpu if spark.can_limit_cpu else None,
+    )
     current = replace(current, extra=dict(extra or {}))
     if calibration is None:
         return current
@@ -348,22 +406,34 @@ def calibration_note(session: TheodoliteSession, baseline: Baseline | None) -> s
     return note
 
 
-def summarise(session: TheodoliteSession, baselines: Mapping[str, Baseline | None], tolerances: Mapping[str, int],
-              settings: TheodoliteSettings, testbed_extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+def summarise(
+    session: TheodoliteSession,
+    baselines: Mapping[str, Baseline | None],
+    tolerances: Mapping[str, int],
+    settings: TheodoliteSettings,
+    testbed_extra: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Terminal lines and Markdown for every benchmark this process measured; plots into the results dir."""
     reports = []
     for name, experiment in sorted(session.experiments.items()):
         measured = experiment.demand_result()
         baseline = baselines.get(name)
-        measured_testbed = testbed(settings, session.spark, experiment.settings.instance_cpu, session.calibration,
-                                   testbed_extra)
-        comparison = compare(measured, baseline, tolerances.get(name, 0), measured_testbed=measured_testbed,
-                             benchmark=name,
-                             not_comparable=None if settings.update_baselines else session.not_comparable(baseline))
+        measured_testbed = testbed(
+            settings, session.spark, experiment.settings.instance_cpu, session.calibration, testbed_extra
+        )
+        comparison = compare(
+            measured,
+            baseline,
+            tolerances.get(name, 0),
+            measured_testbed=measured_testbed,
+            benchmark=name,
+            not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
+        )
         plot = None
         try:
-            plot = scalability_plot(settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured,
-                                    baseline)
+            plot = scalability_plot(
+                settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured, baseline
+            )
         except PlotDependencyMissing as exc:
             notes = (str(exc),)
         else:

@@ -9,7 +9,9 @@ import pytest
 
 
 @pytest.hookspec
-def pytest_theodolite_sub_experiment(config: pytest.Config, benchmark: str, record: Any, timings: Any) -> None:
+def pytest_theodolite_sub_experiment(
+    config: pytest.Config, benchmark: str, record: Any, timings: Any
+) -> None:
     """A sub-experiment of a gate finished (after its results are on disk).
 
     ``record`` is its `pytest_theodolite.results.SubExperimentRecord` (load, resources, outcome, verdicts with

@@ -80,8 +80,13 @@ class MeasurementLock:
             fcntl.flock(fd, operation | fcntl.LOCK_NB)  # BlockingIOError while another process holds it
             return True
 
-        wait_until(locked, timeout_s=self.timeout_s, interval_s=POLL_S, transient=(BlockingIOError,),
-                   error=TheodoliteSetupError,
-                   what=f"{holder} waited {self.timeout_s:.0f} s for {path} (pytest-theodolite's lock that keeps "
-                        "other tests from running beside a measurement under pytest-xdist); another worker "
-                        "seems stuck. Run with --theodolite-isolation none to measure without it.")
+        wait_until(
+            locked,
+            timeout_s=self.timeout_s,
+            interval_s=POLL_S,
+            transient=(BlockingIOError,),
+            error=TheodoliteSetupError,
+            what=f"{holder} waited {self.timeout_s:.0f} s for {path} (pytest-theodolite's lock that keeps "
+            "other tests from running beside a measurement under pytest-xdist); another worker "
+            "seems stuck. Run with --theodolite-isolation none to measure without it.",
+        )

@@ -57,7 +57,9 @@ def java_major_version(java: str) -> int:
             [java, "-version"], capture_output=True, text=True, timeout=60, check=False
         ).stderr
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TheodoliteSetupError(f"Could not run `{java} -version` ({exc}). Check your JDK install.") from exc
+        raise TheodoliteSetupError(
+            f"Could not run `{java} -version` ({exc}). Check your JDK install."
+        ) from exc
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
     if not match:
         raise TheodoliteSetupError(f"Could not read the Java version from `{java} -version`: {out.strip()!r}")
@@ -70,7 +72,9 @@ def resolve(coordinates: Sequence[str], cache_dir: Path | None = None, mvn: str 
     cache_dir = Path(cache_dir or default_cache_dir())
     for coordinate in coordinates:
         if len(coordinate.split(":")) != 3:
-            raise TheodoliteSetupError(f"Maven coordinate {coordinate!r} is not of the form group:artifact:version")
+            raise TheodoliteSetupError(
+                f"Maven coordinate {coordinate!r} is not of the form group:artifact:version"
+            )
     key = hashlib.sha256("\n".join(sorted(coordinates)).encode()).hexdigest()[:16]
     target = cache_dir / "jars" / key
     marker = target / ".complete"
@@ -106,8 +110,14 @@ def _run_maven(coordinates: Sequence[str], target: Path, mvn: str | None) -> Non
     work.mkdir(parents=True)
     (work / "pom.xml").write_text(_pom(coordinates))
     cmd = [
-        mvn, "-B", "-q", "-f", str(work / "pom.xml"),
-        "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={work / 'lib'}",
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(work / "pom.xml"),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={work / 'lib'}",
     ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, check=False)

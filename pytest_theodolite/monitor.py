@@ -20,7 +20,15 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-SERIES = ("lag-trend", "input-rate", "processed-rate", "batch-duration", "batch-id", "batch-end", "generator-rate")
+SERIES = (
+    "lag-trend",
+    "input-rate",
+    "processed-rate",
+    "batch-duration",
+    "batch-id",
+    "batch-end",
+    "generator-rate",
+)
 
 
 class ProgressError(ValueError):
@@ -43,15 +51,17 @@ def processed_offsets(progress: Mapping[str, Any] | None, topic: str) -> dict[in
             try:
                 end = json.loads(end)
             except ValueError:
-                raise ProgressError(f"the endOffset {end[:200]!r} of source {source.get('description', '?')!r} is "
-                                    "not JSON") from None
+                raise ProgressError(
+                    f"the endOffset {end[:200]!r} of source {source.get('description', '?')!r} is not JSON"
+                ) from None
         if isinstance(end, Mapping) and topic in end:
             try:
                 for partition, offset in end[topic].items():
                     offsets[int(partition)] = max(offsets.get(int(partition), 0), int(offset))
             except (AttributeError, TypeError, ValueError):
-                raise ProgressError(f"the endOffset of topic {topic!r} is not partition -> offset: "
-                                    f"{str(end[topic])[:200]!r}") from None
+                raise ProgressError(
+                    f"the endOffset of topic {topic!r} is not partition -> offset: {str(end[topic])[:200]!r}"
+                ) from None
     return offsets
 
 
@@ -101,8 +111,9 @@ def batch_start_s(progress: Mapping[str, Any]) -> float | None:
         return None
 
 
-def sample_from(timestamp_s: float, end_offsets: Mapping[int, int], progress: Mapping[str, Any] | None,
-                topic: str) -> LagSample:
+def sample_from(
+    timestamp_s: float, end_offsets: Mapping[int, int], progress: Mapping[str, Any] | None, topic: str
+) -> LagSample:
     processed = processed_offsets(progress, topic)
     progress = progress or {}
     duration = finished = (progress.get("durationMs") or {}).get("triggerExecution")
@@ -139,10 +150,15 @@ class LagSampler:
 
     def end_offsets(self) -> dict[int, int]:
         if self._consumer is None:
-            self._consumer = KafkaConsumer(**self.client_kwargs, enable_auto_commit=False,
-                                           request_timeout_ms=int(self.request_timeout_s * 1000) + 1000)
-        offsets = self._consumer.end_offsets([TopicPartition(self.topic, p) for p in range(self.partitions)],
-                                             timeout_ms=int(self.request_timeout_s * 1000))
+            self._consumer = KafkaConsumer(
+                **self.client_kwargs,
+                enable_auto_commit=False,
+                request_timeout_ms=int(self.request_timeout_s * 1000) + 1000,
+            )
+        offsets = self._consumer.end_offsets(
+            [TopicPartition(self.topic, p) for p in range(self.partitions)],
+            timeout_ms=int(self.request_timeout_s * 1000),
+        )
         return {tp.partition: offset for tp, offset in offsets.items()}
 
     def sample(self, query: Any) -> LagSample:

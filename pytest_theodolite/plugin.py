@@ -85,41 +85,69 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(flag, dest=ini, default=None, choices=choices, help=f"{help_text} [ini: {ini}]")
         parser.addini(ini, help_text, default=default)
     for flag, key, help_text in GATE_OPTIONS:
-        group.addoption(flag, dest=f"theodolite_gate_{key}", default=None,
-                        help=f"{help_text} [ini: theodolite_{key}; overrides the marker]")
+        group.addoption(
+            flag,
+            dest=f"theodolite_gate_{key}",
+            default=None,
+            help=f"{help_text} [ini: theodolite_{key}; overrides the marker]",
+        )
         parser.addini(f"theodolite_{key}", help_text, default="")
-    group.addoption("--theodolite-job-option", dest="theodolite_job_options", action="append", default=[],
-                    metavar="BENCHMARK:KEY=VALUE", help="override a job option of one benchmark, e.g. "
-                    "uc1-keys:extra_hash_rounds=2 (repeatable); recorded in the results")
-    group.addoption("--theodolite-update-baselines", action="store_true", default=False,
-                    help="record the measured demand functions as the new baselines instead of comparing")
-    parser.addini("theodolite_kafka_properties", "client properties of an external cluster, one key=value a line "
-                  "(put secrets in THEODOLITE_KAFKA_<NAME> environment variables instead)", type="linelist", default=[])
+    group.addoption(
+        "--theodolite-job-option",
+        dest="theodolite_job_options",
+        action="append",
+        default=[],
+        metavar="BENCHMARK:KEY=VALUE",
+        help="override a job option of one benchmark, e.g. "
+        "uc1-keys:extra_hash_rounds=2 (repeatable); recorded in the results",
+    )
+    group.addoption(
+        "--theodolite-update-baselines",
+        action="store_true",
+        default=False,
+        help="record the measured demand functions as the new baselines instead of comparing",
+    )
+    parser.addini(
+        "theodolite_kafka_properties",
+        "client properties of an external cluster, one key=value a line "
+        "(put secrets in THEODOLITE_KAFKA_<NAME> environment variables instead)",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "theodolite(benchmark, *, loads, resources=(1, 2, 3, 4), duration=60, warmup=30, threshold=2000, "
+        "markers",
+        "theodolite(benchmark, *, loads, resources=(1, 2, 3, 4), duration=60, warmup=30, threshold=2000, "
         "strategy='linear+lower-bound', repetitions=1, tolerance=0, sample_interval=1, spark_conf=None, "
         "instance_cpu=None): a "
-        "scalability gate; a test with this marker that uses the theodolite_gate fixture runs once per load")
+        "scalability gate; a test with this marker that uses the theodolite_gate fixture runs once per load",
+    )
     config.addinivalue_line(
-        "markers", "theodolite_exclusive: under pytest-xdist, run this test alone, as a gate point runs (for tests "
-        "that measure something themselves)")
+        "markers",
+        "theodolite_exclusive: under pytest-xdist, run this test alone, as a gate point runs (for tests "
+        "that measure something themselves)",
+    )
 
     def get(flag: str):
         ini = next(i for f, i, _, _ in OPTIONS if f == flag)
         value = config.getoption(ini)
         return config.getini(ini) if value is None else value
 
-    overrides = {key: config.getoption(f"theodolite_gate_{key}") or config.getini(f"theodolite_{key}")
-                 for _, key, _ in GATE_OPTIONS}
+    overrides = {
+        key: config.getoption(f"theodolite_gate_{key}") or config.getini(f"theodolite_{key}")
+        for _, key, _ in GATE_OPTIONS
+    }
     try:
-        config.stash[SETTINGS_KEY] = build(get, config.getini("theodolite_kafka_properties"),
-                                           gate_overrides=overrides,
-                                           update_baselines=config.getoption("theodolite_update_baselines"),
-                                           rootdir=config.rootpath,
-                                           job_options=config.getoption("theodolite_job_options"))
+        config.stash[SETTINGS_KEY] = build(
+            get,
+            config.getini("theodolite_kafka_properties"),
+            gate_overrides=overrides,
+            update_baselines=config.getoption("theodolite_update_baselines"),
+            rootdir=config.rootpath,
+            job_options=config.getoption("theodolite_job_options"),
+        )
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
     config.stash[STATE_KEY] = GateState()
@@ -156,9 +184,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = config.stash[SETTINGS_KEY]
     from .spark.jars import pyspark_version
 
-    kafka = settings.kafka_provider + (f" ({settings.kafka_bootstrap})" if settings.kafka_bootstrap else
-                                       f" (Apache Kafka {KAFKA_VERSION}, KRaft)" if settings.kafka_provider == "embedded"
-                                       else "")
+    kafka = settings.kafka_provider + (
+        f" ({settings.kafka_bootstrap})"
+        if settings.kafka_bootstrap
+        else f" (Apache Kafka {KAFKA_VERSION}, KRaft)"
+        if settings.kafka_provider == "embedded"
+        else ""
+    )
     lines = [
         f"theodolite: kafka={kafka}, spark master={settings.spark_master} (pyspark {pyspark_version()}), "
         f"max instances={settings.max_instances}",
@@ -168,10 +200,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
     # pytest registers the session as a plugin named "session"; xdist's checks take a session or a request
     if xdist.is_xdist_controller(config.pluginmanager.get_plugin("session")):
-        lines.append("theodolite: pytest-xdist: " + (
-            "other tests wait while a gate point measures (--theodolite-isolation exclusive)"
-            if settings.isolation == "exclusive" else
-            "other tests run beside measurements (--theodolite-isolation none): verdicts are noisier"))
+        lines.append(
+            "theodolite: pytest-xdist: "
+            + (
+                "other tests wait while a gate point measures (--theodolite-isolation exclusive)"
+                if settings.isolation == "exclusive"
+                else "other tests run beside measurements (--theodolite-isolation none): verdicts are noisier"
+            )
+        )
     return lines
 
 
@@ -186,14 +222,23 @@ def _read_gate_points(shared_dir: Path) -> set[str]:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash[STATE_KEY]
     if state.session is not None:
-        state.summary = summarise(state.session, state.baselines, state.tolerances, session.config.stash[SETTINGS_KEY],
-                                  _testbed_extra(session.config))
+        state.summary = summarise(
+            state.session,
+            state.baselines,
+            state.tolerances,
+            session.config.stash[SETTINGS_KEY],
+            _testbed_extra(session.config),
+        )
         if xdist.is_xdist_worker(session):
             session.config.workeroutput["theodolite_summary"] = state.summary  # type: ignore[attr-defined]
     if xdist.is_xdist_controller(session):
         release_all(session.config._tmp_path_factory.getbasetemp())  # the services the workers shared
-    if (state.unmeasured and not state.regressions and not state.other_failures
-            and session.exitstatus == pytest.ExitCode.TESTS_FAILED):
+    if (
+        state.unmeasured
+        and not state.regressions
+        and not state.other_failures
+        and session.exitstatus == pytest.ExitCode.TESTS_FAILED
+    ):
         session.exitstatus = EXIT_UNMEASURED
 
 
@@ -215,12 +260,16 @@ def theodolite_settings(pytestconfig: pytest.Config) -> TheodoliteSettings:
 
 
 @pytest.fixture(scope="session")
-def kafka_cluster(request: pytest.FixtureRequest, theodolite_settings: TheodoliteSettings,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka_cluster(
+    request: pytest.FixtureRequest,
+    theodolite_settings: TheodoliteSettings,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[KafkaCluster]:
     """The Kafka cluster of this test session: ``bootstrap_servers``, ``create_topic``, ``end_offsets``, ..."""
     if xdist.is_xdist_worker(request) and theodolite_settings.kafka_provider != "testcontainers":
-        cluster = _start(request, lambda: services.shared_kafka(theodolite_settings,
-                                                                tmp_path_factory.getbasetemp().parent))
+        cluster = _start(
+            request, lambda: services.shared_kafka(theodolite_settings, tmp_path_factory.getbasetemp().parent)
+        )
         yield cluster
         cluster.close()
         return
@@ -228,11 +277,16 @@ def kafka_cluster(request: pytest.FixtureRequest, theodolite_settings: Theodolit
 
 
 @pytest.fixture(scope="session")
-def spark_cluster(request: pytest.FixtureRequest, theodolite_settings: TheodoliteSettings,
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+def spark_cluster(
+    request: pytest.FixtureRequest,
+    theodolite_settings: TheodoliteSettings,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[SparkCluster]:
     """Spark with up to ``--theodolite-max-instances`` one-core executors: ``with spark_cluster.session(instances=r)``."""
     if xdist.is_xdist_worker(request):
-        yield _start(request, lambda: services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent))
+        yield _start(
+            request, lambda: services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent)
+        )
         return
     yield from _served(request, services.open_spark(theodolite_settings))
 
@@ -247,6 +301,7 @@ def _served(request: pytest.FixtureRequest, context: AbstractContextManager[T]) 
 
 
 # -- scalability gates ---------------------------------------------------------------------------------------
+
 
 @dataclass(eq=False)  # registered as a plugin: pluggy needs it hashable (by identity)
 class GateState:
@@ -295,34 +350,49 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except GateSpecError as exc:
         metafunc.config.stash[STATE_KEY].spec_errors.append(f"{metafunc.definition.nodeid}: {exc}")
         return
-    metafunc.parametrize("theodolite_load", spec.settings.loads, ids=[f"load={load}" for load in spec.settings.loads])
+    metafunc.parametrize(
+        "theodolite_load", spec.settings.loads, ids=[f"load={load}" for load in spec.settings.loads]
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker turns xdist_group marks into node ids
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     errors = config.stash[STATE_KEY].spec_errors
     if errors:
         raise pytest.UsageError("pytest-theodolite: bad theodolite marker:\n  " + "\n  ".join(errors))
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if item.get_closest_marker("theodolite") is not None and callspec and "theodolite_load" in callspec.params:
+        if (
+            item.get_closest_marker("theodolite") is not None
+            and callspec
+            and "theodolite_load" in callspec.params
+        ):
             item.stash[GATE_POINT_KEY] = True
             item.add_marker(pytest.mark.xdist_group("theodolite"))
     if any(item.stash.get(GATE_POINT_KEY, False) for item in items):
-        _testbed_extra(config)  # a broken pytest_theodolite_testbed is a usage error before anything is measured
+        _testbed_extra(
+            config
+        )  # a broken pytest_theodolite_testbed is a usage error before anything is measured
     if xdist.is_xdist_worker(session):
         shared_dir = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
         worker = config.workerinput["workerid"]  # type: ignore[attr-defined]
-        write_atomically(shared_dir / GATE_POINTS_FILE.format(worker=worker),
-                         "".join(f"{item.nodeid}\n" for item in items if item.stash.get(GATE_POINT_KEY, False)))
+        write_atomically(
+            shared_dir / GATE_POINTS_FILE.format(worker=worker),
+            "".join(f"{item.nodeid}\n" for item in items if item.stash.get(GATE_POINT_KEY, False)),
+        )
 
 
 def _measurement_lock(session: pytest.Session) -> MeasurementLock | None:
     """The lock that keeps other tests from running beside a measurement; only xdist workers need one."""
     config = session.config
     state = config.stash[STATE_KEY]
-    if (state.measurement_lock is None and xdist.is_xdist_worker(session)
-            and config.stash[SETTINGS_KEY].isolation == "exclusive"):
+    if (
+        state.measurement_lock is None
+        and xdist.is_xdist_worker(session)
+        and config.stash[SETTINGS_KEY].isolation == "exclusive"
+    ):
         # the directory all workers of this run share (as for the shared broker)
         state.measurement_lock = MeasurementLock(config._tmp_path_factory.getbasetemp().parent)
     return state.measurement_lock
@@ -335,8 +405,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     # a test that measures (a gate point: its sub-experiments run in setup) runs alone, every other test beside
     # other tests; the whole protocol, because a session fixture may start a broker in any test's setup
-    measures = (bool({"theodolite", "theodolite_gate"} & set(getattr(item, "fixturenames", ())))
-                or item.get_closest_marker("theodolite_exclusive") is not None)
+    measures = (
+        bool({"theodolite", "theodolite_gate"} & set(getattr(item, "fixturenames", ())))
+        or item.get_closest_marker("theodolite_exclusive") is not None
+    )
     with lock.exclusive() if measures else lock.shared():
         return (yield)
 
@@ -368,22 +440,32 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 @pytest.fixture(scope="session")
-def theodolite(request: pytest.FixtureRequest, kafka_cluster: KafkaCluster, spark_cluster: SparkCluster,
-               theodolite_settings: TheodoliteSettings) -> TheodoliteSession:
+def theodolite(
+    request: pytest.FixtureRequest,
+    kafka_cluster: KafkaCluster,
+    spark_cluster: SparkCluster,
+    theodolite_settings: TheodoliteSettings,
+) -> TheodoliteSession:
     """Runs benchmarks on this session's broker and Spark cluster: ``theodolite.demand(benchmark, settings)``."""
     state = request.config.stash[STATE_KEY]
     if state.session is None:
         extra = _testbed_extra(request.config)
-        state.session = TheodoliteSession(kafka_cluster, spark_cluster, theodolite_settings.results_dir,
-                                          testbed(theodolite_settings, spark_cluster, None, extra=extra).to_dict(),
-                                          on_sub_experiment=_sub_experiment_hook(request.config))
+        state.session = TheodoliteSession(
+            kafka_cluster,
+            spark_cluster,
+            theodolite_settings.results_dir,
+            testbed(theodolite_settings, spark_cluster, None, extra=extra).to_dict(),
+            on_sub_experiment=_sub_experiment_hook(request.config),
+        )
     return state.session
 
 
 @pytest.fixture
 def theodolite_load() -> int:
-    raise pytest.UsageError("theodolite_load is set by the theodolite marker: mark the test with "
-                            "@pytest.mark.theodolite(benchmark, loads=[...])")
+    raise pytest.UsageError(
+        "theodolite_load is set by the theodolite marker: mark the test with "
+        "@pytest.mark.theodolite(benchmark, loads=[...])"
+    )
 
 
 @dataclass
@@ -401,8 +483,14 @@ class TheodoliteGate:
     @property
     def comparison(self) -> PointComparison:
         measured = UNMEASURED_DEMAND if self.point.status == UNMEASURED else self.point.resources
-        return compare_point(self.point.load, measured, self.baseline, self.spec.tolerance,
-                             skipped=self.point.status == SKIPPED, not_comparable=self.not_comparable)
+        return compare_point(
+            self.point.load,
+            measured,
+            self.baseline,
+            self.spec.tolerance,
+            skipped=self.point.status == SKIPPED,
+            not_comparable=self.not_comparable,
+        )
 
     def check(self) -> PointComparison:
         self.checked = True
@@ -416,19 +504,27 @@ class TheodoliteGate:
         if comparison.verdict is Verdict.REGRESSION:
             self.record_property("theodolite.regression", self.point.load)
             slopes, outcomes = slopes_and_outcomes(self.point.sub_experiments)
-            pytest.fail(f"{comparison.describe(self.spec.benchmark.name)}\n"
-                        f"{failure_table(comparison, slopes, outcomes)}", pytrace=False)
+            pytest.fail(
+                f"{comparison.describe(self.spec.benchmark.name)}\n"
+                f"{failure_table(comparison, slopes, outcomes)}",
+                pytrace=False,
+            )
         return comparison
 
 
 @pytest.fixture
-def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodolite_settings: TheodoliteSettings,
-                    record_property: Callable[[str, object], None]) -> TheodoliteGate:
+def theodolite_gate(
+    request: pytest.FixtureRequest,
+    theodolite_load: int,
+    theodolite_settings: TheodoliteSettings,
+    record_property: Callable[[str, object], None],
+) -> TheodoliteGate:
     """Measures demand(load) for the test's ``theodolite`` marker during setup, so that a load that could not
     be measured is a test error, and a regression found by ``check()`` a failure."""
     marker = request.node.get_closest_marker("theodolite")
-    spec = gate_spec(marker.args, marker.kwargs, theodolite_settings.gate_overrides,
-                     theodolite_settings.job_options)
+    spec = gate_spec(
+        marker.args, marker.kwargs, theodolite_settings.gate_overrides, theodolite_settings.job_options
+    )
     name = spec.benchmark.name
     state = request.config.stash[STATE_KEY]
     if name not in state.baselines:
@@ -440,8 +536,10 @@ def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodo
     baseline = state.baselines[name]
     state.tolerances[name] = spec.tolerance
     if baseline is None and not theodolite_settings.update_baselines:
-        pytest.skip(f"no baseline for {name} at {baseline_path(theodolite_settings.baselines_dir, name)}: "
-                    "record one with --theodolite-update-baselines")
+        pytest.skip(
+            f"no baseline for {name} at {baseline_path(theodolite_settings.baselines_dir, name)}: "
+            "record one with --theodolite-update-baselines"
+        )
     session = request.getfixturevalue("theodolite")
     if session.on_sub_experiment is None:  # a session a conftest made: its gates report through the hook too
         session.on_sub_experiment = _sub_experiment_hook(request.config)
@@ -450,30 +548,52 @@ def theodolite_gate(request: pytest.FixtureRequest, theodolite_load: int, theodo
     point = _start(request, lambda: experiment.measure(theodolite_load))
     if point.status == UNMEASURED:
         request.node.user_properties.append(("theodolite.unmeasured", theodolite_load))
-        pytest.fail(f"pytest-theodolite: could not measure the demand of {name} at load {theodolite_load}: "
-                    f"{point.reason}", pytrace=False)
+        pytest.fail(
+            f"pytest-theodolite: could not measure the demand of {name} at load {theodolite_load}: "
+            f"{point.reason}",
+            pytrace=False,
+        )
     if theodolite_settings.update_baselines:
-        current = testbed(theodolite_settings, session.spark, spec.settings.instance_cpu, session.calibration,
-                          _testbed_extra(request.config))
+        current = testbed(
+            theodolite_settings,
+            session.spark,
+            spec.settings.instance_cpu,
+            session.calibration,
+            _testbed_extra(request.config),
+        )
         updated = baseline_from_measurement(
-            name, experiment.demand_result(),
-            {**experiment_settings_dict(spec.benchmark, spec.settings, current.to_dict()),
-             "tolerance": spec.tolerance}, current, previous=baseline)
+            name,
+            experiment.demand_result(),
+            {
+                **experiment_settings_dict(spec.benchmark, spec.settings, current.to_dict()),
+                "tolerance": spec.tolerance,
+            },
+            current,
+            previous=baseline,
+        )
         write_baseline(baseline_path(theodolite_settings.baselines_dir, name), updated)
         state.baselines[name] = baseline = updated
-    return TheodoliteGate(spec, point, baseline, record_property,
-                          None if theodolite_settings.update_baselines else session.not_comparable(baseline))
+    return TheodoliteGate(
+        spec,
+        point,
+        baseline,
+        record_property,
+        None if theodolite_settings.update_baselines else session.not_comparable(baseline),
+    )
 
 
 def _sub_experiment_hook(config: pytest.Config) -> SubExperimentListener:
     def call(benchmark: str, record: Any, timings: Any) -> None:
-        config.hook.pytest_theodolite_sub_experiment(config=config, benchmark=benchmark, record=record,
-                                                     timings=timings)
+        config.hook.pytest_theodolite_sub_experiment(
+            config=config, benchmark=benchmark, record=record, timings=timings
+        )
 
     return call
 
 
-def pytest_theodolite_sub_experiment(config: pytest.Config, benchmark: str, record: Any, timings: Any) -> None:
+def pytest_theodolite_sub_experiment(
+    config: pytest.Config, benchmark: str, record: Any, timings: Any
+) -> None:
     """The plugin's own implementation: a progress line as each sub-experiment ends."""
     _live(config, f"theodolite: {benchmark} {progress_line(record, timings)}")
 
@@ -484,10 +604,13 @@ def _testbed_extra(config: pytest.Config) -> dict[str, str]:
     if state.testbed_extra is None:
         extra: dict[str, str] = {}
         for answer in config.hook.pytest_theodolite_testbed(config=config):
-            if not isinstance(answer, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                       for k, v in answer.items()):
-                raise pytest.UsageError(f"pytest-theodolite: pytest_theodolite_testbed returned {answer!r}: "
-                                        "return a dict of texts, e.g. {'runner': 'ubuntu-24.04-2core'}")
+            if not isinstance(answer, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in answer.items()
+            ):
+                raise pytest.UsageError(
+                    f"pytest-theodolite: pytest_theodolite_testbed returned {answer!r}: "
+                    "return a dict of texts, e.g. {'runner': 'ubuntu-24.04-2core'}"
+                )
             extra.update(answer)
         state.testbed_extra = extra
     return state.testbed_extra

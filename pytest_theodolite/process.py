@@ -83,12 +83,14 @@ class ManagedProcess:
     def log_excerpt(self, lines: int = 25) -> str:
         """The first ERROR lines (the cause; a JVM's shutdown noise comes after it) and the last lines."""
         try:
-            errors = [line for line in self.log_path.read_text(errors="replace").splitlines() if " ERROR " in line][:5]
+            errors = [
+                line for line in self.log_path.read_text(errors="replace").splitlines() if " ERROR " in line
+            ][:5]
         except OSError:
             errors = []
         last = self.log_tail(lines)
         head = "\n".join(line for line in errors if line not in last)
-        return (f"{head}\n...\n{last}" if head else last)
+        return f"{head}\n...\n{last}" if head else last
 
     def stop(self) -> None:
         if self.popen is None:

@@ -77,15 +77,26 @@ class MeasurementPlan:
         if self.warmup_s is not None and not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
             problems.append(f"warm-up must be 'auto' or seconds >= 0, got {self.warmup_s}")
         if not 0 < self.min_duration_s <= self.max_duration_s:
-            problems.append(f"need 0 < duration <= max duration, got {self.min_duration_s:g} s and "
-                            f"{self.max_duration_s:g} s")
+            problems.append(
+                f"need 0 < duration <= max duration, got {self.min_duration_s:g} s and "
+                f"{self.max_duration_s:g} s"
+            )
         if self.max_warmup_s <= 0 or self.max_prime_s < 0:
-            problems.append(f"warm-up bounds must be positive, got max warm-up {self.max_warmup_s:g} s, "
-                            f"max priming {self.max_prime_s:g} s")
-        if self.prime_batches < 1 or self.settle_batches < 2 or self.min_points < 3 or \
-                self.falling_behind_batches in (1, 2) or self.falling_behind_batches < 0:
-            problems.append("need prime_batches >= 1, settle_batches >= 2, min_points >= 3 and "
-                            "falling_behind_batches 0 or >= 3")
+            problems.append(
+                f"warm-up bounds must be positive, got max warm-up {self.max_warmup_s:g} s, "
+                f"max priming {self.max_prime_s:g} s"
+            )
+        if (
+            self.prime_batches < 1
+            or self.settle_batches < 2
+            or self.min_points < 3
+            or self.falling_behind_batches in (1, 2)
+            or self.falling_behind_batches < 0
+        ):
+            problems.append(
+                "need prime_batches >= 1, settle_batches >= 2, min_points >= 3 and "
+                "falling_behind_batches 0 or >= 3"
+            )
         if not 0 <= self.settle_tolerance < 1:
             problems.append(f"settle tolerance must be in [0, 1), got {self.settle_tolerance}")
         if problems:
@@ -103,8 +114,9 @@ class MeasurementPlan:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
-def batch_durations_growing(durations_s: Sequence[float], batches: int, overall: float = 2.0,
-                            floor_s: float = 3.0) -> bool:
+def batch_durations_growing(
+    durations_s: Sequence[float], batches: int, overall: float = 2.0, floor_s: float = 3.0
+) -> bool:
     """True when the last `batches` durations rise by increments that do not shrink (each at least 90 % of the
     one before) to `overall` times the first and at least `floor_s`: a micro-batch engine that falls further
     behind with every batch. (Sub-second batches jitter by tens of per cent; the fit judges those quickly.)
@@ -117,8 +129,11 @@ def batch_durations_growing(durations_s: Sequence[float], batches: int, overall:
         return False
     recent = list(durations_s)[-batches:]
     steps = [b - a for a, b in zip(recent, recent[1:])]
-    return all(step > 0 for step in steps) and all(later >= 0.9 * earlier for earlier, later in zip(steps, steps[1:])) \
+    return (
+        all(step > 0 for step in steps)
+        and all(later >= 0.9 * earlier for earlier, later in zip(steps, steps[1:]))
         and recent[-1] >= max(overall * recent[0], floor_s)
+    )
 
 
 def batch_durations_settled(durations_s: Sequence[float], batches: int, tolerance: float) -> bool:
@@ -161,8 +176,14 @@ class MeasurementProtocol:
     def __post_init__(self) -> None:
         self.phase = Phase.PRIMING if self.plan.prime_unlimited else Phase.SETTLING
 
-    def feed(self, timestamp_s: float, lag: float, batch_id: int | None, batch_ms: float | None,
-             batch_end_s: float | None = None) -> Phase:
+    def feed(
+        self,
+        timestamp_s: float,
+        lag: float,
+        batch_id: int | None,
+        batch_ms: float | None,
+        batch_end_s: float | None = None,
+    ) -> Phase:
         """One sample: the total lag, and the id, duration and end (epoch s) of the last finished micro-batch
         (None before the first one). Returns the phase after it; the caller applies the CPU limit when the phase leaves
         PRIMING and stops sampling at DONE."""
@@ -227,8 +248,11 @@ class MeasurementProtocol:
         if elapsed < self.plan.min_duration_s:
             return
         self.estimate = self._estimate()
-        decided = self.estimate is not None and self.estimate.points >= self.plan.min_points \
+        decided = (
+            self.estimate is not None
+            and self.estimate.points >= self.plan.min_points
             and self.estimate.side_of(self.threshold_rps) is not None
+        )
         if decided:
             self._finish(Stop.CERTAIN)
         elif elapsed >= self.plan.max_duration_s:
@@ -236,10 +260,15 @@ class MeasurementProtocol:
 
     def _estimate(self) -> SlopeEstimate | None:
         try:
-            return lag_trend_estimate(TimeSeries.of(self._t, self._lag), warmup_s=self.warmup_used_s or 0.0,
-                                      method=self.method, confidence=self.confidence,
-                                      batch_ids=TimeSeries.of(self._ids_t, self._ids),
-                                      batch_ends=TimeSeries.of(self._ids_t, self._ends), rate=self.offered_rate)
+            return lag_trend_estimate(
+                TimeSeries.of(self._t, self._lag),
+                warmup_s=self.warmup_used_s or 0.0,
+                method=self.method,
+                confidence=self.confidence,
+                batch_ids=TimeSeries.of(self._ids_t, self._ids),
+                batch_ends=TimeSeries.of(self._ids_t, self._ends),
+                rate=self.offered_rate,
+            )
         except ValueError:  # too few finished batches after the warm-up so far
             return None
 
@@ -258,23 +287,36 @@ class MeasurementProtocol:
     def failure_reason(self) -> str | None:
         """Why the repetition FAILs without a fitted trend, or None."""
         if self.stop is Stop.NOT_SETTLED:
-            recent = [f"{d:.1f}" for d in list(self._batches.values())[-self.plan.settle_batches:]]
-            return (f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound: micro-batch "
-                    f"durations were still falling (last: {', '.join(recent) or 'none finished'} s)")
+            recent = [f"{d:.1f}" for d in list(self._batches.values())[-self.plan.settle_batches :]]
+            return (
+                f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound: micro-batch "
+                f"durations were still falling (last: {', '.join(recent) or 'none finished'} s)"
+            )
         if self.stop is Stop.FALLING_BEHIND:
-            recent = [f"{d:.1f}" for d in self._limited_durations()[-self.plan.falling_behind_batches:]]
-            return (f"the job falls behind: each micro-batch took longer than the last ({', '.join(recent)} s), "
-                    "as when the load exceeds what the instances process")
+            recent = [f"{d:.1f}" for d in self._limited_durations()[-self.plan.falling_behind_batches :]]
+            return (
+                f"the job falls behind: each micro-batch took longer than the last ({', '.join(recent)} s), "
+                "as when the load exceeds what the instances process"
+            )
         if self.stop is Stop.NO_BATCHES:
-            return (f"fewer than 2 micro-batches finished in {self.plan.max_duration_s:g} s of measurement: "
-                    "the job does not keep up")
+            return (
+                f"fewer than 2 micro-batches finished in {self.plan.max_duration_s:g} s of measurement: "
+                "the job does not keep up"
+            )
         return None
 
     def summary(self) -> dict[str, Any]:
         """The repetition's protocol for the results: phases' lengths, stop reason, points fitted."""
-        primed = None if self.limited_at_s is None or not self.plan.prime_unlimited else \
-            self.limited_at_s - self.start_s
-        measured = None if self.measure_from_s is None else (self.last_s or self.measure_from_s) - self.measure_from_s
+        primed = (
+            None
+            if self.limited_at_s is None or not self.plan.prime_unlimited
+            else self.limited_at_s - self.start_s
+        )
+        measured = (
+            None
+            if self.measure_from_s is None
+            else (self.last_s or self.measure_from_s) - self.measure_from_s
+        )
         return {
             "primed_s": primed,
             "warmup_s": self.warmup_used_s,
@@ -286,12 +328,17 @@ class MeasurementProtocol:
         }
 
 
-def stop_of(estimate_low: float | None, estimate_high: float | None, threshold: float | None,
-            recorded: str | None) -> str | None:
+def stop_of(
+    estimate_low: float | None, estimate_high: float | None, threshold: float | None, recorded: str | None
+) -> str | None:
     """The stop reason a recomputed interval implies: a failing stop as recorded, ``certain`` where the
     interval lies on one side of the threshold, else ``max-duration`` (the bound was what ended it)."""
     if recorded in {s.value for s in FAILING_STOPS}:
         return recorded
     if estimate_low is None or estimate_high is None or threshold is None:
         return recorded
-    return Stop.CERTAIN.value if estimate_high < threshold or estimate_low >= threshold else Stop.MAX_DURATION.value
+    return (
+        Stop.CERTAIN.value
+        if estimate_high < threshold or estimate_low >= threshold
+        else Stop.MAX_DURATION.value
+    )

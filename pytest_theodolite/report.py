@@ -96,8 +96,13 @@ def lag_slopes_text(
 
 def benchmark_status(comparison: Comparison) -> str:
     """One word for a benchmark: REGRESSION > NOT COMPARABLE > UNMEASURED > IMPROVEMENT > NEW LOAD > PASS."""
-    for verdict in (Verdict.REGRESSION, Verdict.NOT_COMPARABLE, Verdict.UNMEASURED, Verdict.IMPROVEMENT,
-                    Verdict.NEW_LOAD):
+    for verdict in (
+        Verdict.REGRESSION,
+        Verdict.NOT_COMPARABLE,
+        Verdict.UNMEASURED,
+        Verdict.IMPROVEMENT,
+        Verdict.NEW_LOAD,
+    ):
         if any(p.verdict is verdict for p in comparison.points):
             return verdict.label
     return Verdict.PASS.label
@@ -151,8 +156,10 @@ def _commentary(report: BenchmarkReport) -> list[str]:
             f"unmeasured: load {_loads_text(comparison.unmeasured)} (an invalid or errored sub-experiment)"
         )
     if comparison.not_comparable:
-        sentences.append(f"not comparable: load {_loads_text(comparison.not_comparable)}: "
-                         f"{comparison.not_comparable[0].reason}")
+        sentences.append(
+            f"not comparable: load {_loads_text(comparison.not_comparable)}: "
+            f"{comparison.not_comparable[0].reason}"
+        )
     if comparison.improvements:
         sentences.append(_improvement_sentence(comparison.improvements))
     if comparison.testbed_differs:

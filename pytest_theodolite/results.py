@@ -54,7 +54,9 @@ SERIES_BATCH_DURATION = "batch-duration"
 SERIES_EVENT_TIME_LATENCY = "event-time-latency"
 SERIES_BATCH_ID = "batch-id"  # id of the last finished micro-batch at each lag sample (batch-aligned slope)
 SERIES_BATCH_END = "batch-end"  # epoch seconds that batch finished
-SERIES_COLUMNS = "labels,timestamp,value"  # Theodolite's collector's columns, read by position by its analysis
+SERIES_COLUMNS = (
+    "labels,timestamp,value"  # Theodolite's collector's columns, read by position by its analysis
+)
 
 _EXPERIMENT_ID = r"[A-Za-z0-9][A-Za-z0-9.-]*"
 _SERIES_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -63,6 +65,7 @@ RAW_FILE = re.compile(
     r"_(?P<repetition>\d+)\.csv$"
 )
 RESULTS_JSON = re.compile(rf"^exp(?P<experiment>{_EXPERIMENT_ID})_results\.json$")
+
 
 class ResultsError(ValueError):
     """A results directory or file that cannot be read as results; the message says what is wrong."""

@@ -64,7 +64,9 @@ class ExperimentSettings:
     strategy: Strategy = Strategy.LINEAR
     lower_bound: bool = True
     spark_conf: Mapping[str, str] = field(default_factory=dict)
-    instance_cpu: float | None = None  # CPU cores per instance where the cluster can limit it; None: unlimited
+    instance_cpu: float | None = (
+        None  # CPU cores per instance where the cluster can limit it; None: unlimited
+    )
     #: warm-up and stopping rules; None: Theodolite's fixed protocol (``slo.warmup_s``, then ``duration_s``)
     plan: MeasurementPlan | None = None
 
@@ -95,8 +97,13 @@ class ExperimentSettings:
     def measurement_plan(self) -> MeasurementPlan:
         if self.plan is not None:
             return self.plan
-        return MeasurementPlan(warmup_s=self.slo.warmup_s, prime_unlimited=False, falling_behind_batches=0,
-                               min_duration_s=self.duration_s, max_duration_s=self.duration_s)
+        return MeasurementPlan(
+            warmup_s=self.slo.warmup_s,
+            prime_unlimited=False,
+            falling_behind_batches=0,
+            min_duration_s=self.duration_s,
+            max_duration_s=self.duration_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,9 @@ class PhaseTimings:
     teardown_s: float = 0.0
 
     def as_counters(self) -> dict[str, int]:
-        return {f"{name.removesuffix('_s')}_ms": int(round(value * 1000)) for name, value in vars(self).items()}
+        return {
+            f"{name.removesuffix('_s')}_ms": int(round(value * 1000)) for name, value in vars(self).items()
+        }
 
 
 @dataclass
@@ -162,17 +171,23 @@ class ExperimentRunner:
 
     # -- metrics ---------------------------------------------------------------------------------------
     def measure_demand(self, *, stop_on_unmeasured: bool = False) -> DemandResult:
-        result = search_demand(self.run_sub_experiment, self.settings.loads, self.settings.resources,
-                               self.settings.strategy, lower_bound=self.settings.lower_bound,
-                               stop_on_unmeasured=stop_on_unmeasured)
+        result = search_demand(
+            self.run_sub_experiment,
+            self.settings.loads,
+            self.settings.resources,
+            self.settings.strategy,
+            lower_bound=self.settings.lower_bound,
+            stop_on_unmeasured=stop_on_unmeasured,
+        )
         self.writer.write_demand(result)
         return result
 
     # -- one sub-experiment ----------------------------------------------------------------------------
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
         workload = self.benchmark.workload(load)
-        repetitions = [self.run_repetition(load, resources, rep, workload)
-                       for rep in range(self.settings.repetitions)]
+        repetitions = [
+            self.run_repetition(load, resources, rep, workload) for rep in range(self.settings.repetitions)
+        ]
         record = SubExperimentRecord.from_repetitions(load, resources, workload.target_rate, repetitions)
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
@@ -180,21 +195,32 @@ class ExperimentRunner:
             self.on_sub_experiment(record)
         return record
 
-    def run_repetition(self, load: int, resources: int, repetition: int, workload: Workload) -> RepetitionRecord:
+    def run_repetition(
+        self, load: int, resources: int, repetition: int, workload: Workload
+    ) -> RepetitionRecord:
         run_id = uuid.uuid4().hex[:8]
         self.run_ids.append(run_id)
         topics = {"input": f"theodolite-{run_id}-input", "output": f"theodolite-{run_id}-output"}
-        topics.update({option: f"theodolite-{run_id}-{option.replace('_', '-')}"
-                       for option in self.benchmark.extra_topics})
+        topics.update(
+            {
+                option: f"theodolite-{run_id}-{option.replace('_', '-')}"
+                for option in self.benchmark.extra_topics
+            }
+        )
         checkpoint = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{run_id}-"))
         lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
-        series_writers = {name: self.writer.open_series(load, resources, name, repetition)
-                          for name in ("input-rate", "processed-rate", "batch-duration", SERIES_BATCH_ID,
-                                       SERIES_BATCH_END)}
+        series_writers = {
+            name: self.writer.open_series(load, resources, name, repetition)
+            for name in ("input-rate", "processed-rate", "batch-duration", SERIES_BATCH_ID, SERIES_BATCH_END)
+        }
         plan = self.settings.measurement_plan
-        protocol = MeasurementProtocol(plan, self.settings.slo.lag_trend_threshold.for_load(workload.target_rate),
-                                       method=self.settings.slo.slope_method,
-                                       confidence=self.settings.slo.confidence, offered_rate=workload.target_rate)
+        protocol = MeasurementProtocol(
+            plan,
+            self.settings.slo.lag_trend_threshold.for_load(workload.target_rate),
+            method=self.settings.slo.slope_method,
+            confidence=self.settings.slo.confidence,
+            offered_rate=workload.target_rate,
+        )
         sampled = _Sampled()
         phases: dict[str, float] = {}
         generator: LoadGenerator | None = None
@@ -205,24 +231,39 @@ class ExperimentRunner:
             for name in topics.values():
                 self.kafka.create_topic(name, self.benchmark.input_partitions)
             # primed without the CPU limit: the runner applies it when the protocol's priming ends
-            with self.spark.session(instances=resources, conf=self.settings.spark_conf,
-                                    instance_cpu=None if plan.prime_unlimited else self.settings.instance_cpu,
-                                    app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}") as spark:
+            with self.spark.session(
+                instances=resources,
+                conf=self.settings.spark_conf,
+                instance_cpu=None if plan.prime_unlimited else self.settings.instance_cpu,
+                app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
+            ) as spark:
                 query = None
                 try:
-                    options = {**self.benchmark.job_options,
-                               **{option: topics[option] for option in self.benchmark.extra_topics}}
+                    options = {
+                        **self.benchmark.job_options,
+                        **{option: topics[option] for option in self.benchmark.extra_topics},
+                    }
                     if self.kafka.properties:
                         options["kafka_options"] = {f"kafka.{k}": v for k, v in self.kafka.properties.items()}
                     try:
                         query = self.benchmark.start_query(
-                            spark, bootstrap_servers=self.kafka.bootstrap_servers, input_topic=topics["input"],
-                            output_topic=topics["output"], checkpoint_dir=str(checkpoint), **options)
+                            spark,
+                            bootstrap_servers=self.kafka.bootstrap_servers,
+                            input_topic=topics["input"],
+                            output_topic=topics["output"],
+                            checkpoint_dir=str(checkpoint),
+                            **options,
+                        )
                     except Exception as exc:  # noqa: BLE001 -- the job's own error, reported in the verdict
-                        raise _Abort(Outcome.ERRORED, f"the job did not start: {type(exc).__name__}: "
-                                                      f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+                        raise _Abort(
+                            Outcome.ERRORED,
+                            f"the job did not start: {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                        ) from None
                     generator = LoadGenerator(
-                        self.kafka.bootstrap_servers, topics["input"], workload,
+                        self.kafka.bootstrap_servers,
+                        topics["input"],
+                        workload,
                         client_config=self.generator_client_config,
                         config_topic=topics.get(self.benchmark.registry_topic_option or ""),
                     )
@@ -231,8 +272,18 @@ class ExperimentRunner:
                     except WorkloadError as exc:
                         raise _Abort(Outcome.INVALID, f"the generator refused the load: {exc}") from None
                     phases["setup_s"] = time.monotonic() - t_start
-                    phases.update(self._sample(spark, query, resources, topics["input"], protocol,
-                                               lag_writer, series_writers, sampled))
+                    phases.update(
+                        self._sample(
+                            spark,
+                            query,
+                            resources,
+                            topics["input"],
+                            protocol,
+                            lag_writer,
+                            series_writers,
+                            sampled,
+                        )
+                    )
                 except _Abort as exc:
                     abort = exc
                 finally:
@@ -260,14 +311,28 @@ class ExperimentRunner:
         verdicts = self._verdicts(abort, protocol, sampled, workload.target_rate, generator_series, counters)
         return RepetitionRecord(repetition, verdicts, counters, protocol.summary())
 
-    def _sample(self, spark, query, resources, input_topic, protocol: MeasurementProtocol, lag_writer,
-                series_writers, sampled: _Sampled) -> dict[str, float]:
+    def _sample(
+        self,
+        spark,
+        query,
+        resources,
+        input_topic,
+        protocol: MeasurementProtocol,
+        lag_writer,
+        series_writers,
+        sampled: _Sampled,
+    ) -> dict[str, float]:
         """Sample on a clock until the protocol is done; raises _Abort when the run cannot be judged."""
         sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
         plan, interval = protocol.plan, self.settings.sample_interval_s
         # the protocol ends by itself; this bound only guards against a clock that stops advancing
-        deadline = time.monotonic() + plan.max_prime_s + (plan.warmup_s or plan.max_warmup_s) \
-            + plan.max_duration_s + 60
+        deadline = (
+            time.monotonic()
+            + plan.max_prime_s
+            + (plan.warmup_s or plan.max_warmup_s)
+            + plan.max_duration_s
+            + 60
+        )
         started = time.monotonic()
         next_tick = started
         limited = not plan.prime_unlimited
@@ -275,9 +340,14 @@ class ExperimentRunner:
             while True:
                 if not query.isActive:
                     exc = query.exception()
-                    raise _Abort(Outcome.ERRORED, f"the query stopped: {str(exc).splitlines()[0] if exc else 'no error'}")
+                    raise _Abort(
+                        Outcome.ERRORED,
+                        f"the query stopped: {str(exc).splitlines()[0] if exc else 'no error'}",
+                    )
                 if (registered := registered_executors(spark)) < resources:
-                    raise _Abort(Outcome.ERRORED, f"an executor was lost: {registered} of {resources} registered")
+                    raise _Abort(
+                        Outcome.ERRORED, f"an executor was lost: {registered} of {resources} registered"
+                    )
                 try:
                     sample = sampler.sample(query)
                 except monitor.ProgressError as exc:
@@ -286,15 +356,22 @@ class ExperimentRunner:
                     raise _Abort(Outcome.ERRORED, f"the broker did not answer: {exc!r}") from None
                 sampled.add(sample)
                 lag_writer.append(sample.timestamp_s, sample.lag)
-                for name, value in (("input-rate", sample.input_rows_per_s),
-                                    ("processed-rate", sample.processed_rows_per_s),
-                                    ("batch-duration", sample.batch_duration_ms),
-                                    (SERIES_BATCH_ID, sample.batch_id),
-                                    (SERIES_BATCH_END, sample.batch_end_s)):
+                for name, value in (
+                    ("input-rate", sample.input_rows_per_s),
+                    ("processed-rate", sample.processed_rows_per_s),
+                    ("batch-duration", sample.batch_duration_ms),
+                    (SERIES_BATCH_ID, sample.batch_id),
+                    (SERIES_BATCH_END, sample.batch_end_s),
+                ):
                     if value is not None:
                         series_writers[name].append(sample.timestamp_s, value)
-                phase = protocol.feed(sample.timestamp_s, sample.lag, sample.batch_id, sample.finished_batch_ms,
-                                      sample.batch_end_s)
+                phase = protocol.feed(
+                    sample.timestamp_s,
+                    sample.lag,
+                    sample.batch_id,
+                    sample.finished_batch_ms,
+                    sample.batch_end_s,
+                )
                 if not limited and phase is not Phase.PRIMING:
                     self.spark.limit_instances(self.settings.instance_cpu)
                     limited = True
@@ -320,10 +397,14 @@ class ExperimentRunner:
             except Exception as exc:  # noqa: BLE001 -- whatever the admin client raises, the topic is left
                 left.append(f"{name} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
         if left:
-            warnings.warn(TheodoliteLeakWarning(
-                f"{self.benchmark.name} load {load}, {resources} instances: {len(left)} topic(s) could not be deleted "
-                f"and are left on {self.kafka.bootstrap_servers}: {'; '.join(left)}. Delete them with "
-                "kafka-topics.sh --bootstrap-server ADDRESS --delete --topic NAME"), stacklevel=2)
+            warnings.warn(
+                TheodoliteLeakWarning(
+                    f"{self.benchmark.name} load {load}, {resources} instances: {len(left)} topic(s) could not be deleted "
+                    f"and are left on {self.kafka.bootstrap_servers}: {'; '.join(left)}. Delete them with "
+                    "kafka-topics.sh --bootstrap-server ADDRESS --delete --topic NAME"
+                ),
+                stacklevel=2,
+            )
 
     @staticmethod
     def _stop_query(query) -> dict[str, int]:
@@ -337,21 +418,35 @@ class ExperimentRunner:
             pass
         return {f"records_{name}": value for name, value in totals.items()}
 
-    def _verdicts(self, abort: _Abort | None, protocol: MeasurementProtocol, sampled: _Sampled, target_rate: float,
-                  generator_rate: TimeSeries | None, counters: Mapping[str, int]) -> tuple[SloVerdict, ...]:
+    def _verdicts(
+        self,
+        abort: _Abort | None,
+        protocol: MeasurementProtocol,
+        sampled: _Sampled,
+        target_rate: float,
+        generator_rate: TimeSeries | None,
+        counters: Mapping[str, int],
+    ) -> tuple[SloVerdict, ...]:
         if abort is not None:
             return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
         return evaluate_repetition(
-            self.settings.slo, lag=TimeSeries.of(sampled.lag_t, sampled.lag), target_rate=target_rate,
-            generator_rate=generator_rate, batch_duration=TimeSeries.of(sampled.batch_t, sampled.batch_ms),
+            self.settings.slo,
+            lag=TimeSeries.of(sampled.lag_t, sampled.lag),
+            target_rate=target_rate,
+            generator_rate=generator_rate,
+            batch_duration=TimeSeries.of(sampled.batch_t, sampled.batch_ms),
             batch_ids=TimeSeries.of(sampled.ids_t, sampled.ids),
             batch_ends=TimeSeries.of(sampled.ids_t, sampled.ends),
-            warmup_s=protocol.warmup_used_s, not_settled=protocol.failure_reason,
-            records_total=counters.get("records_total"), records_malformed=counters.get("records_malformed"),
+            warmup_s=protocol.warmup_used_s,
+            not_settled=protocol.failure_reason,
+            records_total=counters.get("records_total"),
+            records_malformed=counters.get("records_malformed"),
         )
 
 
-def experiment_settings_dict(benchmark: Benchmark, settings: ExperimentSettings, testbed: Mapping[str, Any]) -> dict[str, Any]:
+def experiment_settings_dict(
+    benchmark: Benchmark, settings: ExperimentSettings, testbed: Mapping[str, Any]
+) -> dict[str, Any]:
     """Every setting of an experiment, for the results JSON (secrets are redacted by the writer)."""
     return {
         "benchmark": benchmark.name,
@@ -370,11 +465,23 @@ def experiment_settings_dict(benchmark: Benchmark, settings: ExperimentSettings,
     }
 
 
-def new_writer(results_dir: Path, experiment_id: str, benchmark: Benchmark, settings: ExperimentSettings,
-               metric: Metric, testbed: Mapping[str, Any]) -> ResultsWriter:
-    return ResultsWriter(results_dir, experiment_id, metric=metric, slo_settings=settings.slo,
-                         settings=experiment_settings_dict(benchmark, settings, testbed),
-                         loads=settings.loads, resources=settings.resources)
+def new_writer(
+    results_dir: Path,
+    experiment_id: str,
+    benchmark: Benchmark,
+    settings: ExperimentSettings,
+    metric: Metric,
+    testbed: Mapping[str, Any],
+) -> ResultsWriter:
+    return ResultsWriter(
+        results_dir,
+        experiment_id,
+        metric=metric,
+        slo_settings=settings.slo,
+        settings=experiment_settings_dict(benchmark, settings, testbed),
+        loads=settings.loads,
+        resources=settings.resources,
+    )
 
 
 __all__: Sequence[str] = ("Benchmark", "ExperimentRunner", "ExperimentSettings", "PhaseTimings", "new_writer")

@@ -30,8 +30,11 @@ def open_kafka(settings: TheodoliteSettings) -> Iterator[KafkaCluster]:
     if settings.kafka_provider == "external":
         cluster = external_kafka(settings)
     else:
-        broker = EmbeddedKafka(port=settings.kafka_port, cache_dir=settings.cache_dir,
-                               start_timeout_s=max(120.0, settings.kafka_timeout_s))
+        broker = EmbeddedKafka(
+            port=settings.kafka_port,
+            cache_dir=settings.cache_dir,
+            start_timeout_s=max(120.0, settings.kafka_timeout_s),
+        )
         broker.start()
         cluster = KafkaCluster(broker.bootstrap_servers, provider="embedded")
         cluster.broker = broker  # type: ignore[attr-defined]  # lets tests see the broker process
@@ -56,11 +59,18 @@ def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
         raise NotImplementedError("testcontainers under xdist is started per worker by open_kafka")
 
     def start() -> SharedRecord:
-        broker = EmbeddedKafka(port=settings.kafka_port, cache_dir=settings.cache_dir, work_dir=root / "kafka",
-                               die_with_parent=False).start()
+        broker = EmbeddedKafka(
+            port=settings.kafka_port,
+            cache_dir=settings.cache_dir,
+            work_dir=root / "kafka",
+            die_with_parent=False,
+        ).start()
         assert broker.process is not None
-        return SharedRecord(info={"bootstrap_servers": broker.bootstrap_servers},
-                            process_groups=[broker.process.pid], paths=[str(root / "kafka")])
+        return SharedRecord(
+            info={"bootstrap_servers": broker.bootstrap_servers},
+            process_groups=[broker.process.pid],
+            paths=[str(root / "kafka")],
+        )
 
     record = acquire(root, "kafka", start)
     return KafkaCluster(record.info["bootstrap_servers"], provider="embedded")
@@ -68,7 +78,9 @@ def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
 
 def cpu_limit_note(settings: TheodoliteSettings) -> str:
     if settings.spark_master != "standalone":
-        return f"unlimited ({settings.spark_master}: per-instance cgroups need the plugin's standalone cluster)"
+        return (
+            f"unlimited ({settings.spark_master}: per-instance cgroups need the plugin's standalone cluster)"
+        )
     support = cgroups.detect()
     if not support.available:
         return f"unlimited, cgroups unavailable ({support.reason})"
@@ -76,11 +88,16 @@ def cpu_limit_note(settings: TheodoliteSettings) -> str:
     return f"{default} per instance by default, settable per benchmark (cgroup v{support.version})"
 
 
-def _spark_cluster(settings: TheodoliteSettings, master_url: str,
-                   groups: list[cgroups.CpuLimitedGroup] | None = None) -> SparkCluster:
-    return SparkCluster(master_url=master_url, max_instances=settings.max_instances,
-                        jars=connector_jars(settings.cache_dir), instance_cpu=settings.instance_cpu,
-                        instance_groups=list(groups or []))  # a copy: the cluster's own list is cleared on stop
+def _spark_cluster(
+    settings: TheodoliteSettings, master_url: str, groups: list[cgroups.CpuLimitedGroup] | None = None
+) -> SparkCluster:
+    return SparkCluster(
+        master_url=master_url,
+        max_instances=settings.max_instances,
+        jars=connector_jars(settings.cache_dir),
+        instance_cpu=settings.instance_cpu,
+        instance_groups=list(groups or []),
+    )  # a copy: the cluster's own list is cleared on stop
 
 
 def _prepare_driver_environment() -> None:
@@ -106,8 +123,12 @@ def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
         return _spark_cluster(settings, settings.spark_master)
 
     def start() -> SharedRecord:
-        standalone = StandaloneCluster(workers=settings.max_instances, instance_cpu=settings.instance_cpu,
-                                       work_dir=root / "spark", die_with_parent=False).start()
+        standalone = StandaloneCluster(
+            workers=settings.max_instances,
+            instance_cpu=settings.instance_cpu,
+            work_dir=root / "spark",
+            die_with_parent=False,
+        ).start()
         groups = standalone.instance_groups
         return SharedRecord(
             info={"master_url": standalone.master_url},
@@ -118,8 +139,11 @@ def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
 
     record = acquire(root, "spark", start)
     support = cgroups.detect()
-    groups = [cgroups.CpuLimitedGroup(Path(path), settings.instance_cpu, support.version or 1)
-              for path in record.cgroups if Path(path).name.startswith("instance-")]
+    groups = [
+        cgroups.CpuLimitedGroup(Path(path), settings.instance_cpu, support.version or 1)
+        for path in record.cgroups
+        if Path(path).name.startswith("instance-")
+    ]
     cluster = _spark_cluster(settings, record.info["master_url"], groups)
     cluster.session_lock = root / "theodolite-spark-session.lock"
     return cluster

@@ -51,49 +51,119 @@ class TheodoliteSettings:
 
 # (dest, ini name, type, default, help) -- the CLI flag is derived from dest, the ini key is `theodolite_<...>`
 OPTIONS: list[tuple[str, str, str, str]] = [
-    ("--kafka", "theodolite_kafka", "embedded", "Kafka provider: embedded (a broker started here), "
-     "testcontainers (needs Docker) or external (with --kafka-bootstrap)"),
-    ("--kafka-bootstrap", "theodolite_kafka_bootstrap", "", "host:port[,...] of an existing cluster (--kafka external)"),
+    (
+        "--kafka",
+        "theodolite_kafka",
+        "embedded",
+        "Kafka provider: embedded (a broker started here), "
+        "testcontainers (needs Docker) or external (with --kafka-bootstrap)",
+    ),
+    (
+        "--kafka-bootstrap",
+        "theodolite_kafka_bootstrap",
+        "",
+        "host:port[,...] of an existing cluster (--kafka external)",
+    ),
     ("--kafka-port", "theodolite_kafka_port", "0", "port of the embedded broker (0: a free one)"),
     ("--kafka-timeout", "theodolite_kafka_timeout", "60", "seconds to wait for a broker to answer"),
-    ("--spark-master", "theodolite_spark_master", "standalone", "standalone (a local cluster started here), "
-     "local-cluster, or the URL of an existing master (spark://..., k8s://..., yarn)"),
-    ("--theodolite-max-instances", "theodolite_max_instances", "4", "most Spark instances a session may ask for"),
-    ("--theodolite-instance-cpu", "theodolite_instance_cpu", "", "CPU cores per instance, e.g. 0.25, enforced "
-     "with cgroups where the process may create them (empty: unlimited)"),
+    (
+        "--spark-master",
+        "theodolite_spark_master",
+        "standalone",
+        "standalone (a local cluster started here), "
+        "local-cluster, or the URL of an existing master (spark://..., k8s://..., yarn)",
+    ),
+    (
+        "--theodolite-max-instances",
+        "theodolite_max_instances",
+        "4",
+        "most Spark instances a session may ask for",
+    ),
+    (
+        "--theodolite-instance-cpu",
+        "theodolite_instance_cpu",
+        "",
+        "CPU cores per instance, e.g. 0.25, enforced "
+        "with cgroups where the process may create them (empty: unlimited)",
+    ),
     ("--theodolite-cache-dir", "theodolite_cache_dir", "", "where Maven-resolved jars are cached"),
-    ("--theodolite-results", "theodolite_results", "theodolite-results", "where raw lag series, demand tables, "
-     "results JSON and plots go (relative to the rootdir)"),
-    ("--theodolite-baselines", "theodolite_baselines", "baselines", "where the stored demand functions are "
-     "(relative to the rootdir)"),
-    ("--theodolite-isolation", "theodolite_isolation", "exclusive", "under pytest-xdist: exclusive (other tests "
-     "wait while a gate point measures, so they cannot take the CPU its instances are measured on) or none "
-     "(they run beside it: faster, noisier verdicts)"),
+    (
+        "--theodolite-results",
+        "theodolite_results",
+        "theodolite-results",
+        "where raw lag series, demand tables, results JSON and plots go (relative to the rootdir)",
+    ),
+    (
+        "--theodolite-baselines",
+        "theodolite_baselines",
+        "baselines",
+        "where the stored demand functions are (relative to the rootdir)",
+    ),
+    (
+        "--theodolite-isolation",
+        "theodolite_isolation",
+        "exclusive",
+        "under pytest-xdist: exclusive (other tests "
+        "wait while a gate point measures, so they cannot take the CPU its instances are measured on) or none "
+        "(they run beside it: faster, noisier verdicts)",
+    ),
 ]
 
 #: per-gate settings: a value here (command line > ini) overrides the ``theodolite`` marker's, which overrides
 #: the default in gates.GATE_DEFAULTS
 GATE_OPTIONS: list[tuple[str, str, str]] = [
     ("--theodolite-duration", "duration", "seconds measured at least after the warm-up, per sub-experiment"),
-    ("--theodolite-max-duration", "max_duration", "seconds measured at most: the measurement goes on past "
-     "--theodolite-duration until the lag slope's confidence interval lies on one side of the threshold"),
-    ("--theodolite-warmup", "warmup", "auto (until the micro-batch durations stop falling) or seconds of lag "
-     "dropped before fitting the trend"),
-    ("--theodolite-max-warmup", "max_warmup", "seconds an auto warm-up may take before the sub-experiment "
-     "fails as not settled"),
+    (
+        "--theodolite-max-duration",
+        "max_duration",
+        "seconds measured at most: the measurement goes on past "
+        "--theodolite-duration until the lag slope's confidence interval lies on one side of the threshold",
+    ),
+    (
+        "--theodolite-warmup",
+        "warmup",
+        "auto (until the micro-batch durations stop falling) or seconds of lag "
+        "dropped before fitting the trend",
+    ),
+    (
+        "--theodolite-max-warmup",
+        "max_warmup",
+        "seconds an auto warm-up may take before the sub-experiment fails as not settled",
+    ),
     ("--theodolite-confidence", "confidence", "confidence of the lag slope's interval, e.g. 0.95"),
-    ("--theodolite-prime", "prime", "true: run the first micro-batches without the instances' CPU limit "
-     "(JIT and code generation are set-up); false: under the limit from the start"),
-    ("--theodolite-slope-method", "slope_method", "batch-aligned (one lag point per finished micro-batch), "
-     "ols or theil-sen (every sample, as Theodolite)"),
-    ("--theodolite-threshold", "threshold", "largest lag slope that passes: records/s (2000) or a share of "
-     "the load (5%%)"),
-    ("--theodolite-strategy", "strategy", "demand search: linear, binary, initial-guess, full, optionally "
-     "+lower-bound"),
-    ("--theodolite-max-batch-duration", "max_batch_duration", "largest median micro-batch duration (s) that "
-     "passes; empty: only the lag trend decides"),
+    (
+        "--theodolite-prime",
+        "prime",
+        "true: run the first micro-batches without the instances' CPU limit "
+        "(JIT and code generation are set-up); false: under the limit from the start",
+    ),
+    (
+        "--theodolite-slope-method",
+        "slope_method",
+        "batch-aligned (one lag point per finished micro-batch), "
+        "ols or theil-sen (every sample, as Theodolite)",
+    ),
+    (
+        "--theodolite-threshold",
+        "threshold",
+        "largest lag slope that passes: records/s (2000) or a share of the load (5%%)",
+    ),
+    (
+        "--theodolite-strategy",
+        "strategy",
+        "demand search: linear, binary, initial-guess, full, optionally +lower-bound",
+    ),
+    (
+        "--theodolite-max-batch-duration",
+        "max_batch_duration",
+        "largest median micro-batch duration (s) that passes; empty: only the lag trend decides",
+    ),
     ("--theodolite-repetitions", "repetitions", "repetitions per sub-experiment (the median slope decides)"),
-    ("--theodolite-tolerance", "tolerance", "instances a load's demand may exceed its baseline before failing"),
+    (
+        "--theodolite-tolerance",
+        "tolerance",
+        "instances a load's demand may exceed its baseline before failing",
+    ),
 ]
 
 
@@ -109,8 +179,10 @@ def parse_job_options(entries: list[str]) -> dict[str, dict[str, Any]]:
         benchmark, colon, assignment = entry.partition(":")
         key, equals, value = assignment.partition("=")
         if not (colon and equals and benchmark.strip() and key.strip()):
-            raise SettingsError(f"--theodolite-job-option {entry!r} is not BENCHMARK:KEY=VALUE, e.g. "
-                                "uc1-keys:extra_hash_rounds=2")
+            raise SettingsError(
+                f"--theodolite-job-option {entry!r} is not BENCHMARK:KEY=VALUE, e.g. "
+                "uc1-keys:extra_hash_rounds=2"
+            )
         try:
             parsed = json.loads(value)
         except ValueError:
@@ -119,9 +191,15 @@ def parse_job_options(entries: list[str]) -> dict[str, dict[str, Any]]:
     return options
 
 
-def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping[str, str] = os.environ,
-          gate_overrides: Mapping[str, str] | None = None, update_baselines: bool = False,
-          rootdir: Path = Path("."), job_options: list[str] | None = None) -> TheodoliteSettings:
+def build(
+    get: Callable[[str], Any],
+    ini_properties: list[str],
+    environ: Mapping[str, str] = os.environ,
+    gate_overrides: Mapping[str, str] | None = None,
+    update_baselines: bool = False,
+    rootdir: Path = Path("."),
+    job_options: list[str] | None = None,
+) -> TheodoliteSettings:
     """``get(flag)`` returns the command-line value, or the ini value, or the default (in that order)."""
 
     def text(flag: str) -> str:
@@ -131,28 +209,39 @@ def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping
 
     provider = text("--kafka")
     if provider not in KAFKA_PROVIDERS:
-        raise SettingsError(f"--kafka / {ini_name('--kafka')} = {provider!r} is not a Kafka provider; "
-                            f"choose one of {', '.join(KAFKA_PROVIDERS)}")
+        raise SettingsError(
+            f"--kafka / {ini_name('--kafka')} = {provider!r} is not a Kafka provider; "
+            f"choose one of {', '.join(KAFKA_PROVIDERS)}"
+        )
     bootstrap = text("--kafka-bootstrap") or environ.get("THEODOLITE_KAFKA_BOOTSTRAP", "")
     if provider == "external" and not bootstrap:
-        raise SettingsError("--kafka external needs the cluster's address: pass --kafka-bootstrap host:port "
-                            "(or set theodolite_kafka_bootstrap in the ini file, or THEODOLITE_KAFKA_BOOTSTRAP)")
+        raise SettingsError(
+            "--kafka external needs the cluster's address: pass --kafka-bootstrap host:port "
+            "(or set theodolite_kafka_bootstrap in the ini file, or THEODOLITE_KAFKA_BOOTSTRAP)"
+        )
     try:
         properties = client_properties.parse_lines(ini_properties, "theodolite_kafka_properties")
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     properties.update(client_properties.from_environment(environ))
     cpu_text = text("--theodolite-instance-cpu")
-    instance_cpu = _number(cpu_text, "--theodolite-instance-cpu", float, low=0.01, high=float(host.usable_cores() or 1)) \
-        if cpu_text else None
+    instance_cpu = (
+        _number(cpu_text, "--theodolite-instance-cpu", float, low=0.01, high=float(host.usable_cores() or 1))
+        if cpu_text
+        else None
+    )
     spark_master = text("--spark-master") or "standalone"
     if spark_master not in MANAGED_SPARK_MASTERS and "://" not in spark_master and spark_master != "yarn":
-        raise SettingsError(f"--spark-master {spark_master!r} is neither 'standalone', 'local-cluster' nor a master "
-                            "URL such as spark://host:7077")
+        raise SettingsError(
+            f"--spark-master {spark_master!r} is neither 'standalone', 'local-cluster' nor a master "
+            "URL such as spark://host:7077"
+        )
     isolation = text("--theodolite-isolation")
     if isolation not in ISOLATION_MODES:
-        raise SettingsError(f"--theodolite-isolation / {ini_name('--theodolite-isolation')} = {isolation!r} is not "
-                            f"an isolation mode; choose one of {', '.join(ISOLATION_MODES)}")
+        raise SettingsError(
+            f"--theodolite-isolation / {ini_name('--theodolite-isolation')} = {isolation!r} is not "
+            f"an isolation mode; choose one of {', '.join(ISOLATION_MODES)}"
+        )
     return TheodoliteSettings(
         kafka_provider=provider,
         kafka_bootstrap=bootstrap or None,
@@ -160,16 +249,22 @@ def build(get: Callable[[str], Any], ini_properties: list[str], environ: Mapping
         kafka_properties=properties,
         kafka_timeout_s=_number(text("--kafka-timeout"), "--kafka-timeout", float, low=1, high=3600),
         spark_master=spark_master,
-        max_instances=_number(text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64),
+        max_instances=_number(
+            text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64
+        ),
         instance_cpu=instance_cpu,
-        cache_dir=Path(text("--theodolite-cache-dir")).expanduser() if text("--theodolite-cache-dir")
+        cache_dir=Path(text("--theodolite-cache-dir")).expanduser()
+        if text("--theodolite-cache-dir")
         else default_cache_dir(),
         results_dir=rootdir / Path(text("--theodolite-results")).expanduser(),
         baselines_dir=rootdir / Path(text("--theodolite-baselines")).expanduser(),
         update_baselines=update_baselines,
         isolation=isolation,
-        gate_overrides={k: v for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()
-                        if v not in (None, "")},
+        gate_overrides={
+            k: v
+            for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()
+            if v not in (None, "")
+        },
         job_options=parse_job_options(job_options or []),
     )
 

@@ -239,13 +239,16 @@ class SlopeEstimate:
 
     def describe(self, threshold: float, unit: str) -> str:
         relation = "<" if self.slope < threshold else ">="
-        return (f"{self.method} slope {self.slope:.6g} {relation} {threshold:.6g} {unit} "
-                f"({self.confidence:.0%} interval [{self.low:.6g}, {self.high:.6g}] over {self.points} points, "
-                f"certainty {self.certainty(threshold):.1%})")
+        return (
+            f"{self.method} slope {self.slope:.6g} {relation} {threshold:.6g} {unit} "
+            f"({self.confidence:.0%} interval [{self.low:.6g}, {self.high:.6g}] over {self.points} points, "
+            f"certainty {self.certainty(threshold):.1%})"
+        )
 
 
-def batch_aligned(lag: TimeSeries, batch_ids: TimeSeries, batch_ends: TimeSeries | None = None,
-                  rate: float | None = None) -> TimeSeries:
+def batch_aligned(
+    lag: TimeSeries, batch_ids: TimeSeries, batch_ends: TimeSeries | None = None, rate: float | None = None
+) -> TimeSeries:
     """One lag point per finished micro-batch: the lag just after the batch committed.
 
     Why: a micro-batch engine's lag saws with the batch period -- it grows while a batch runs and drops when
@@ -258,8 +261,11 @@ def batch_aligned(lag: TimeSeries, batch_ids: TimeSeries, batch_ends: TimeSeries
     read as a trend; with `batch_ends` (epoch seconds each batch finished, at the same timestamps) and the
     offered `rate` (records/s), each point is moved back to the commit: (end, lag - rate x (sample - end))."""
     ids = dict(zip(batch_ids.timestamps_s.tolist(), batch_ids.values.tolist(), strict=True))
-    ends = {} if batch_ends is None or rate is None else \
-        dict(zip(batch_ends.timestamps_s.tolist(), batch_ends.values.tolist(), strict=True))
+    ends = (
+        {}
+        if batch_ends is None or rate is None
+        else dict(zip(batch_ends.timestamps_s.tolist(), batch_ends.values.tolist(), strict=True))
+    )
     kept_t, kept_y, previous = [], [], None
     for t, y in zip(lag.timestamps_s.tolist(), lag.values.tolist(), strict=True):
         batch = ids.get(t)
@@ -299,14 +305,19 @@ def lag_trend_estimate(
         raise ValueError(f"unknown slope method {method!r}: use one of {', '.join(SLOPE_METHODS)}")
     if method == "batch-aligned":
         if batch_ids is None or len(batch_ids) == 0:
-            raise ValueError("lag: the batch-aligned slope needs the batch-id series (recorded since 0.2): "
-                             "use --method ols for older results")
+            raise ValueError(
+                "lag: the batch-aligned slope needs the batch-id series (recorded since 0.2): "
+                "use --method ols for older results"
+            )
         origin = float(np.min(lag.timestamps_s)) if len(lag) else 0.0
         aligned = batch_aligned(lag, batch_ids, batch_ends, rate)
         # the warm-up counts from the first lag sample, not from the first finished batch
-        t, y = _samples_after_warmup(aligned.timestamps_s, aligned.values,
-                                     max(0.0, warmup_s - (float(aligned.timestamps_s.min()) - origin))
-                                     if len(aligned) else warmup_s, "lag (batch-aligned)")
+        t, y = _samples_after_warmup(
+            aligned.timestamps_s,
+            aligned.values,
+            max(0.0, warmup_s - (float(aligned.timestamps_s.min()) - origin)) if len(aligned) else warmup_s,
+            "lag (batch-aligned)",
+        )
     else:
         t, y = _samples_after_warmup(lag.timestamps_s, lag.values, warmup_s, "lag")
     n = int(t.size)
@@ -322,7 +333,9 @@ def lag_trend_estimate(
     quantile = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
     # points exactly on a line (e.g. a lag of 0 after every commit) leave no residual: an exact slope
     stderr = float(fit.stderr) if math.isfinite(fit.stderr) else 0.0
-    return SlopeEstimate(slope, slope - quantile * stderr, slope + quantile * stderr, stderr, n, confidence, method)
+    return SlopeEstimate(
+        slope, slope - quantile * stderr, slope + quantile * stderr, stderr, n, confidence, method
+    )
 
 
 def trend_slope(
@@ -334,8 +347,10 @@ def trend_slope(
 ) -> float:
     """Slope (value units per second) of a line fitted to the samples after the warm-up."""
     if method not in ("ols", "theil-sen"):
-        raise ValueError(f"unknown slope method {method!r} for a plain series: use ols or theil-sen "
-                         "(batch-aligned needs batch ids: lag_trend_estimate)")
+        raise ValueError(
+            f"unknown slope method {method!r} for a plain series: use ols or theil-sen "
+            "(batch-aligned needs batch ids: lag_trend_estimate)"
+        )
     t, y = _samples_after_warmup(timestamps_s, values, warmup_s, series_name)
     return ols_slope(t, y) if method == "ols" else theil_sen_slope(t, y)
 
@@ -390,13 +405,27 @@ def check_lag_trend(
     """
     threshold_rps = threshold.for_load(target_rate)  # a wrong call raises: that is a bug, not a measurement
     try:
-        estimate = lag_trend_estimate(lag, warmup_s=warmup_s, method=method, confidence=confidence,
-                                      batch_ids=batch_ids, batch_ends=batch_ends, rate=target_rate)
+        estimate = lag_trend_estimate(
+            lag,
+            warmup_s=warmup_s,
+            method=method,
+            confidence=confidence,
+            batch_ids=batch_ids,
+            batch_ends=batch_ends,
+            rate=target_rate,
+        )
     except ValueError as error:
         return SloVerdict(LAG_TREND, Outcome.ERRORED, None, threshold_rps, str(error))
     outcome = Outcome.PASS if estimate.slope < threshold_rps else Outcome.FAIL
-    return SloVerdict(LAG_TREND, outcome, estimate.slope, threshold_rps,
-                      estimate.describe(threshold_rps, "records/s"), estimate.low, estimate.high)
+    return SloVerdict(
+        LAG_TREND,
+        outcome,
+        estimate.slope,
+        threshold_rps,
+        estimate.describe(threshold_rps, "records/s"),
+        estimate.low,
+        estimate.high,
+    )
 
 
 def check_latency_trend(
@@ -507,13 +536,23 @@ def check_batch_duration(batch_duration_ms: TimeSeries, *, max_s: float, warmup_
     v = np.asarray(batch_duration_ms.values, dtype=float)
     kept = v[t >= t[0] + warmup_s] if len(t) else v
     if len(kept) == 0:
-        return SloVerdict(BATCH_DURATION, Outcome.FAIL, float("inf"), max_s,
-                          "no micro-batch duration was sampled after the warm-up")
+        return SloVerdict(
+            BATCH_DURATION,
+            Outcome.FAIL,
+            float("inf"),
+            max_s,
+            "no micro-batch duration was sampled after the warm-up",
+        )
     median_s = float(np.median(kept)) / 1000.0
     outcome = Outcome.PASS if median_s <= max_s else Outcome.FAIL
     relation = "<=" if outcome is Outcome.PASS else ">"
-    return SloVerdict(BATCH_DURATION, outcome, median_s, max_s,
-                      f"median micro-batch duration {median_s:.2f} s {relation} {max_s:g} s")
+    return SloVerdict(
+        BATCH_DURATION,
+        outcome,
+        median_s,
+        max_s,
+        f"median micro-batch duration {median_s:.2f} s {relation} {max_s:g} s",
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -710,8 +749,9 @@ def evaluate_repetition(
     if not_settled is not None:
         # the run ended before any warm-up was over: the generator is judged on every sample it has
         warmup = 0.0 if warmup_s is None else warmup
-        lag_verdict = SloVerdict(LAG_TREND, Outcome.FAIL, None,
-                                 settings.lag_trend_threshold.for_load(target_rate), not_settled)
+        lag_verdict = SloVerdict(
+            LAG_TREND, Outcome.FAIL, None, settings.lag_trend_threshold.for_load(target_rate), not_settled
+        )
     else:
         lag_verdict = check_lag_trend(
             lag,

@@ -55,8 +55,9 @@ def wait_until(
     """As `poll_until`, but returns the truthy value and raises ``error(message)`` when time runs out;
     the message is ``what`` (a text, or a function that makes it then, e.g. with a log excerpt), followed by
     the last transient error when there was one."""
-    value, last_error = poll_until(condition, timeout_s=timeout_s, interval_s=interval_s, transient=transient,
-                                   check=check)
+    value, last_error = poll_until(
+        condition, timeout_s=timeout_s, interval_s=interval_s, transient=transient, check=check
+    )
     if value is not None:
         return value
     message = what() if callable(what) else what

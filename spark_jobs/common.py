@@ -31,8 +31,16 @@ POWER_RECORD_SCHEMA = StructType(
 )
 
 #: Columns of a parsed, valid record as :func:`parse_power_records` returns it.
-PARSED_COLUMNS = ("identifier", "timestamp", "valueInW", "event_time", "kafka_timestamp", "topic", "partition",
-                  "offset")
+PARSED_COLUMNS = (
+    "identifier",
+    "timestamp",
+    "valueInW",
+    "event_time",
+    "kafka_timestamp",
+    "topic",
+    "partition",
+    "offset",
+)
 
 #: Name of the observation that counts records (``query.lastProgress["observedMetrics"][RECORDS_METRIC]``).
 RECORDS_METRIC = "records"
@@ -103,7 +111,9 @@ class DeploymentOptions:
         return deployment
 
     def kafka_client_options(self) -> dict[str, str]:
-        return {(k if k.startswith("kafka.") else f"kafka.{k}"): str(v) for k, v in self.kafka_options.items()}
+        return {
+            (k if k.startswith("kafka.") else f"kafka.{k}"): str(v) for k, v in self.kafka_options.items()
+        }
 
     def sql_conf(self, spark: SparkSession) -> dict[str, str]:
         """The session settings this query runs with (changed from Spark's defaults; see the class docstring)."""

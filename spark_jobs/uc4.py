@@ -72,7 +72,9 @@ def latest_registry(
         .load()
     )
     return raw.where(F.col("value").isNotNull()).select(
-        F.max_by(F.col("value").cast("string"), F.struct("timestamp", "partition", "offset")).alias("registry")
+        F.max_by(F.col("value").cast("string"), F.struct("timestamp", "partition", "offset")).alias(
+            "registry"
+        )
     )
 
 
@@ -171,8 +173,9 @@ def start_query(
 
     def readings_of(topic: str, metric: str) -> DataFrame:
         raw = read_kafka(spark, bootstrap_servers=bootstrap_servers, topics=topic, deployment=deployment)
-        return parse_power_records(raw, metric).select("identifier", "timestamp", "offset", "valueInW",
-                                                       "event_time")
+        return parse_power_records(raw, metric).select(
+            "identifier", "timestamp", "offset", "valueInW", "event_time"
+        )
 
     readings = (
         readings_of(input_topic, RECORDS_METRIC)
@@ -191,8 +194,16 @@ def start_query(
         {"valueInW": F.col("sumInW"), "averageInW": F.col("sumInW") / F.col("childCount")}
     )
     value = F.to_json(
-        F.struct("identifier", "timestamp", "valueInW", "sumInW", "childCount", "averageInW", "windowStart",
-                 "windowEnd")
+        F.struct(
+            "identifier",
+            "timestamp",
+            "valueInW",
+            "sumInW",
+            "childCount",
+            "averageInW",
+            "windowStart",
+            "windowEnd",
+        )
     )
     # one row per destination: the Kafka sink routes each row by its ``topic`` column, so a single query
     # writes the output and the feedback (no foreachBatch, no second query)

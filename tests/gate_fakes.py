@@ -49,14 +49,22 @@ class ScriptedRunner:
         if os.environ.get("SCRIPTED_LOG"):
             log_interval(os.environ["SCRIPTED_LOG"], "sub-experiment", start, time.time())
         if load in self.invalid_loads:
-            verdicts = (SloVerdict(GENERATOR_RATE, Outcome.INVALID, load * 0.5, load * 0.98,
-                                   "the generator reached 50 % of the target rate"),)
+            verdicts = (
+                SloVerdict(
+                    GENERATOR_RATE,
+                    Outcome.INVALID,
+                    load * 0.5,
+                    load * 0.98,
+                    "the generator reached 50 % of the target rate",
+                ),
+            )
         else:
             slope = load - self.capacity_per_instance * resources
             outcome = Outcome.PASS if slope <= 0 else Outcome.FAIL
             verdicts = (SloVerdict(LAG_TREND, outcome, float(slope), 100.0),)
-        record = SubExperimentRecord.from_repetitions(load, resources, float(load),
-                                                      [RepetitionRecord(0, verdicts)])
+        record = SubExperimentRecord.from_repetitions(
+            load, resources, float(load), [RepetitionRecord(0, verdicts)]
+        )
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
         if self.on_sub_experiment is not None:
@@ -80,7 +88,12 @@ class ScriptedSession(TheodoliteSession):
     def experiment(self, benchmark, settings):
         if benchmark.name not in self.experiments:
             writer = new_writer(self.results_dir, benchmark.name, benchmark, settings, Metric.DEMAND, {})
-            runner = ScriptedRunner(writer, int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
-                                    frozenset(int(x) for x in os.environ.get("SCRIPTED_INVALID", "").split(",") if x))
-            self.experiments[benchmark.name] = BenchmarkExperiment(benchmark, settings, runner, self.on_sub_experiment)
+            runner = ScriptedRunner(
+                writer,
+                int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
+                frozenset(int(x) for x in os.environ.get("SCRIPTED_INVALID", "").split(",") if x),
+            )
+            self.experiments[benchmark.name] = BenchmarkExperiment(
+                benchmark, settings, runner, self.on_sub_experiment
+            )
         return self.experiments[benchmark.name]

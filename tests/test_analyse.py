@@ -206,8 +206,9 @@ def write_protocol_experiment(results_dir: Path) -> None:
     from pytest_theodolite.results import SERIES_BATCH_END, SERIES_BATCH_ID
 
     settings = SloSettings(warmup_s=0, slope_method="batch-aligned")
-    writer = ResultsWriter(results_dir, "p", metric=Metric.DEMAND, slo_settings=settings, loads=[1000],
-                           resources=[1, 2])
+    writer = ResultsWriter(
+        results_dir, "p", metric=Metric.DEMAND, slo_settings=settings, loads=[1000], resources=[1, 2]
+    )
     t = T0 + np.arange(0.0, 90.0)
     # lag: a backlog of 30 000 worked off in the first 30 s, then a 2 s saw-tooth around 2 000
     noise = np.random.default_rng(7).normal(0, 20, t.size)
@@ -217,13 +218,27 @@ def write_protocol_experiment(results_dir: Path) -> None:
     for resources, failure in ((2, None), (1, "no steady state within the 90 s warm-up bound: ...")):
         for name, values in ((SERIES_LAG, lag), (SERIES_BATCH_ID, ids), (SERIES_BATCH_END, ends)):
             writer.write_series(1000, resources, name, 0, TimeSeries.of(t, values))
-        protocol = {"primed_s": 5.0, "warmup_s": 30.0 if failure is None else None, "measured_s": 60.0,
-                    "stop": "certain" if failure is None else "not-settled", "failure": failure}
-        verdicts = evaluate_repetition(settings, lag=TimeSeries.of(t, lag), target_rate=1000.0,
-                                       batch_ids=TimeSeries.of(t, ids), batch_ends=TimeSeries.of(t, ends),
-                                       warmup_s=protocol["warmup_s"], not_settled=failure)
-        writer.record_sub_experiment(SubExperimentRecord.from_repetitions(
-            1000, resources, 1000.0, [RepetitionRecord(0, verdicts, {}, protocol)]))
+        protocol = {
+            "primed_s": 5.0,
+            "warmup_s": 30.0 if failure is None else None,
+            "measured_s": 60.0,
+            "stop": "certain" if failure is None else "not-settled",
+            "failure": failure,
+        }
+        verdicts = evaluate_repetition(
+            settings,
+            lag=TimeSeries.of(t, lag),
+            target_rate=1000.0,
+            batch_ids=TimeSeries.of(t, ids),
+            batch_ends=TimeSeries.of(t, ends),
+            warmup_s=protocol["warmup_s"],
+            not_settled=failure,
+        )
+        writer.record_sub_experiment(
+            SubExperimentRecord.from_repetitions(
+                1000, resources, 1000.0, [RepetitionRecord(0, verdicts, {}, protocol)]
+            )
+        )
 
 
 def test_analyse_cuts_each_repetition_at_its_recorded_warmup_and_keeps_a_not_settled_fail(tmp_path):
@@ -236,9 +251,12 @@ def test_analyse_cuts_each_repetition_at_its_recorded_warmup_and_keeps_a_not_set
     assert records[1].outcome is Outcome.FAIL
     assert records[1].verdicts[0].detail.startswith("no steady state within the 90 s warm-up bound")
     # one fixed warm-up for all re-fits the backlog too, and a not-settled run is fitted like any other
-    refit = reanalyse(read_results(tmp_path), SloSettings(warmup_s=0, slope_method="batch-aligned"),
-                      fixed_warmup=True)
-    assert all(next(v for v in r.verdicts if v.name == "lag-trend").value < -100 for r in refit.sub_experiments)
+    refit = reanalyse(
+        read_results(tmp_path), SloSettings(warmup_s=0, slope_method="batch-aligned"), fixed_warmup=True
+    )
+    assert all(
+        next(v for v in r.verdicts if v.name == "lag-trend").value < -100 for r in refit.sub_experiments
+    )
 
 
 def test_analyse_prints_interval_warmup_and_stop(tmp_path):

@@ -413,7 +413,13 @@ def test_measured_value_must_be_instances_none_or_unmeasured(measured: object) -
 
 def test_verdict_labels() -> None:
     assert [v.label for v in Verdict] == [
-        "PASS", "IMPROVEMENT", "REGRESSION", "UNMEASURED", "NEW LOAD", "NOT COMPARABLE"]
+        "PASS",
+        "IMPROVEMENT",
+        "REGRESSION",
+        "UNMEASURED",
+        "NEW LOAD",
+        "NOT COMPARABLE",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -600,6 +606,7 @@ def test_numpy_integers_are_whole_numbers() -> None:
 
 # ---- testbed calibration -------------------------------------------------------------------------------------
 
+
 def test_a_calibrated_testbed_round_trips_and_an_old_file_reads_as_uncalibrated(tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -617,19 +624,34 @@ def test_a_calibration_that_is_not_a_positive_number_is_refused(tmp_path: Path) 
     document = json.loads(make_baseline({1000: 1}).to_json())
     document["testbed"]["calibration_rows_per_s"] = "fast"
     (tmp_path / "uc1.json").write_text(json.dumps(document))
-    with pytest.raises(BaselineError, match='testbed.calibration_rows_per_s is "fast", expected a number > 0 or '
-                                            "null \\(not calibrated\\)"):
+    with pytest.raises(
+        BaselineError,
+        match='testbed.calibration_rows_per_s is "fast", expected a number > 0 or null \\(not calibrated\\)',
+    ):
         load_baseline(tmp_path / "uc1.json")
 
 
-@pytest.mark.parametrize("baseline_rate, measured_rate, baseline_cpu, expected", [
-    (300000.0, 300000.0, 0.25, None),
-    (300000.0, 390000.0, 0.25, None),  # 1.30x: within the 35 % margin
-    (300000.0, 420000.0, 0.25, "this testbed runs the reference job at 1.40x the baseline's speed"),
-    (300000.0, 150000.0, 0.25, "at 0.50x the baseline's speed (150,000 vs 300,000 rows/s), beyond the 35% margin"),
-    (300000.0, 300000.0, None, "the baseline's calibration ran on None CPU per instance, this run's on 0.25"),
-    (None, 300000.0, 0.25, None),  # an old baseline: nothing to compare
-])
+@pytest.mark.parametrize(
+    "baseline_rate, measured_rate, baseline_cpu, expected",
+    [
+        (300000.0, 300000.0, 0.25, None),
+        (300000.0, 390000.0, 0.25, None),  # 1.30x: within the 35 % margin
+        (300000.0, 420000.0, 0.25, "this testbed runs the reference job at 1.40x the baseline's speed"),
+        (
+            300000.0,
+            150000.0,
+            0.25,
+            "at 0.50x the baseline's speed (150,000 vs 300,000 rows/s), beyond the 35% margin",
+        ),
+        (
+            300000.0,
+            300000.0,
+            None,
+            "the baseline's calibration ran on None CPU per instance, this run's on 0.25",
+        ),
+        (None, 300000.0, 0.25, None),  # an old baseline: nothing to compare
+    ],
+)
 def test_calibration_mismatch(baseline_rate, measured_rate, baseline_cpu, expected) -> None:
     from pytest_theodolite.calibration import Calibration, calibration_mismatch
 
@@ -648,6 +670,10 @@ def test_not_comparable_replaces_pass_regression_and_improvement_but_not_unmeasu
         assert point.describe("uc1").endswith("not comparable: host differs")
     assert compare_point(1000, UNMEASURED, baseline, not_comparable="x").verdict is Verdict.UNMEASURED
     assert compare_point(5000, 1, baseline, not_comparable="x").verdict is Verdict.NEW_LOAD
-    comparison = compare(DemandResult(demand={1000: 3, 2000: 2}), baseline, measured_testbed=None,
-                         not_comparable="host differs")
+    comparison = compare(
+        DemandResult(demand={1000: 3, 2000: 2}),
+        baseline,
+        measured_testbed=None,
+        not_comparable="host differs",
+    )
     assert [p.load for p in comparison.not_comparable] == [1000, 2000] and not comparison.regressions

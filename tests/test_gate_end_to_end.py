@@ -34,24 +34,41 @@ def test_a_real_gate_reaches_records_and_reports_a_verdict(pytester):
     regression, never an error -- recorded with its interval and protocol, and reported, does not."""
     pytester.makepyfile(test_uc1_gate=GATE)
     (pytester.path / "baselines").mkdir()
-    (pytester.path / "baselines" / "uc1-e2e.json").write_text(json.dumps({
-        "benchmark": "uc1-e2e", "format_version": 1, "settings": {}, "demand": {"300": 2},
-        "testbed": {"cores": None, "memory_gib": None, "instance_cpu": None, "kafka_provider": "embedded",
-                    "spark_master": "standalone", "pyspark_version": None, "python_version": "3.11"},
-    }))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--theodolite-results=results",
-                                           "--theodolite-max-instances=2")
+    (pytester.path / "baselines" / "uc1-e2e.json").write_text(
+        json.dumps(
+            {
+                "benchmark": "uc1-e2e",
+                "format_version": 1,
+                "settings": {},
+                "demand": {"300": 2},
+                "testbed": {
+                    "cores": None,
+                    "memory_gib": None,
+                    "instance_cpu": None,
+                    "kafka_provider": "embedded",
+                    "spark_master": "standalone",
+                    "pyspark_version": None,
+                    "python_version": "3.11",
+                },
+            }
+        )
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--theodolite-results=results", "--theodolite-max-instances=2"
+    )
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, outcomes
     if outcomes.get("failed"):  # a regression says so with its table, not with a traceback
         result.stdout.fnmatch_lines(["*uc1-e2e load 300: measured *, baseline 2 instances: regression*"])
-    result.stdout.fnmatch_lines([
-        "*theodolite: uc1-e2e load=300 instances=1: * (lag-trend *; lag slope * [[]*, *[]] vs 60 records/s) "
-        "[[]setup * s, warm-up * s (primed * s unlimited), measured * s until *, teardown * s[]]*",
-        "*theodolite: scalability gates*",
-        "uc1-e2e: *",
-        "*testbed calibration: * rows/s on one * instance*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*theodolite: uc1-e2e load=300 instances=1: * (lag-trend *; lag slope * [[]*, *[]] vs 60 records/s) "
+            "[[]setup * s, warm-up * s (primed * s unlimited), measured * s until *, teardown * s[]]*",
+            "*theodolite: scalability gates*",
+            "uc1-e2e: *",
+            "*testbed calibration: * rows/s on one * instance*",
+        ]
+    )
     results = pytester.path / "results"
     lag_files = sorted(results.glob("expuc1-e2e_300_*_lag-trend_0.csv"))
     assert lag_files, sorted(p.name for p in results.iterdir())
@@ -60,7 +77,8 @@ def test_a_real_gate_reaches_records_and_reports_a_verdict(pytester):
         series = read_series(lag_file)
         if len(series.values) >= 2:
             assert theodolite_trend_slope(lag_file, 0) == pytest.approx(
-                lag_trend_slope(series.timestamps_s, series.values, 0), rel=1e-6, abs=1e-6)
+                lag_trend_slope(series.timestamps_s, series.values, 0), rel=1e-6, abs=1e-6
+            )
     assert sorted(results.glob("expuc1-e2e_300_*_batch-id_0.csv"))
     demand = (results / "expuc1-e2e_demand.csv").read_text().splitlines()
     assert demand[0] == "load,resources"
@@ -82,6 +100,8 @@ def test_a_real_gate_reaches_records_and_reports_a_verdict(pytester):
     out = io.StringIO()
     assert main(["analyse", str(results)], stdout=out) == 0
     for sub in document["sub_experiments"]:
-        assert any(line.split()[:2] == [str(sub["load"]), str(sub["resources"])]
-                   and line.split()[-1] == sub["outcome"].upper() for line in out.getvalue().splitlines()), \
-            (sub, out.getvalue())
+        assert any(
+            line.split()[:2] == [str(sub["load"]), str(sub["resources"])]
+            and line.split()[-1] == sub["outcome"].upper()
+            for line in out.getvalue().splitlines()
+        ), (sub, out.getvalue())

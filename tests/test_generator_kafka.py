@@ -17,8 +17,14 @@ pytestmark = pytest.mark.integration
 
 
 def _consume_all(kafka_cluster, topic, expected, timeout_ms=15_000):
-    consumer = KafkaConsumer(topic, **kafka_cluster.client_kwargs(), auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=timeout_ms, max_poll_records=10_000)
+    consumer = KafkaConsumer(
+        topic,
+        **kafka_cluster.client_kwargs(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=timeout_ms,
+        max_poll_records=10_000,
+    )
     records = []
     try:
         for message in consumer:
@@ -46,7 +52,9 @@ def test_small_load_reaches_its_rate_and_every_acknowledged_record_is_in_the_top
 
     assert generator.worker_failures == {} and totals.failed == 0
     assert totals.produced == totals.acknowledged == written  # acknowledged means: really in the log
-    assert len(rates) >= 5 and [s.epoch_s for s in rates] == list(range(rates[0].epoch_s, rates[0].epoch_s + len(rates)))
+    assert len(rates) >= 5 and [s.epoch_s for s in rates] == list(
+        range(rates[0].epoch_s, rates[0].epoch_s + len(rates))
+    )
     assert rates[0].epoch_s == generator.started_at
     # the mean within the runner's 2 %; single seconds within 10 %, because on a shared 2-core machine the
     # scheduler can stall a worker for more than the 100 ms a late record may still count for its second
@@ -88,12 +96,15 @@ def test_records_have_the_schema_keys_timestamps_and_phases_of_the_workload(kafk
 def test_values_are_reproducible_across_runs_and_process_counts(kafka_cluster):
     def run(topic, processes):
         kafka_cluster.create_topic(topic, partitions=1)
-        with LoadGenerator(kafka_cluster.bootstrap_servers, topic, Workload(20, 100, value_seed=5),
-                           processes=processes) as generator:
+        with LoadGenerator(
+            kafka_cluster.bootstrap_servers, topic, Workload(20, 100, value_seed=5), processes=processes
+        ) as generator:
             time.sleep(1.5)
         start_ms = int(generator.started_at * 1000)
-        records = [ActivePowerRecord.from_json(m.value)
-                   for m in _consume_all(kafka_cluster, topic, generator.totals.acknowledged)]
+        records = [
+            ActivePowerRecord.from_json(m.value)
+            for m in _consume_all(kafka_cluster, topic, generator.totals.acknowledged)
+        ]
         # (key, sequence number) -> value, independent of when the run started
         return {(r.identifier, (r.timestamp - start_ms) // 100): r.valueInW for r in records}
 
@@ -107,8 +118,9 @@ def test_uc4_publishes_the_sensor_registry_before_the_load(kafka_cluster):
     kafka_cluster.create_topic("gen-uc4-input", partitions=1)
     kafka_cluster.create_topic("gen-uc4-config", partitions=1)
     workload = Workload.for_hierarchy(children=4, depth=3)
-    with LoadGenerator(kafka_cluster.bootstrap_servers, "gen-uc4-input", workload,
-                       config_topic="gen-uc4-config") as generator:
+    with LoadGenerator(
+        kafka_cluster.bootstrap_servers, "gen-uc4-input", workload, config_topic="gen-uc4-config"
+    ) as generator:
         time.sleep(1.2)
     [config] = _consume_all(kafka_cluster, "gen-uc4-config", 1)
     registry = SensorGroup.from_json(config.value)
@@ -128,8 +140,12 @@ def test_unknown_topic_is_refused_before_anything_is_produced(kafka_cluster):
         LoadGenerator(kafka_cluster.bootstrap_servers, "gen-no-such-topic", Workload(100)).start()
     # the UC4 config topic is checked too, and no registry is published to the input topic
     with pytest.raises(WorkloadError, match="gen-no-such-config"):
-        LoadGenerator(kafka_cluster.bootstrap_servers, "gen-exists", Workload.for_hierarchy(2, 2),
-                      config_topic="gen-no-such-config").start()
+        LoadGenerator(
+            kafka_cluster.bootstrap_servers,
+            "gen-exists",
+            Workload.for_hierarchy(2, 2),
+            config_topic="gen-no-such-config",
+        ).start()
     assert kafka_cluster.total_end_offset("gen-exists") == 0
     assert "gen-no-such-topic" not in kafka_cluster.list_topics()
 
@@ -142,8 +158,13 @@ def _closed_port() -> int:
 
 def test_unreachable_broker_is_refused_and_secrets_stay_out_of_the_message():
     secret = "pw-never-shown-42"
-    generator = LoadGenerator(f"127.0.0.1:{_closed_port()}", "input", Workload(100), connect_timeout_s=2,
-                              client_config={"sasl.username": "me", "sasl.password": secret})
+    generator = LoadGenerator(
+        f"127.0.0.1:{_closed_port()}",
+        "input",
+        Workload(100),
+        connect_timeout_s=2,
+        client_config={"sasl.username": "me", "sasl.password": secret},
+    )
     with pytest.raises(WorkloadError, match="no Kafka broker answered") as refused:
         generator.start()
     assert secret not in str(refused.value)
@@ -153,9 +174,26 @@ def test_unreachable_broker_is_refused_and_secrets_stay_out_of_the_message():
 def test_cli_reports_the_achieved_rate_and_exits_0(kafka_cluster):
     kafka_cluster.create_topic("gen-cli", partitions=2)
     result = subprocess.run(
-        [sys.executable, "-m", "generator", "--bootstrap-servers", kafka_cluster.bootstrap_servers,
-         "--topic", "gen-cli", "--keys", "500", "--period-ms", "500", "--duration-s", "3.5"],
-        check=False, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "generator",
+            "--bootstrap-servers",
+            kafka_cluster.bootstrap_servers,
+            "--topic",
+            "gen-cli",
+            "--keys",
+            "500",
+            "--period-ms",
+            "500",
+            "--duration-s",
+            "3.5",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "target 1,000 records/s" in result.stdout and "achieved mean" in result.stdout
     assert kafka_cluster.total_end_offset("gen-cli") >= 3000
@@ -164,9 +202,28 @@ def test_cli_reports_the_achieved_rate_and_exits_0(kafka_cluster):
 def test_cli_refuses_unreachable_broker_with_exit_2_and_never_prints_client_settings():
     secret = "cli-secret-value-77"
     result = subprocess.run(
-        [sys.executable, "-m", "generator", "--bootstrap-servers", f"127.0.0.1:{_closed_port()}", "--topic", "t",
-         "--keys", "10", "--duration-s", "1", "-X", "sasl.username=me", "-X", f"sasl.password={secret}"],
-        check=False, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "generator",
+            "--bootstrap-servers",
+            f"127.0.0.1:{_closed_port()}",
+            "--topic",
+            "t",
+            "--keys",
+            "10",
+            "--duration-s",
+            "1",
+            "-X",
+            "sasl.username=me",
+            "-X",
+            f"sasl.password={secret}",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert secret not in result.stdout + result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "no Kafka broker answered" in result.stderr
@@ -176,7 +233,9 @@ def test_every_worker_is_stopped_on_an_exception_inside_the_with_block(kafka_clu
     kafka_cluster.create_topic("gen-stop", partitions=1)
     pids = []
     with pytest.raises(KeyboardInterrupt):
-        with LoadGenerator(kafka_cluster.bootstrap_servers, "gen-stop", Workload(1000), processes=2) as generator:
+        with LoadGenerator(
+            kafka_cluster.bootstrap_servers, "gen-stop", Workload(1000), processes=2
+        ) as generator:
             pids = generator.worker_pids
             assert all(psutil.pid_exists(pid) for pid in pids)
             raise KeyboardInterrupt

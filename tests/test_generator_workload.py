@@ -76,7 +76,9 @@ def test_due_counts_are_smooth_and_exact_per_period():
     assert {schedule.due(t + 99) - schedule.due(t - 1) for t in range(0, 5000, 100)} == {100}
 
 
-@pytest.mark.parametrize("keys,period_ms,processes", [(10, 1000, 3), (1000, 1000, 2), (7, 300, 7), (5, 40, 1)])
+@pytest.mark.parametrize(
+    "keys,period_ms,processes", [(10, 1000, 3), (1000, 1000, 2), (7, 300, 7), (5, 40, 1)]
+)
 def test_worker_schedules_partition_the_events_and_agree_with_the_whole(keys, period_ms, processes):
     workload = Workload(keys, period_ms)
     whole = workload.schedule()
@@ -132,14 +134,17 @@ def test_depth_one_hierarchy_is_a_root_with_sensors():
 # -- refusals before anything is produced ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs,words", [
-    ({"keys": 0}, "at least 1 key"),
-    ({"keys": -3}, "at least 1 key"),
-    ({"keys": 10, "period_ms": 0}, "positive"),
-    ({"keys": 10, "period_ms": -5}, "positive"),
-    ({"keys": 10, "period_ms": 0.5}, "whole number"),
-    ({"keys": 10, "hierarchy": Hierarchy(4, 3)}, "64 sensors"),
-])
+@pytest.mark.parametrize(
+    "kwargs,words",
+    [
+        ({"keys": 0}, "at least 1 key"),
+        ({"keys": -3}, "at least 1 key"),
+        ({"keys": 10, "period_ms": 0}, "positive"),
+        ({"keys": 10, "period_ms": -5}, "positive"),
+        ({"keys": 10, "period_ms": 0.5}, "whole number"),
+        ({"keys": 10, "hierarchy": Hierarchy(4, 3)}, "64 sensors"),
+    ],
+)
 def test_bad_workloads_are_refused_with_a_reason(kwargs, words):
     with pytest.raises(WorkloadError, match=words):
         Workload(**kwargs)
@@ -154,8 +159,13 @@ def test_bad_hierarchies_are_refused(children, depth):
 
 def test_a_rate_above_the_measured_capacity_is_refused_before_connecting():
     # the address is never contacted: the capacity check comes first
-    generator = LoadGenerator("127.0.0.1:1", "input", Workload(keys=1_000_000, period_ms=1),
-                              processes=2, max_rate_per_process=100_000)
+    generator = LoadGenerator(
+        "127.0.0.1:1",
+        "input",
+        Workload(keys=1_000_000, period_ms=1),
+        processes=2,
+        max_rate_per_process=100_000,
+    )
     with pytest.raises(WorkloadError, match="more than this generator sustains") as refused:
         generator.start()
     assert "max_rate_per_process" in str(refused.value)
@@ -170,11 +180,21 @@ def test_more_processes_than_keys_and_uc4_without_config_topic_are_refused():
 
 
 def test_client_settings_map_to_librdkafka_and_never_show_in_repr():
-    settings = {"bootstrap_servers": ["h:1"], "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
-                "sasl_plain_username": "u", "sasl_plain_password": "s3cret-pw", "ssl.ca.location": "/ca.pem"}
-    assert librdkafka_config(settings) == {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-                                           "sasl.username": "u", "sasl.password": "s3cret-pw",
-                                           "ssl.ca.location": "/ca.pem"}
+    settings = {
+        "bootstrap_servers": ["h:1"],
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "u",
+        "sasl_plain_password": "s3cret-pw",
+        "ssl.ca.location": "/ca.pem",
+    }
+    assert librdkafka_config(settings) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "u",
+        "sasl.password": "s3cret-pw",
+        "ssl.ca.location": "/ca.pem",
+    }
     with pytest.raises(WorkloadError, match="unknown client setting"):
         librdkafka_config({"no_such_thing": 1})
     generator = LoadGenerator("h:1", "t", Workload(10), client_config=settings)
@@ -182,24 +202,46 @@ def test_client_settings_map_to_librdkafka_and_never_show_in_repr():
 
 
 def test_the_generator_package_never_imports_pytest():
-    code = ("import sys, generator, generator.__main__, generator.producer; "
-            "bad = [m for m in sys.modules if m == 'pytest' or m.startswith(('_pytest', 'pytest_theodolite'))]; "
-            "print(bad); sys.exit(1 if bad else 0)")
-    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys, generator, generator.__main__, generator.producer; "
+        "bad = [m for m in sys.modules if m == 'pytest' or m.startswith(('_pytest', 'pytest_theodolite'))]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("args,words", [
-    (["--keys", "0"], "at least 1 key"),
-    (["--keys", "10", "--period-ms", "0"], "positive"),
-    (["--keys", "100000000", "--period-ms", "1"], "sustains"),
-    (["--children", "4"], "both --children and --depth"),
-    ([], "--keys N"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--keys", "0"], "at least 1 key"),
+        (["--keys", "10", "--period-ms", "0"], "positive"),
+        (["--keys", "100000000", "--period-ms", "1"], "sustains"),
+        (["--children", "4"], "both --children and --depth"),
+        ([], "--keys N"),
+    ],
+)
 def test_cli_refusals_print_one_line_and_exit_2(args, words):
     result = subprocess.run(
-        [sys.executable, "-m", "generator", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t",
-         "--duration-s", "1", *args], check=False, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "generator",
+            "--bootstrap-servers",
+            "127.0.0.1:1",
+            "--topic",
+            "t",
+            "--duration-s",
+            "1",
+            *args,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr

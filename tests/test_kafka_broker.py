@@ -22,8 +22,14 @@ def test_100k_records_round_trip_through_a_4_partition_topic(kafka_cluster):
     assert sum(offsets.values()) == RECORDS
     assert all(count > 0 for count in offsets.values()), "keys must spread over every partition"
 
-    consumer = KafkaConsumer("roundtrip", **kafka_cluster.client_kwargs(), auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=10_000, max_poll_records=10_000)
+    consumer = KafkaConsumer(
+        "roundtrip",
+        **kafka_cluster.client_kwargs(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=10_000,
+        max_poll_records=10_000,
+    )
     values = set()
     for message in consumer:
         values.add(int(message.value))

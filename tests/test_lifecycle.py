@@ -69,7 +69,12 @@ def test_no_broker_master_worker_or_executor_survives_the_session(pytester, monk
     result.assert_outcomes(passed=1)
     procs = _started(pytester.path, "during")
     kinds = " ".join(p["cmdline"] for p in procs)
-    for kind in ("kafka.Kafka", "deploy.master.Master", "deploy.worker.Worker", "CoarseGrainedExecutorBackend"):
+    for kind in (
+        "kafka.Kafka",
+        "deploy.master.Master",
+        "deploy.worker.Worker",
+        "CoarseGrainedExecutorBackend",
+    ):
         assert kind in kinds, f"expected a {kind} process to have been started"
     assert _wait_all_gone(procs) == []
 
@@ -78,7 +83,9 @@ def test_xdist_workers_share_one_broker_that_is_stopped_once(pytester, monkeypat
     monkeypatch.setenv("RECORD_DIR", str(pytester.path))
     pytester.makeconftest(RECORD_PROCESSES)
     for worker_test in ("a", "b"):
-        pytester.makepyfile(**{f"test_{worker_test}": f"""
+        pytester.makepyfile(
+            **{
+                f"test_{worker_test}": f"""
             import os, time
             from conftest import record
 
@@ -88,7 +95,9 @@ def test_xdist_workers_share_one_broker_that_is_stopped_once(pytester, monkeypat
                     f.write(kafka_cluster.bootstrap_servers)
                 record("during-{worker_test}")
                 time.sleep(2)  # both workers hold the broker at once
-        """})
+        """
+            }
+        )
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     bootstraps = {(pytester.path / f"bootstrap-{t}").read_text() for t in ("a", "b")}
@@ -111,16 +120,23 @@ def test_ctrl_c_stops_the_broker(pytester, tmp_path):
     env = {**os.environ, "RECORD_DIR": str(pytester.path)}
     # a shell that starts a job in the background makes it ignore SIGINT, and Python then never installs its
     # KeyboardInterrupt handler: give the inner pytest the default disposition, as a terminal's Ctrl-C finds it
-    inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(pytester.path)],
-                             cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    inner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(pytester.path)],
+        cwd=pytester.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     record = pytester.path / "before-interrupt.json"
     deadline = time.monotonic() + 120
     while not record.exists() and time.monotonic() < deadline and inner.poll() is None:
         time.sleep(0.2)
     time.sleep(0.5)  # the file is complete once json.dump returned
     try:
-        assert record.exists(), inner.stdout.read().decode() if inner.poll() is not None else "no record in 120 s"
+        assert record.exists(), (
+            inner.stdout.read().decode() if inner.poll() is not None else "no record in 120 s"
+        )
         procs = _started(pytester.path, "before-interrupt")
         assert any("kafka.Kafka" in p["cmdline"] for p in procs)
         inner.send_signal(signal.SIGINT)

@@ -14,8 +14,11 @@ from pytest_theodolite.monitor import (
 
 
 def progress(batch_id, end_offset, **extra):
-    return {"batchId": batch_id, "sources": [{"description": "KafkaV2[Subscribe[in]]", "endOffset": end_offset}],
-            **extra}
+    return {
+        "batchId": batch_id,
+        "sources": [{"description": "KafkaV2[Subscribe[in]]", "endOffset": end_offset}],
+        **extra,
+    }
 
 
 def test_processed_offsets_reads_json_string_and_dict_forms():
@@ -27,14 +30,18 @@ def test_processed_offsets_reads_json_string_and_dict_forms():
 
 def test_processed_offsets_counts_only_the_input_topic():
     # UC4 reads its feedback topic in another source of the same query
-    two_sources = {"sources": [
-        {"endOffset": json.dumps({"in": {"0": 5}})},
-        {"endOffset": json.dumps({"feedback": {"0": 999}})},
-    ]}
+    two_sources = {
+        "sources": [
+            {"endOffset": json.dumps({"in": {"0": 5}})},
+            {"endOffset": json.dumps({"feedback": {"0": 999}})},
+        ]
+    }
     assert processed_offsets(two_sources, "in") == {0: 5}
     assert processed_offsets(None, "in") == {}
     with pytest.raises(ProgressError, match="'not json' of source 'KafkaV2.*' is not JSON"):
-        processed_offsets({"sources": [{"description": "KafkaV2[Subscribe[in]]", "endOffset": "not json"}]}, "in")
+        processed_offsets(
+            {"sources": [{"description": "KafkaV2[Subscribe[in]]", "endOffset": "not json"}]}, "in"
+        )
     with pytest.raises(ProgressError, match="not partition -> offset"):
         processed_offsets({"sources": [{"endOffset": '{"in": {"0": "ten"}}'}]}, "in")
 
@@ -46,11 +53,20 @@ def test_total_lag_counts_unprocessed_partitions_fully_and_never_negative():
 
 
 def test_sample_from_takes_rates_and_batch_duration_of_the_last_batch():
-    p = progress(7, {"in": {"0": 30}}, inputRowsPerSecond=12.5, processedRowsPerSecond=40.0,
-                 durationMs={"triggerExecution": 250})
+    p = progress(
+        7,
+        {"in": {"0": 30}},
+        inputRowsPerSecond=12.5,
+        processedRowsPerSecond=40.0,
+        durationMs={"triggerExecution": 250},
+    )
     sample = sample_from(1000.0, {0: 100}, p, "in")
     assert (sample.lag, sample.end_offset, sample.processed_offset) == (70, 100, 30)
-    assert (sample.input_rows_per_s, sample.processed_rows_per_s, sample.batch_duration_ms) == (12.5, 40.0, 250.0)
+    assert (sample.input_rows_per_s, sample.processed_rows_per_s, sample.batch_duration_ms) == (
+        12.5,
+        40.0,
+        250.0,
+    )
     assert sample.batch_id == 7
     before_first_batch = sample_from(1000.0, {0: 100}, None, "in")
     assert before_first_batch.lag == 100 and before_first_batch.batch_duration_ms is None
@@ -69,6 +85,8 @@ def test_observed_totals_sums_each_batch_once():
 
 def test_a_running_batch_counts_with_its_age():
     # the last batch started at t=100 s and took 2 s; at t=110 s the next one has run for 8 s
-    p = progress(3, {"in": {"0": 30}}, timestamp="1970-01-01T00:01:40.000Z", durationMs={"triggerExecution": 2000})
+    p = progress(
+        3, {"in": {"0": 30}}, timestamp="1970-01-01T00:01:40.000Z", durationMs={"triggerExecution": 2000}
+    )
     assert sample_from(110.0, {0: 100}, p, "in").batch_duration_ms == 8000.0
     assert sample_from(101.5, {0: 100}, p, "in").batch_duration_ms == 2000.0  # the finished one is longer

@@ -38,7 +38,9 @@ def micro_batch_run(load: float, durations, seconds: int, seed: int = 0):
         processed = taken[done[-1]] if done else 0.0
         last = done[-1] if done else None
         duration_ms = None if last is None else (ends[last] - (ends[last - 1] if last else 0.0)) * 1000
-        samples.append((T0 + t, load * t - processed, last, duration_ms, None if last is None else T0 + ends[last]))
+        samples.append(
+            (T0 + t, load * t - processed, last, duration_ms, None if last is None else T0 + ends[last])
+        )
     return samples
 
 
@@ -51,24 +53,30 @@ def run(protocol: MeasurementProtocol, samples):
     return phases
 
 
-PLAN = MeasurementPlan(prime_batches=3, max_prime_s=30, settle_batches=4, max_warmup_s=60, min_duration_s=20,
-                       max_duration_s=120)
+PLAN = MeasurementPlan(
+    prime_batches=3, max_prime_s=30, settle_batches=4, max_warmup_s=60, min_duration_s=20, max_duration_s=120
+)
 
 
 # ---- steady state --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("durations, settled", [
-    ([9.8, 23.5, 19.4, 13.9], False),  # the start transient measured on a fresh CI machine
-    ([4.3, 3.5, 2.8, 2.2], False),
-    ([2.0, 2.1, 1.9, 2.0], True),
-    ([2.0, 3.0, 4.5, 6.8], True),  # falling behind: growing batches are "settled" (and then fail)
-    ([2.0, 2.0, 2.0], False),  # too few
-])
+
+@pytest.mark.parametrize(
+    "durations, settled",
+    [
+        ([9.8, 23.5, 19.4, 13.9], False),  # the start transient measured on a fresh CI machine
+        ([4.3, 3.5, 2.8, 2.2], False),
+        ([2.0, 2.1, 1.9, 2.0], True),
+        ([2.0, 3.0, 4.5, 6.8], True),  # falling behind: growing batches are "settled" (and then fail)
+        ([2.0, 2.0, 2.0], False),  # too few
+    ],
+)
 def test_batch_durations_settle_when_they_stop_falling(durations, settled):
     assert batch_durations_settled(durations, batches=4, tolerance=0.2) is settled
 
 
 # ---- the phases --------------------------------------------------------------------------------------------
+
 
 def test_a_job_that_keeps_up_is_primed_settles_and_passes_once_certain():
     # start transient: slow first batches, then a steady 2 s period at 60 % utilisation
@@ -89,7 +97,7 @@ def test_a_job_that_keeps_up_is_primed_settles_and_passes_once_certain():
 
 def test_a_job_that_falls_behind_fails_once_certain():
     # every batch takes 10 % longer than the last: the lag grows
-    samples = micro_batch_run(2000, lambda k: 1.0 * 1.10 ** k, 300)
+    samples = micro_batch_run(2000, lambda k: 1.0 * 1.10**k, 300)
     protocol = MeasurementProtocol(PLAN, threshold_rps=100, offered_rate=2000)
     run(protocol, samples)
     assert protocol.stop is Stop.CERTAIN
@@ -102,28 +110,34 @@ def test_a_job_whose_batches_grow_without_bound_is_failed_without_waiting_for_a_
     protocol = MeasurementProtocol(PLAN, threshold_rps=600, offered_rate=12000)
     run(protocol, samples)
     assert protocol.stop is Stop.FALLING_BEHIND
-    assert protocol.failure_reason.startswith("the job falls behind: each micro-batch took longer than the last")
+    assert protocol.failure_reason.startswith(
+        "the job falls behind: each micro-batch took longer than the last"
+    )
     assert protocol.last_s - protocol.start_s < 120
 
 
-@pytest.mark.parametrize("durations, growing", [
-    ([5, 9, 14], True),
-    ([9, 14, 23], True),  # measured: UC1, 12 000 records/s, one quarter core (5, 9, 14, 23, 34, 50 s)
-    ([0.3, 0.47, 0.62], False),  # keeps up at 90 %: lengthens towards a fixed point by shrinking steps
-    ([2.0, 3.0, 3.5], False),  # the same, slower
-    ([0.49, 0.54, 0.61], False),  # a noisy steady state
-    ([1.2, 1.4, 1.7], False),  # growing, but less than twice: the fit decides
-    ([1.2, 1.8, 2.5], False),  # too short to tell from jitter
-    ([9, 14], False),  # too few
-])
+@pytest.mark.parametrize(
+    "durations, growing",
+    [
+        ([5, 9, 14], True),
+        ([9, 14, 23], True),  # measured: UC1, 12 000 records/s, one quarter core (5, 9, 14, 23, 34, 50 s)
+        ([0.3, 0.47, 0.62], False),  # keeps up at 90 %: lengthens towards a fixed point by shrinking steps
+        ([2.0, 3.0, 3.5], False),  # the same, slower
+        ([0.49, 0.54, 0.61], False),  # a noisy steady state
+        ([1.2, 1.4, 1.7], False),  # growing, but less than twice: the fit decides
+        ([1.2, 1.8, 2.5], False),  # too short to tell from jitter
+        ([9, 14], False),  # too few
+    ],
+)
 def test_growing_batch_durations(durations, growing):
     assert batch_durations_growing(durations, batches=3) is growing
 
 
 def test_batch_durations_that_keep_falling_never_settle_and_say_so():
-    samples = micro_batch_run(2000, lambda k: max(0.3, 30.0 * 0.93 ** k), 200)
-    protocol = MeasurementProtocol(MeasurementPlan(max_warmup_s=40, prime_batches=1), threshold_rps=100,
-                                   offered_rate=2000)
+    samples = micro_batch_run(2000, lambda k: max(0.3, 30.0 * 0.93**k), 200)
+    protocol = MeasurementProtocol(
+        MeasurementPlan(max_warmup_s=40, prime_batches=1), threshold_rps=100, offered_rate=2000
+    )
     run(protocol, samples)
     assert protocol.stop is Stop.NOT_SETTLED and protocol.warmup_used_s is None
     assert "no steady state within the 40 s warm-up bound" in protocol.failure_reason
@@ -168,18 +182,22 @@ def test_the_stop_reason_is_recomputed_from_an_interval():
     assert stop_of(-10.0, 50.0, 100.0, "no-batches") == "no-batches"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"min_duration_s": 0}, "need 0 < duration <= max duration"),
-    ({"min_duration_s": 30, "max_duration_s": 20}, "need 0 < duration <= max duration"),
-    ({"warmup_s": -1}, "warm-up must be 'auto' or seconds >= 0"),
-    ({"settle_tolerance": 1.0}, "settle tolerance must be in [0, 1)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"min_duration_s": 0}, "need 0 < duration <= max duration"),
+        ({"min_duration_s": 30, "max_duration_s": 20}, "need 0 < duration <= max duration"),
+        ({"warmup_s": -1}, "warm-up must be 'auto' or seconds >= 0"),
+        ({"settle_tolerance": 1.0}, "settle tolerance must be in [0, 1)"),
+    ],
+)
 def test_a_plan_refuses_values_it_cannot_run(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace(")", r"\)")):
         MeasurementPlan(**kwargs)
 
 
 # ---- the batch-aligned slope --------------------------------------------------------------------------------
+
 
 def test_batch_aligned_keeps_the_first_sample_after_each_finished_batch():
     lag = TimeSeries.of([1, 2, 3, 4, 5, 6], [10, 20, 5, 15, 25, 7])
@@ -208,8 +226,9 @@ def test_the_batch_aligned_interval_is_honest_under_a_saw_tooth(period_s):
         t, lag, ids, _, ends = (np.array([s[i] for s in samples], dtype=float) for i in range(5))
         series, batch_ids, batch_ends = TimeSeries.of(t, lag), TimeSeries.of(t, ids), TimeSeries.of(t, ends)
         ols = lag_trend_estimate(series, warmup_s=0, method="ols")
-        aligned = lag_trend_estimate(series, warmup_s=0, method="batch-aligned", batch_ids=batch_ids,
-                                     batch_ends=batch_ends, rate=2000)
+        aligned = lag_trend_estimate(
+            series, warmup_s=0, method="batch-aligned", batch_ids=batch_ids, batch_ends=batch_ends, rate=2000
+        )
         misses_aligned += not aligned.low <= 0 <= aligned.high
         narrower += aligned.high - aligned.low < ols.high - ols.low
     assert misses_aligned <= 8  # a 95 % interval: about 3 in 60 miss
@@ -233,7 +252,8 @@ def test_certainty_is_a_coin_toss_at_the_threshold_and_near_one_far_from_it():
 
 def test_a_lag_that_is_zero_after_every_commit_has_an_exact_interval():
     t = np.arange(30.0)
-    flat = lag_trend_estimate(TimeSeries.of(t, np.zeros(t.size)), warmup_s=0, method="batch-aligned",
-                              batch_ids=TimeSeries.of(t, t))
+    flat = lag_trend_estimate(
+        TimeSeries.of(t, np.zeros(t.size)), warmup_s=0, method="batch-aligned", batch_ids=TimeSeries.of(t, t)
+    )
     assert (flat.slope, flat.low, flat.high) == (0.0, 0.0, 0.0)
     assert flat.side_of(100) is Outcome.PASS and flat.certainty(100) == 1.0

@@ -16,14 +16,22 @@ pytestmark = pytest.mark.integration
 
 
 def uc1_benchmark(**job_options):
-    return Benchmark("uc1-keys", uc1.start_query, lambda keys: Workload(keys=keys), job_options=job_options,
-                     input_partitions=2)
+    return Benchmark(
+        "uc1-keys",
+        uc1.start_query,
+        lambda keys: Workload(keys=keys),
+        job_options=job_options,
+        input_partitions=2,
+    )
 
 
 @pytest.mark.theodolite_exclusive  # it checks throughput: under pytest-xdist nothing may run beside it
 def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_path, capsys):
     settings = ExperimentSettings(
-        loads=(200, 2_000), resources=(1, 2), duration_s=12, sample_interval_s=1,
+        loads=(200, 2_000),
+        resources=(1, 2),
+        duration_s=12,
+        sample_interval_s=1,
         slo=SloSettings(warmup_s=6, lag_trend_threshold=SlopeThreshold(relative_to_load=0.1)),
     )
     benchmark = uc1_benchmark()
@@ -35,7 +43,9 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
     # linear + lower bound starts at 1 instance, and demand(l) is the fewest instances whose run passed
     assert demand.sub_experiments[0].load == 200 and demand.sub_experiments[0].resources == 1
     for load in (200, 2_000):
-        passed = [r for (l, r), record in runner.records.items() if l == load and record.outcome is Outcome.PASS]
+        passed = [
+            r for (l, r), record in runner.records.items() if l == load and record.outcome is Outcome.PASS
+        ]
         assert demand.demand.get(load) == (min(passed) if passed else None), runner.records
     for (load, resources), record in runner.records.items():
         assert record.outcome in (Outcome.PASS, Outcome.FAIL), record
@@ -56,7 +66,8 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
     assert analyse_cli.main(["analyse", str(tmp_path)]) == 0
     reread = read_results(tmp_path)
     assert {(s.load, s.resources): s.outcome for s in reread.sub_experiments} == {
-        key: record.outcome for key, record in runner.records.items()}
+        key: record.outcome for key, record in runner.records.items()
+    }
     assert "200" in capsys.readouterr().out
 
 
@@ -71,4 +82,6 @@ def test_a_job_that_cannot_start_is_errored_not_failed(kafka_cluster, spark_clus
     assert record.outcome is Outcome.ERRORED
     assert "the job did not start" in record.verdicts[0].detail
     assert runner.run_ids
-    assert not [t for t in kafka_cluster.list_topics() if any(i in t for i in runner.run_ids)], "topics left behind"
+    assert not [t for t in kafka_cluster.list_topics() if any(i in t for i in runner.run_ids)], (
+        "topics left behind"
+    )

@@ -17,8 +17,12 @@ def test_unknown_kafka_provider_in_the_ini_file_names_the_key_and_the_choices(py
     pytester.makeini("[pytest]\ntheodolite_kafka = zookeeper\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*theodolite_kafka = 'zookeeper' is not a Kafka provider; choose one of "
-                                 "embedded, testcontainers, external*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*theodolite_kafka = 'zookeeper' is not a Kafka provider; choose one of "
+            "embedded, testcontainers, external*"
+        ]
+    )
 
 
 def test_external_kafka_without_bootstrap_says_how_to_give_it(pytester):
@@ -27,10 +31,13 @@ def test_external_kafka_without_bootstrap_says_how_to_give_it(pytester):
     result.stderr.fnmatch_lines(["*--kafka external needs the cluster's address: pass --kafka-bootstrap*"])
 
 
-@pytest.mark.parametrize("value, message", [
-    ("-1", "*--theodolite-instance-cpu / theodolite_instance_cpu = -1 is outside 0.01..*"),
-    ("lots", "*--theodolite-instance-cpu / theodolite_instance_cpu = 'lots' is not a float*"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("-1", "*--theodolite-instance-cpu / theodolite_instance_cpu = -1 is outside 0.01..*"),
+        ("lots", "*--theodolite-instance-cpu / theodolite_instance_cpu = 'lots' is not a float*"),
+    ],
+)
 def test_bad_instance_cpu_is_a_usage_error(pytester, value, message):
     result = pytester.runpytest(f"--theodolite-instance-cpu={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -50,8 +57,9 @@ def test_bad_isolation_mode_is_a_usage_error_on_the_command_line_and_in_the_ini_
     pytester.makeini("[pytest]\ntheodolite_isolation = sometimes\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*theodolite_isolation = 'sometimes' is not an isolation mode; choose one of "
-                                 "exclusive, none*"])
+    result.stderr.fnmatch_lines(
+        ["*theodolite_isolation = 'sometimes' is not an isolation mode; choose one of exclusive, none*"]
+    )
 
 
 def test_command_line_beats_ini_and_ini_beats_default(pytester):
@@ -69,15 +77,19 @@ def test_command_line_beats_ini_and_ini_beats_default(pytester):
 def test_report_header_names_provider_master_versions_and_testbed(pytester):
     pytester.makepyfile("def test_nothing(): pass")
     result = pytester.runpytest("--theodolite-instance-cpu=0.25")
-    result.stdout.fnmatch_lines([
-        "theodolite: kafka=embedded (Apache Kafka 4.*, KRaft), spark master=standalone (pyspark 4.*), max instances=4",
-        "theodolite: testbed * cores, * GiB, *; instance CPU: *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "theodolite: kafka=embedded (Apache Kafka 4.*, KRaft), spark master=standalone (pyspark 4.*), max instances=4",
+            "theodolite: testbed * cores, * GiB, *; instance CPU: *",
+        ]
+    )
 
 
 def test_client_properties_from_ini_and_environment_are_never_printed(pytester, monkeypatch):
     monkeypatch.setenv("THEODOLITE_KAFKA_SASL_PASSWORD", "hunter2-secret")
-    pytester.makeini("[pytest]\ntheodolite_kafka_properties =\n  security.protocol=SASL_SSL\n  sasl.mechanism=PLAIN\n")
+    pytester.makeini(
+        "[pytest]\ntheodolite_kafka_properties =\n  security.protocol=SASL_SSL\n  sasl.mechanism=PLAIN\n"
+    )
     pytester.makepyfile("""
         import os
 
@@ -99,21 +111,45 @@ def test_malformed_property_line_is_refused():
 
 
 def test_python_client_config_translates_sasl_and_ssl_names():
-    config = client_properties.python_client_config({
-        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                            'username="alice" password="pw";',
-        "ssl.ca.location": "/ca.pem",
-    })
-    assert config == {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
-                      "sasl_plain_password": "pw", "ssl_cafile": "/ca.pem"}
+    config = client_properties.python_client_config(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="alice" password="pw";',
+            "ssl.ca.location": "/ca.pem",
+        }
+    )
+    assert config == {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "pw",
+        "ssl_cafile": "/ca.pem",
+    }
     assert client_properties.redacted({"sasl.jaas.config": "x", "sasl.mechanism": "PLAIN"}) == {
-        "sasl.jaas.config": REDACTED, "sasl.mechanism": "PLAIN"}
+        "sasl.jaas.config": REDACTED,
+        "sasl.mechanism": "PLAIN",
+    }
 
 
-@pytest.mark.parametrize("name", ["sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.key",
-                                  "sasl.oauthbearer.client.credentials", "api_key", "token", "secret"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sasl.password",
+        "sasl.jaas.config",
+        "ssl.key.password",
+        "ssl.keystore.key",
+        "sasl.oauthbearer.client.credentials",
+        "api_key",
+        "token",
+        "secret",
+    ],
+)
 def test_client_properties_and_results_redact_the_same_secrets(name):
     properties = {name: "s3cr3t", "bootstrap.servers": "b:9092", "keys": "100"}
-    assert client_properties.redacted(properties) == redact_secrets(properties) == {
-        name: REDACTED, "bootstrap.servers": "b:9092", "keys": "100"}
+    assert (
+        client_properties.redacted(properties)
+        == redact_secrets(properties)
+        == {name: REDACTED, "bootstrap.servers": "b:9092", "keys": "100"}
+    )

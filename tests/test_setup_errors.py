@@ -24,15 +24,19 @@ def test_java_missing(monkeypatch, tmp_path):
 def test_java_too_old(monkeypatch, tmp_path):
     fake_java = tmp_path / "bin" / "java"
     fake_java.parent.mkdir()
-    fake_java.write_text('#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\n')
+    fake_java.write_text("#!/bin/sh\necho 'openjdk version \"11.0.22\" 2024-01-16' >&2\n")
     fake_java.chmod(fake_java.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
-    with pytest.raises(TheodoliteSetupError, match=r"is Java 11, but Kafka 4 and Spark 4 need Java 17 or newer"):
+    with pytest.raises(
+        TheodoliteSetupError, match=r"is Java 11, but Kafka 4 and Spark 4 need Java 17 or newer"
+    ):
         maven.java_executable()
 
 
 def test_maven_missing(tmp_path):
-    with pytest.raises(TheodoliteSetupError, match=r"Maven \(`mvn`\) was not found on PATH.*apt-get install maven"):
+    with pytest.raises(
+        TheodoliteSetupError, match=r"Maven \(`mvn`\) was not found on PATH.*apt-get install maven"
+    ):
         maven.resolve(["org.example:anything:1.0"], cache_dir=tmp_path, mvn=str(tmp_path / "no-mvn"))
 
 
@@ -55,8 +59,11 @@ def test_port_already_taken():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(TheodoliteSetupError, match=rf"Port {port} on 127.0.0.1, requested for the embedded "
-                                                        r"Kafka broker, is already in use"):
+        with pytest.raises(
+            TheodoliteSetupError,
+            match=rf"Port {port} on 127.0.0.1, requested for the embedded "
+            r"Kafka broker, is already in use",
+        ):
             EmbeddedKafka(port=port).start()
 
 
@@ -67,8 +74,9 @@ def test_broker_that_exits_during_start_shows_its_log(monkeypatch, tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        monkeypatch.setattr(embedded, "port_or_free",
-                            lambda requested, what: port if "broker" in what else free_port())
+        monkeypatch.setattr(
+            embedded, "port_or_free", lambda requested, what: port if "broker" in what else free_port()
+        )
         broker = EmbeddedKafka(work_dir=tmp_path / "kafka")
         with pytest.raises(TheodoliteSetupError) as error:
             broker.start()
@@ -83,8 +91,12 @@ def test_unreachable_external_bootstrap():
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # bound, never listening: connections are refused
-        settings = TheodoliteSettings(kafka_provider="external", kafka_bootstrap=f"127.0.0.1:{port}", kafka_timeout_s=2)
-        with pytest.raises(TheodoliteSetupError, match=rf"No Kafka broker answered at 127.0.0.1:{port} within 2 s"):
+        settings = TheodoliteSettings(
+            kafka_provider="external", kafka_bootstrap=f"127.0.0.1:{port}", kafka_timeout_s=2
+        )
+        with pytest.raises(
+            TheodoliteSetupError, match=rf"No Kafka broker answered at 127.0.0.1:{port} within 2 s"
+        ):
             services.external_kafka(settings)
 
 
@@ -99,11 +111,13 @@ def test_testcontainers_without_docker_is_one_line_naming_embedded(pytester):
     """)
     result = pytester.runpytest("--kafka", "testcontainers")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([
-        "*pytest-theodolite: --kafka testcontainers needs a Docker engine, and none answers here (*). "
-        "Use `--kafka embedded` to run a Kafka broker without Docker.",
-        "*Interrupted: pytest-theodolite: --kafka testcontainers needs a Docker engine*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*pytest-theodolite: --kafka testcontainers needs a Docker engine, and none answers here (*). "
+            "Use `--kafka embedded` to run a Kafka broker without Docker.",
+            "*Interrupted: pytest-theodolite: --kafka testcontainers needs a Docker engine*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
 
 

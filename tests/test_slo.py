@@ -411,15 +411,17 @@ def test_evaluate_repetition_adds_the_batch_duration_slo_when_bounded():
     assert SloSettings.from_dict(settings.to_dict()) == settings
 
 
-
 def test_a_run_that_never_settled_fails_and_its_generator_is_judged_on_every_sample():
     """A run stopped before its warm-up was over (not settled, or falling behind) is a FAIL with the reason, not
     an ERRORED run for want of generator samples after a warm-up that never ended."""
     t = np.arange(0.0, 40.0) + 1_700_000_000.0
     verdicts = evaluate_repetition(
-        SloSettings(warmup_s=60), lag=TimeSeries.of(t, 1000 * (t - t[0])), target_rate=1000.0,
+        SloSettings(warmup_s=60),
+        lag=TimeSeries.of(t, 1000 * (t - t[0])),
+        target_rate=1000.0,
         generator_rate=TimeSeries.of(t, np.full(t.size, 1000.0)),
-        not_settled="the job falls behind: each micro-batch took longer than the last (11.2, 18.1, 28.5 s)")
+        not_settled="the job falls behind: each micro-batch took longer than the last (11.2, 18.1, 28.5 s)",
+    )
     outcomes = {v.name: v.outcome for v in verdicts}
     assert outcomes == {"lag-trend": Outcome.FAIL, "generator-rate": Outcome.PASS}
     assert verdicts[0].detail.startswith("the job falls behind")

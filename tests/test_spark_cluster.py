@@ -23,12 +23,18 @@ def test_streaming_query_on_two_instances_copies_every_record(kafka_cluster, spa
         assert registered_executors(spark) == 2
         assert spark.conf.get("spark.cores.max") == "2"
         query = (
-            spark.readStream.format("kafka").options(**kafka_cluster.spark_options())
-            .option("subscribe", "copy-in").option("startingOffsets", "earliest").load()
+            spark.readStream.format("kafka")
+            .options(**kafka_cluster.spark_options())
+            .option("subscribe", "copy-in")
+            .option("startingOffsets", "earliest")
+            .load()
             .selectExpr("key", "value")
-            .writeStream.format("kafka").options(**kafka_cluster.spark_options())
-            .option("topic", "copy-out").option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True).start()
+            .writeStream.format("kafka")
+            .options(**kafka_cluster.spark_options())
+            .option("topic", "copy-out")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
         )
         assert query.awaitTermination(180), "the availableNow query did not finish within 180 s"
         assert query.exception() is None

@@ -60,8 +60,12 @@ def reading(identifier: str, timestamp_ms: int, value: float) -> dict[str, Any]:
     return {"identifier": identifier, "timestamp": timestamp_ms, "valueInW": value}
 
 
-def produce(kafka_cluster, topic: str, readings: list[dict[str, Any]],
-            malformed: list[tuple[bytes | None, bytes]] = ()) -> None:
+def produce(
+    kafka_cluster,
+    topic: str,
+    readings: list[dict[str, Any]],
+    malformed: list[tuple[bytes | None, bytes]] = (),
+) -> None:
     """Write readings (key = identifier, Kafka timestamp = event time), malformed records interleaved, and
     check that the broker acknowledged every one (a silently lost record would fail a test much later)."""
     records_before = kafka_cluster.total_end_offset(topic)
@@ -70,8 +74,14 @@ def produce(kafka_cluster, topic: str, readings: list[dict[str, Any]],
         bad = list(malformed)
         sent = []
         for index, record in enumerate(readings):
-            sent.append(producer.send(topic, key=record["identifier"].encode(), value=json.dumps(record).encode(),
-                                      timestamp_ms=record["timestamp"]))
+            sent.append(
+                producer.send(
+                    topic,
+                    key=record["identifier"].encode(),
+                    value=json.dumps(record).encode(),
+                    timestamp_ms=record["timestamp"],
+                )
+            )
             if bad and index % 5 == 2:
                 key, value = bad.pop()
                 sent.append(producer.send(topic, key=key, value=value))
@@ -133,14 +143,16 @@ def checkpoint_conf(checkpoint_dir: str) -> dict[str, str]:
 
 def statistics_frame(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     grouped = frame.groupby(keys)["valueInW"]
-    return pd.DataFrame({
-        "count": grouped.count(),
-        "sumInW": grouped.sum(),
-        "minInW": grouped.min(),
-        "maxInW": grouped.max(),
-        "meanInW": grouped.mean(),
-        "populationVarianceInW": grouped.var(ddof=0),
-    }).reset_index()
+    return pd.DataFrame(
+        {
+            "count": grouped.count(),
+            "sumInW": grouped.sum(),
+            "minInW": grouped.min(),
+            "maxInW": grouped.max(),
+            "meanInW": grouped.mean(),
+            "populationVarianceInW": grouped.var(ddof=0),
+        }
+    ).reset_index()
 
 
 def assert_same_statistics(expected: pd.DataFrame, actual: pd.DataFrame, keys: list[str]) -> None:
@@ -173,17 +185,29 @@ def test_uc1_converts_every_valid_record_and_counts_malformed(spark, kafka_clust
     readings = random_readings(seed=1, start_ms=BASE_MS, seconds=10)
     produce(kafka_cluster, input_topic, readings, MALFORMED)
 
-    query = uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
-                            output_topic=output_topic, checkpoint_dir=str(tmp_path / "checkpoint"),
-                            available_now=True)
+    query = uc1.start_query(
+        spark,
+        bootstrap_servers=kafka_cluster.bootstrap_servers,
+        input_topic=input_topic,
+        output_topic=output_topic,
+        checkpoint_dir=str(tmp_path / "checkpoint"),
+        available_now=True,
+    )
     run_available_now(query)
 
     output = consume_all(kafka_cluster, output_topic)
-    actual = sorted((key, value["sensorId"], value["epochMillis"], value["activePowerW"], value["time"])
-                    for key, value in output)
+    actual = sorted(
+        (key, value["sensorId"], value["epochMillis"], value["activePowerW"], value["time"])
+        for key, value in output
+    )
     expected = sorted(
-        (r["identifier"], r["identifier"], r["timestamp"], r["valueInW"],
-         pd.Timestamp(r["timestamp"], unit="ms", tz="UTC").strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z")
+        (
+            r["identifier"],
+            r["identifier"],
+            r["timestamp"],
+            r["valueInW"],
+            pd.Timestamp(r["timestamp"], unit="ms", tz="UTC").strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+        )
         for r in readings
     )
     assert observed_totals(query) == {"total": len(readings) + len(MALFORMED), "malformed": len(MALFORMED)}
@@ -194,9 +218,15 @@ def test_uc1_noop_sink_writes_nothing(spark, kafka_cluster, tmp_path):
     input_topic, output_topic = fresh_topic(kafka_cluster, "uc1n-in"), fresh_topic(kafka_cluster, "uc1n-out")
     readings = random_readings(seed=2, start_ms=BASE_MS, seconds=3)
     produce(kafka_cluster, input_topic, readings)
-    query = uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
-                            output_topic=output_topic, checkpoint_dir=str(tmp_path / "checkpoint"),
-                            available_now=True, sink="noop")
+    query = uc1.start_query(
+        spark,
+        bootstrap_servers=kafka_cluster.bootstrap_servers,
+        input_topic=input_topic,
+        output_topic=output_topic,
+        checkpoint_dir=str(tmp_path / "checkpoint"),
+        available_now=True,
+        sink="noop",
+    )
     run_available_now(query)
     assert kafka_cluster.total_end_offset(output_topic) == 0
     assert observed_totals(query) == {"total": len(readings), "malformed": 0}
@@ -204,9 +234,14 @@ def test_uc1_noop_sink_writes_nothing(spark, kafka_cluster, tmp_path):
 
 def test_unknown_option_is_an_error(spark, kafka_cluster, tmp_path):
     with pytest.raises(TypeError, match="trigger_intreval"):
-        uc1.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic="x",
-                        output_topic="y", checkpoint_dir=str(tmp_path / "checkpoint"),
-                        trigger_intreval="1 second")
+        uc1.start_query(
+            spark,
+            bootstrap_servers=kafka_cluster.bootstrap_servers,
+            input_topic="x",
+            output_topic="y",
+            checkpoint_dir=str(tmp_path / "checkpoint"),
+            trigger_intreval="1 second",
+        )
 
 
 # -- UC2 -----------------------------------------------------------------------------------------------------
@@ -221,11 +256,20 @@ def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster, tmp_p
 
     session_partitions = spark.conf.get("spark.sql.shuffle.partitions")
     checkpoint_dir = str(tmp_path / "checkpoint")
-    query = uc2.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
-                            output_topic=output_topic, checkpoint_dir=checkpoint_dir,
-                            window_size="10 seconds", watermark_delay="0 seconds", available_now=True,
-                            shuffle_partitions=3)
-    assert spark.conf.get("spark.sql.shuffle.partitions") == session_partitions  # the caller's session is untouched
+    query = uc2.start_query(
+        spark,
+        bootstrap_servers=kafka_cluster.bootstrap_servers,
+        input_topic=input_topic,
+        output_topic=output_topic,
+        checkpoint_dir=checkpoint_dir,
+        window_size="10 seconds",
+        watermark_delay="0 seconds",
+        available_now=True,
+        shuffle_partitions=3,
+    )
+    assert (
+        spark.conf.get("spark.sql.shuffle.partitions") == session_partitions
+    )  # the caller's session is untouched
     run_available_now(query)
     # ... while the query ran with its own setting, recorded in its checkpoint
     assert checkpoint_conf(checkpoint_dir)["spark.sql.shuffle.partitions"] == "3"
@@ -238,7 +282,10 @@ def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster, tmp_p
     actual = pd.DataFrame([value for _, value in output])
     assert (actual["windowEnd"] - actual["windowStart"] == 10_000).all()
     assert_same_statistics(expected, actual, ["identifier", "windowStart"])
-    assert observed_totals(query) == {"total": len(readings) + 1 + len(MALFORMED), "malformed": len(MALFORMED)}
+    assert observed_totals(query) == {
+        "total": len(readings) + 1 + len(MALFORMED),
+        "malformed": len(MALFORMED),
+    }
 
 
 # -- UC3 -----------------------------------------------------------------------------------------------------
@@ -253,21 +300,33 @@ def test_uc3_hour_of_day_sliding_windows_match_pandas_on_rocksdb(spark, kafka_cl
     produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
 
     checkpoint_dir = str(tmp_path / "checkpoint")
-    query = uc3.start_query(spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=input_topic,
-                            output_topic=output_topic, checkpoint_dir=checkpoint_dir,
-                            window_size="20 seconds", window_advance="10 seconds", time_zone=zone,
-                            output_mode="append", watermark_delay="0 seconds", available_now=True,
-                            state_store="rocksdb")
+    query = uc3.start_query(
+        spark,
+        bootstrap_servers=kafka_cluster.bootstrap_servers,
+        input_topic=input_topic,
+        output_topic=output_topic,
+        checkpoint_dir=checkpoint_dir,
+        window_size="20 seconds",
+        window_advance="10 seconds",
+        time_zone=zone,
+        output_mode="append",
+        watermark_delay="0 seconds",
+        available_now=True,
+        state_store="rocksdb",
+    )
     run_available_now(query)
     assert checkpoint_conf(checkpoint_dir)["spark.sql.streaming.stateStore.providerClass"].endswith(
-        "RocksDBStateStoreProvider")
+        "RocksDBStateStoreProvider"
+    )
 
     frame = pd.DataFrame(readings)
     frame["hourOfDay"] = pd.to_datetime(frame["timestamp"], unit="ms", utc=True).dt.tz_convert(zone).dt.hour
     assert frame["hourOfDay"].nunique() == 2  # the test means something only if the hour changes
     # every reading lies in the two 20 s windows that start at the 10 s boundaries at or before it
     latest_start = frame["timestamp"] // 10_000 * 10_000
-    frame = pd.concat([frame.assign(windowStart=latest_start), frame.assign(windowStart=latest_start - 10_000)])
+    frame = pd.concat(
+        [frame.assign(windowStart=latest_start), frame.assign(windowStart=latest_start - 10_000)]
+    )
     expected = statistics_frame(frame, ["identifier", "hourOfDay", "windowStart"])
 
     output = consume_all(kafka_cluster, output_topic)
@@ -275,7 +334,10 @@ def test_uc3_hour_of_day_sliding_windows_match_pandas_on_rocksdb(spark, kafka_cl
     actual = pd.DataFrame([value for _, value in output])
     assert (actual["windowEnd"] - actual["windowStart"] == 20_000).all()
     assert_same_statistics(expected, actual, ["identifier", "hourOfDay", "windowStart"])
-    assert observed_totals(query) == {"total": len(readings) + 1 + len(MALFORMED), "malformed": len(MALFORMED)}
+    assert observed_totals(query) == {
+        "total": len(readings) + 1 + len(MALFORMED),
+        "malformed": len(MALFORMED),
+    }
 
 
 # -- UC4 -----------------------------------------------------------------------------------------------------
@@ -285,14 +347,16 @@ def registry(children_per_group: int, levels: int, moved: dict[str, str] | None 
     """Theodolite-shaped registry: groups ``group_lvl_<level>_<index>``, leaf sensors ``s_<n>``;
     ``moved`` re-parents sensors (sensor -> group) to model a registry change."""
     moved = moved or {}
-    sensor_counter = iter(range(children_per_group ** levels))
-    group_index = {level: iter(range(children_per_group ** level)) for level in range(levels)}
+    sensor_counter = iter(range(children_per_group**levels))
+    group_index = {level: iter(range(children_per_group**level)) for level in range(levels)}
 
     def group(level: int) -> dict[str, Any]:
         identifier = f"group_lvl_{level}_{next(group_index[level])}"
         if level == levels - 1:
-            children = [{"identifier": f"s_{n}", "name": f"sensor {n}"}
-                        for n in (next(sensor_counter) for _ in range(children_per_group))]
+            children = [
+                {"identifier": f"s_{n}", "name": f"sensor {n}"}
+                for n in (next(sensor_counter) for _ in range(children_per_group))
+            ]
         else:
             children = [group(level + 1) for _ in range(children_per_group)]
         return {"identifier": identifier, "name": identifier, "children": children}
@@ -301,7 +365,9 @@ def registry(children_per_group: int, levels: int, moved: dict[str, str] | None 
 
     def relocate(node: dict[str, Any]) -> None:
         node["children"] = [c for c in node.get("children", []) if c["identifier"] not in moved]
-        node["children"] += [{"identifier": s, "name": s} for s, g in moved.items() if g == node["identifier"]]
+        node["children"] += [
+            {"identifier": s, "name": s} for s, g in moved.items() if g == node["identifier"]
+        ]
         for child in node["children"]:
             if "children" in child:
                 relocate(child)
@@ -357,7 +423,9 @@ def latest_results(kafka_cluster, output_topic: str) -> dict[tuple[str, int], di
 
 @pytest.fixture
 def uc4_topics(kafka_cluster) -> Iterator[dict[str, str]]:
-    yield {role: fresh_topic(kafka_cluster, f"uc4-{role}") for role in ("input", "output", "config", "feedback")}
+    yield {
+        role: fresh_topic(kafka_cluster, f"uc4-{role}") for role in ("input", "output", "config", "feedback")
+    }
 
 
 def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
@@ -384,10 +452,16 @@ def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
     produce(kafka_cluster, uc4_topics["input"], readings, MALFORMED)
 
     query = uc4.start_query(
-        spark, bootstrap_servers=kafka_cluster.bootstrap_servers, input_topic=uc4_topics["input"],
-        output_topic=uc4_topics["output"], checkpoint_dir=str(tmp_path / "checkpoint"),
-        config_topic=uc4_topics["config"], feedback_topic=uc4_topics["feedback"], window_size="10 seconds",
-        watermark_delay="1 hour", trigger_interval="100 milliseconds",
+        spark,
+        bootstrap_servers=kafka_cluster.bootstrap_servers,
+        input_topic=uc4_topics["input"],
+        output_topic=uc4_topics["output"],
+        checkpoint_dir=str(tmp_path / "checkpoint"),
+        config_topic=uc4_topics["config"],
+        feedback_topic=uc4_topics["feedback"],
+        window_size="10 seconds",
+        watermark_delay="1 hour",
+        trigger_interval="100 milliseconds",
     )
     try:
         run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])

@@ -23,10 +23,19 @@ def test_gives_up_at_the_deadline_naming_what_and_the_last_transient_error():
     def refused():
         raise ConnectionRefusedError("port 9092")
 
-    with pytest.raises(TheodoliteSetupError, match=r"no broker at 127.0.0.1:9092 \(last error: "
-                                                   r"ConnectionRefusedError\('port 9092'\)\)"):
-        wait_until(refused, timeout_s=0.05, interval_s=0.01, transient=(OSError,), error=TheodoliteSetupError,
-                   what="no broker at 127.0.0.1:9092")
+    with pytest.raises(
+        TheodoliteSetupError,
+        match=r"no broker at 127.0.0.1:9092 \(last error: "
+        r"ConnectionRefusedError\('port 9092'\)\)",
+    ):
+        wait_until(
+            refused,
+            timeout_s=0.05,
+            interval_s=0.01,
+            transient=(OSError,),
+            error=TheodoliteSetupError,
+            what="no broker at 127.0.0.1:9092",
+        )
     assert poll_until(lambda: False, timeout_s=0.02, interval_s=0.01) == (None, None)
 
 
@@ -52,8 +61,11 @@ def test_a_cgroup_that_cannot_be_removed_is_named_in_a_warning_with_the_fix(tmp_
     busy.mkdir()
     (busy / "cgroup.procs").write_text("4242\n")  # a real cgroup lists its processes here; rmdir fails
     group = CpuLimitedGroup(busy, 0.25, 1)
-    with pytest.warns(TheodoliteLeakWarning, match=rf"cgroup {busy} could not be removed .*processes still in it: "
-                                                   rf"4242\. Stop them, then remove it with: rmdir {busy}"):
+    with pytest.warns(
+        TheodoliteLeakWarning,
+        match=rf"cgroup {busy} could not be removed .*processes still in it: "
+        rf"4242\. Stop them, then remove it with: rmdir {busy}",
+    ):
         assert group.remove(timeout_s=0.05) is False
     assert CpuLimitedGroup(tmp_path / "gone", 0.25, 1).remove(timeout_s=0.05) is True  # already removed: fine
 
@@ -75,10 +87,18 @@ def test_topics_that_cannot_be_deleted_are_named_in_a_warning_not_swallowed():
     from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings
 
     broker = BrokerThatKeepsTopics()
-    runner = ExperimentRunner(Benchmark("uc1", lambda *a, **k: None, lambda keys: Workload(keys=keys)),
-                              ExperimentSettings(loads=(100,), resources=(1,)), broker, None, None)
-    with pytest.warns(TheodoliteLeakWarning, match=r"uc1 load 100, 2 instances: 1 topic\(s\) could not be deleted "
-                                                   r"and are left on 127.0.0.1:9092: t-output \(TimeoutError: .*"
-                                                   r"kafka-topics.sh .*--delete"):
+    runner = ExperimentRunner(
+        Benchmark("uc1", lambda *a, **k: None, lambda keys: Workload(keys=keys)),
+        ExperimentSettings(loads=(100,), resources=(1,)),
+        broker,
+        None,
+        None,
+    )
+    with pytest.warns(
+        TheodoliteLeakWarning,
+        match=r"uc1 load 100, 2 instances: 1 topic\(s\) could not be deleted "
+        r"and are left on 127.0.0.1:9092: t-output \(TimeoutError: .*"
+        r"kafka-topics.sh .*--delete",
+    ):
         runner._delete_topics(["t-input", "t-output"], 100, 2)
     assert broker.asked == ["t-input", "t-output"]  # one failure does not stop the others

@@ -45,14 +45,19 @@ def broker_starts(repeats: int) -> None:
                 time.sleep(5)  # let it settle before reading its memory
                 rss = rss_mib(broker.process.pid)
     print(f"cold start (jar resolution included): {cold:.1f} s")
-    print(f"warm start: median {statistics.median(warm):.1f} s over {repeats} (min {min(warm):.1f}, max {max(warm):.1f})")
+    print(
+        f"warm start: median {statistics.median(warm):.1f} s over {repeats} (min {min(warm):.1f}, max {max(warm):.1f})"
+    )
     print(f"broker RSS after start: {rss:.0f} MiB")
     print(f"cold / warm: {cold / statistics.median(warm):.1f}x\n")
 
 
 def executor_pids() -> list[int]:
-    return [p.pid for p in psutil.process_iter(["cmdline"])
-            if "CoarseGrainedExecutorBackend" in " ".join(p.info["cmdline"] or [])]
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "CoarseGrainedExecutorBackend" in " ".join(p.info["cmdline"] or [])
+    ]
 
 
 def time_to_executors(spark_cluster: SparkCluster, instances: int) -> tuple[float, float]:
@@ -88,10 +93,17 @@ def quota_scaling(instance_counts: list[int], cpu: float, rows_per_run: int, rep
     print(f"## CPU-bound job, r instances limited to {cpu} CPU each (cgroups), {rows_per_run:,} rows per run")
     with StandaloneCluster(workers=max(instance_counts), instance_cpu=cpu) as standalone:
         if standalone.instance_groups is None:
-            print(f"cgroups unavailable: {standalone.cgroup_support.reason if standalone.cgroup_support else '?'}")
+            print(
+                f"cgroups unavailable: {standalone.cgroup_support.reason if standalone.cgroup_support else '?'}"
+            )
             return
-        cluster = SparkCluster(standalone.master_url, max(instance_counts), connector_jars(), instance_cpu=cpu,
-                               instance_groups=standalone.instance_groups.groups)
+        cluster = SparkCluster(
+            standalone.master_url,
+            max(instance_counts),
+            connector_jars(),
+            instance_cpu=cpu,
+            instance_groups=standalone.instance_groups.groups,
+        )
         runs = itertools.count(1)  # a distinct row range per run
 
         def rows_per_s(spark, rows: int) -> float:
@@ -100,7 +112,9 @@ def quota_scaling(instance_counts: list[int], cpu: float, rows_per_run: int, rep
             # SHA-512 per row is CPU work that code generation cannot fold away; 32 partitions give every r in
             # 1, 2, 4 the same work per instance.
             offset = next(runs) * rows
-            job = spark.range(offset, offset + rows, 1, 32).selectExpr("sum(hash(sha2(cast(id as string), 512)))")
+            job = spark.range(offset, offset + rows, 1, 32).selectExpr(
+                "sum(hash(sha2(cast(id as string), 512)))"
+            )
             t0 = time.perf_counter()
             job.collect()
             return rows / (time.perf_counter() - t0)
@@ -114,11 +128,15 @@ def quota_scaling(instance_counts: list[int], cpu: float, rows_per_run: int, rep
     print(f"| r | CPU | rows/s (median of {repeats}) | speed-up vs r=1 | efficiency |")
     print("|---|---|---|---|---|")
     for r in instance_counts:
-        print(f"| {r} | {r * cpu:g} | {results[str(r)]:,.0f} | {results[str(r)] / base:.2f} | "
-              f"{results[str(r)] / base / r:.0%} |")
+        print(
+            f"| {r} | {r * cpu:g} | {results[str(r)]:,.0f} | {results[str(r)] / base:.2f} | "
+            f"{results[str(r)] / base / r:.0%} |"
+        )
     unlimited = results["1 unlimited"]
-    print(f"| 1 | unlimited | {unlimited:,.0f} | {unlimited / base:.2f} | (one unlimited instance, for reference: "
-          f"the quota binds if this is ~{1 / cpu:g}x) |")
+    print(
+        f"| 1 | unlimited | {unlimited:,.0f} | {unlimited / base:.2f} | (one unlimited instance, for reference: "
+        f"the quota binds if this is ~{1 / cpu:g}x) |"
+    )
     print()
 
 

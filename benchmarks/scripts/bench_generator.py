@@ -72,12 +72,24 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def run_generator(cluster: KafkaCluster, topic: str, workload: Workload, duration_s: float, skip_s: int,
-                  processes: int | None = None, max_rate_per_process: float = UNLIMITED) -> RunResult:
+def run_generator(
+    cluster: KafkaCluster,
+    topic: str,
+    workload: Workload,
+    duration_s: float,
+    skip_s: int,
+    processes: int | None = None,
+    max_rate_per_process: float = UNLIMITED,
+) -> RunResult:
     cluster.delete_topic(topic)
     cluster.create_topic(topic, PARTITIONS)
-    with LoadGenerator(cluster.bootstrap_servers, topic, workload, processes=processes,
-                       max_rate_per_process=max_rate_per_process) as generator:
+    with LoadGenerator(
+        cluster.bootstrap_servers,
+        topic,
+        workload,
+        processes=processes,
+        max_rate_per_process=max_rate_per_process,
+    ) as generator:
         pids = generator.worker_pids
         time.sleep(skip_s)
         cpu_before, wall_before = _cpu_seconds(pids), time.time()
@@ -87,18 +99,43 @@ def run_generator(cluster: KafkaCluster, topic: str, workload: Workload, duratio
     rates = [s.records_per_s for s in samples]
     # records sent while the CPU was measured: the mean achieved rate times that span
     measured = (statistics.fmean(rates) if rates else 0.0) * (wall_after - wall_before)
-    return RunResult(workload.target_rate, generator.process_count, rates, generator.totals.acknowledged,
-                     cluster.total_end_offset(topic), cpu_after - cpu_before, measured)
+    return RunResult(
+        workload.target_rate,
+        generator.process_count,
+        rates,
+        generator.totals.acknowledged,
+        cluster.total_end_offset(topic),
+        cpu_after - cpu_before,
+        measured,
+    )
 
 
-def run_producer_performance(bootstrap: str, topic: str, records: int, record_size: int) -> tuple[float, float]:
+def run_producer_performance(
+    bootstrap: str, topic: str, records: int, record_size: int
+) -> tuple[float, float]:
     """(records/s, CPU-µs per record) of Kafka's ProducerPerformance with the generator's producer settings."""
     jars = maven.resolve(PRODUCER_PERFORMANCE_JARS)
-    command = [maven.java_executable(), "-Xmx512m", "-cp", ":".join(map(str, jars)),
-               "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
-               "--record-size", str(record_size), "--throughput", "-1", "--producer-props",
-               f"bootstrap.servers={bootstrap}", "acks=all", "linger.ms=5", "batch.size=1048576",
-               "compression.type=none"]
+    command = [
+        maven.java_executable(),
+        "-Xmx512m",
+        "-cp",
+        ":".join(map(str, jars)),
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        str(record_size),
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={bootstrap}",
+        "acks=all",
+        "linger.ms=5",
+        "batch.size=1048576",
+        "compression.type=none",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output = process.stdout.read() if process.stdout else ""
@@ -120,56 +157,84 @@ def main() -> int:
     parser.add_argument("--duration-s", type=float, default=60.0, help="length of each rate-accuracy run")
     parser.add_argument("--skip-s", type=int, default=5, help="start seconds left out of every figure")
     parser.add_argument("--loads", default="1000,10000,50000", help="rate-accuracy loads, records/s")
-    parser.add_argument("--max-search", default="200000,300000,400000,500000,600000,700000",
-                        help="ascending loads tried for the largest sustained load")
+    parser.add_argument(
+        "--max-search",
+        default="200000,300000,400000,500000,600000,700000",
+        help="ascending loads tried for the largest sustained load",
+    )
     parser.add_argument("--search-duration-s", type=float, default=20.0)
     args = parser.parse_args()
     cpus = os.cpu_count() or 1
 
     with EmbeddedKafka() as broker:
         cluster = KafkaCluster(broker.bootstrap_servers)
-        print(f"broker {broker.bootstrap_servers}, {cpus} CPUs, topics with {PARTITIONS} partitions", flush=True)
+        print(
+            f"broker {broker.bootstrap_servers}, {cpus} CPUs, topics with {PARTITIONS} partitions", flush=True
+        )
 
         print(f"\n## Rate accuracy ({args.duration_s:.0f} s per load, first {args.skip_s} s skipped)")
-        print("| target rec/s | processes | mean rec/s | min | max | seconds within ±2 % | acked = log growth |")
+        print(
+            "| target rec/s | processes | mean rec/s | min | max | seconds within ±2 % | acked = log growth |"
+        )
         print("|---:|---:|---:|---:|---:|---:|:---:|")
         for load in (int(x) for x in args.loads.split(",")):
             # as users get it: default process count and capacity check
-            result = run_generator(cluster, "bench-rate", Workload(keys=load), args.duration_s, args.skip_s,
-                                   max_rate_per_process=MEASURED_RATE_PER_PROCESS)
-            print(f"| {load:,} | {result.processes} | {result.mean:,.0f} | {min(result.rates):,.0f} | "
-                  f"{max(result.rates):,.0f} | {result.within_2_percent}/{len(result.rates)} | "
-                  f"{'yes' if result.acknowledged == result.written else f'NO ({result.acknowledged} vs {result.written})'} |",
-                  flush=True)
+            result = run_generator(
+                cluster,
+                "bench-rate",
+                Workload(keys=load),
+                args.duration_s,
+                args.skip_s,
+                max_rate_per_process=MEASURED_RATE_PER_PROCESS,
+            )
+            print(
+                f"| {load:,} | {result.processes} | {result.mean:,.0f} | {min(result.rates):,.0f} | "
+                f"{max(result.rates):,.0f} | {result.within_2_percent}/{len(result.rates)} | "
+                f"{'yes' if result.acknowledged == result.written else f'NO ({result.acknowledged} vs {result.written})'} |",
+                flush=True,
+            )
 
         print("\n## Throughput per core: one generator process vs ProducerPerformance, same broker")
         record_size = len(encode_record("s_12345", int(time.time() * 1000), 417.263))
         # a target no single process reaches: it sends flat out, the achieved mean is its maximum
-        saturated = run_generator(cluster, "bench-core", Workload(keys=2_000_000, period_ms=1000), 20.0,
-                                  args.skip_s, processes=1)
+        saturated = run_generator(
+            cluster, "bench-core", Workload(keys=2_000_000, period_ms=1000), 20.0, args.skip_s, processes=1
+        )
         cluster.delete_topic("bench-pp")
         cluster.create_topic("bench-pp", PARTITIONS)
-        pp_rate, pp_cpu = run_producer_performance(broker.bootstrap_servers, "bench-pp", 5_000_000, record_size)
-        print(f"record size {record_size} B (generator: JSON value + key s_<n>; ProducerPerformance: random "
-              "bytes, no key)")
+        pp_rate, pp_cpu = run_producer_performance(
+            broker.bootstrap_servers, "bench-pp", 5_000_000, record_size
+        )
+        print(
+            f"record size {record_size} B (generator: JSON value + key s_<n>; ProducerPerformance: random "
+            "bytes, no key)"
+        )
         print("| producer | records/s | CPU-µs/record |")
         print("|---|---:|---:|")
         print(f"| generator, 1 process | {saturated.mean:,.0f} | {saturated.cpu_us_per_record:.2f} |")
         print(f"| ProducerPerformance (JVM) | {pp_rate:,.0f} | {pp_cpu:.2f} |")
-        print(f"generator / ProducerPerformance: {saturated.mean / pp_rate:.0%} of its records/s, "
-              f"{saturated.cpu_us_per_record / pp_cpu:.2f}x its CPU per record", flush=True)
+        print(
+            f"generator / ProducerPerformance: {saturated.mean / pp_rate:.0%} of its records/s, "
+            f"{saturated.cpu_us_per_record / pp_cpu:.2f}x its CPU per record",
+            flush=True,
+        )
 
-        print(f"\n## Largest sustained load, all {cpus} processes ({args.search_duration_s:.0f} s each, every "
-              f"second after {args.skip_s} s within ±2 %)")
+        print(
+            f"\n## Largest sustained load, all {cpus} processes ({args.search_duration_s:.0f} s each, every "
+            f"second after {args.skip_s} s within ±2 %)"
+        )
         print("| target rec/s | mean rec/s | min | seconds within ±2 % | sustained |")
         print("|---:|---:|---:|---:|:---:|")
         largest = None
         for load in (int(x) for x in args.max_search.split(",")):
-            result = run_generator(cluster, "bench-max", Workload(keys=load), args.search_duration_s, args.skip_s,
-                                   processes=cpus)
-            print(f"| {load:,} | {result.mean:,.0f} | {min(result.rates):,.0f} | "
-                  f"{result.within_2_percent}/{len(result.rates)} | {'yes' if result.sustained else 'no'} |",
-                  flush=True)
+            result = run_generator(
+                cluster, "bench-max", Workload(keys=load), args.search_duration_s, args.skip_s, processes=cpus
+            )
+            print(
+                f"| {load:,} | {result.mean:,.0f} | {min(result.rates):,.0f} | "
+                f"{result.within_2_percent}/{len(result.rates)} | {'yes' if result.sustained else 'no'} |",
+                flush=True,
+            )
             if not result.sustained:
                 break
             largest = load

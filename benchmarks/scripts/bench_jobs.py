@@ -66,12 +66,16 @@ def fill_input(spark: Any, bootstrap_servers: str, topic: str, records: int) -> 
 
     rows = spark.range(records).select(
         F.concat(F.lit("s_"), (F.col("id") % SENSORS).cast("string")).alias("identifier"),
-        (F.lit(BASE_MS) + (F.col("id") / SENSORS).cast("long") * 1000 + F.col("id") % SENSORS).alias("timestamp"),
+        (F.lit(BASE_MS) + (F.col("id") / SENSORS).cast("long") * 1000 + F.col("id") % SENSORS).alias(
+            "timestamp"
+        ),
         (F.rand(seed=7) * 1000).alias("valueInW"),
     )
     (
-        rows.select(F.col("identifier").alias("key"), F.to_json(F.struct("identifier", "timestamp", "valueInW"))
-                    .alias("value"))
+        rows.select(
+            F.col("identifier").alias("key"),
+            F.to_json(F.struct("identifier", "timestamp", "valueInW")).alias("value"),
+        )
         .write.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("topic", topic)
@@ -107,7 +111,7 @@ def measure(query: Any, total_records: int, timeout_s: float) -> tuple[int, int,
     query.stop()
     progress = [p for p in query.recentProgress]
     with_input = [i for i, p in enumerate(progress) if _input_records(p) > 0]
-    measured = progress[with_input[1]: with_input[-1] + 1]  # from the second input batch to the last one
+    measured = progress[with_input[1] : with_input[-1] + 1]  # from the second input batch to the last one
     start = _epoch_s(measured[0]["timestamp"])
     end = _epoch_s(measured[-1]["timestamp"]) + measured[-1]["durationMs"]["triggerExecution"] / 1000
     return sum(_input_records(p) for p in measured), len(measured), end - start
@@ -124,19 +128,32 @@ def _epoch_s(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()  # Python 3.11 reads the trailing "Z"
 
 
-def run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int) -> JobRate:
+def run_job(
+    use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int
+) -> JobRate:
     with tempfile.TemporaryDirectory(prefix=f"bench-{use_case}-") as checkpoint_dir:
         return _run_job(use_case, spark, kafka, input_topic, records, batch, checkpoint_dir)
 
 
-def _run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int,
-             checkpoint_dir: str) -> JobRate:
+def _run_job(
+    use_case: str,
+    spark: Any,
+    kafka: KafkaCluster,
+    input_topic: str,
+    records: int,
+    batch: int,
+    checkpoint_dir: str,
+) -> JobRate:
     output_topic = f"bench-{use_case}-out-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(output_topic, PARTITIONS, configs=KEEP_FOREVER)
     common: dict[str, Any] = {
-        "bootstrap_servers": kafka.bootstrap_servers, "input_topic": input_topic, "output_topic": output_topic,
-        "checkpoint_dir": checkpoint_dir, "max_offsets_per_trigger": batch,
-        "shuffle_partitions": 1, "query_name": f"bench_{use_case}",
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "input_topic": input_topic,
+        "output_topic": output_topic,
+        "checkpoint_dir": checkpoint_dir,
+        "max_offsets_per_trigger": batch,
+        "shuffle_partitions": 1,
+        "query_name": f"bench_{use_case}",
     }
     if use_case == "uc1":
         query = uc1.start_query(spark, **common)
@@ -155,8 +172,9 @@ def _run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, r
         producer.send(config_topic, key=b"registry", value=json.dumps(uc4_registry()).encode())
         producer.flush()
         producer.close()
-        query = uc4.start_query(spark, **common, config_topic=config_topic, feedback_topic=feedback_topic,
-                                window_size="1 minute")
+        query = uc4.start_query(
+            spark, **common, config_topic=config_topic, feedback_topic=feedback_topic, window_size="1 minute"
+        )
     try:
         counted, batches, seconds = measure(query, records, timeout_s=900)
     finally:
@@ -168,9 +186,21 @@ def _run_job(use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, r
 def consumer_performance(bootstrap_servers: str, topic: str, records: int) -> float:
     """nMsg.sec of Kafka's ConsumerPerformance reading ``records`` of ``topic`` once."""
     jars = maven.resolve(CONSUMER_PERFORMANCE)
-    command = [maven.java_executable(), "-Xmx512m", "-cp", ":".join(map(str, jars)),
-               "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap_servers,
-               "--topic", topic, "--messages", str(records), "--timeout", "60000"]
+    command = [
+        maven.java_executable(),
+        "-Xmx512m",
+        "-cp",
+        ":".join(map(str, jars)),
+        "org.apache.kafka.tools.ConsumerPerformance",
+        "--bootstrap-server",
+        bootstrap_servers,
+        "--topic",
+        topic,
+        "--messages",
+        str(records),
+        "--timeout",
+        "60000",
+    ]
     output = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False).stdout
     header_lines = [line for line in output.splitlines() if line.startswith("start.time")]
     result_lines = [line for line in output.splitlines() if re.match(r"^\d{4}-\d\d-\d\d", line)]
@@ -205,13 +235,17 @@ def main() -> None:
         kafka_rate = consumer_performance(broker.bootstrap_servers, input_topic, args.records)
         kafka.close()
 
-    print(f"\n## One Spark instance (1 executor, 1 core) vs ConsumerPerformance, {args.records:,} records "
-          f"pre-filled, {args.batch:,} per micro-batch, 1 partition")
+    print(
+        f"\n## One Spark instance (1 executor, 1 core) vs ConsumerPerformance, {args.records:,} records "
+        f"pre-filled, {args.batch:,} per micro-batch, 1 partition"
+    )
     print("| job | records/s | measured records | micro-batches | seconds | share of ConsumerPerformance |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r.use_case} | {r.records_per_s:,.0f} | {r.records:,} | {r.batches} | {r.seconds:.1f} "
-              f"| {r.records_per_s / kafka_rate:.1%} |")
+        print(
+            f"| {r.use_case} | {r.records_per_s:,.0f} | {r.records:,} | {r.batches} | {r.seconds:.1f} "
+            f"| {r.records_per_s / kafka_rate:.1%} |"
+        )
     print(f"| ConsumerPerformance (1 JVM consumer) | {kafka_rate:,.0f} | {args.records:,} | | | 100% |")
 
 

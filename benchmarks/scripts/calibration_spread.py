@@ -27,8 +27,10 @@ def main() -> None:
             figures.append(result.rows_per_s)
             print(f"run {run + 1}: {result.describe()}", flush=True)
     mean = statistics.mean(figures)
-    print(f"\n{args.runs} calibrations: mean {mean:,.0f} rows/s, min {min(figures):,.0f}, max {max(figures):,.0f}, "
-          f"coefficient of variation {statistics.stdev(figures) / mean:.1%}, max/min {max(figures) / min(figures):.2f}")
+    print(
+        f"\n{args.runs} calibrations: mean {mean:,.0f} rows/s, min {min(figures):,.0f}, max {max(figures):,.0f}, "
+        f"coefficient of variation {statistics.stdev(figures) / mean:.1%}, max/min {max(figures) / min(figures):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -44,7 +44,9 @@ def cell(record) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--uc", type=int, choices=sorted(BENCHMARKS), default=1)
     parser.add_argument("--loads", type=int, nargs="+", required=True)
     parser.add_argument("--resources", type=int, nargs="+", default=[1, 2, 3, 4])
@@ -56,19 +58,36 @@ def main() -> None:
     args = parser.parse_args()
 
     benchmark = BENCHMARKS[args.uc]
-    settings = ExperimentSettings(loads=tuple(args.loads), resources=tuple(args.resources), duration_s=args.duration,
-                                  slo=SloSettings(warmup_s=args.warmup, lag_trend_threshold=parse_threshold(args.threshold)),
-                                  strategy=Strategy.FULL, lower_bound=False, instance_cpu=args.instance_cpu)
+    settings = ExperimentSettings(
+        loads=tuple(args.loads),
+        resources=tuple(args.resources),
+        duration_s=args.duration,
+        slo=SloSettings(warmup_s=args.warmup, lag_trend_threshold=parse_threshold(args.threshold)),
+        strategy=Strategy.FULL,
+        lower_bound=False,
+        instance_cpu=args.instance_cpu,
+    )
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-grid-"))
     infra = TheodoliteSettings(max_instances=max(args.resources))
     with open_kafka(infra) as kafka, open_spark(infra) as spark:
-        writer = new_writer(results, "grid", benchmark, settings, Metric.DEMAND, {"instance_cpu": args.instance_cpu})
-        runner = ExperimentRunner(benchmark, settings, kafka, spark, writer,
-                                  on_sub_experiment=lambda r: print(f"  l={r.load} r={r.resources}: {r.outcome.value} "
-                                                                    f"slope {slope_text(r)}", flush=True))
+        writer = new_writer(
+            results, "grid", benchmark, settings, Metric.DEMAND, {"instance_cpu": args.instance_cpu}
+        )
+        runner = ExperimentRunner(
+            benchmark,
+            settings,
+            kafka,
+            spark,
+            writer,
+            on_sub_experiment=lambda r: print(
+                f"  l={r.load} r={r.resources}: {r.outcome.value} slope {slope_text(r)}", flush=True
+            ),
+        )
         demand = runner.measure_demand()
 
-    print(f"\n## {benchmark.name}: demand (instances at {args.instance_cpu} CPU each; threshold {args.threshold})")
+    print(
+        f"\n## {benchmark.name}: demand (instances at {args.instance_cpu} CPU each; threshold {args.threshold})"
+    )
     print("| load (records/s) | " + " | ".join(f"r={r} slope" for r in args.resources) + " | demand |")
     print("|---|" + "---|" * (len(args.resources) + 1))
     for load in args.loads:
@@ -82,15 +101,24 @@ def main() -> None:
         print(f"- {phase.removesuffix('_s')}: {statistics.median(getattr(t, phase) for t in timings):.1f}")
 
     outcomes = {key: record.outcome for key, record in runner.records.items()}
-    print("\n## Sub-experiments each strategy needs for this demand function (replayed on the measured verdicts)")
+    print(
+        "\n## Sub-experiments each strategy needs for this demand function (replayed on the measured verdicts)"
+    )
     for strategy in Strategy:
         for lower_bound in (False, True):
             # a point the grid did not run (its load was unmeasured) replays as unmeasured
-            replay = search_demand(lambda l, r: outcomes.get((l, r), Outcome.ERRORED), settings.loads,
-                                   settings.resources, strategy, lower_bound=lower_bound)
+            replay = search_demand(
+                lambda l, r: outcomes.get((l, r), Outcome.ERRORED),
+                settings.loads,
+                settings.resources,
+                strategy,
+                lower_bound=lower_bound,
+            )
             same = all(replay.status(l) == demand.status(l) for l in settings.loads)
-            print(f"- {replay.strategy}: {len(replay.sub_experiments)} sub-experiments"
-                  + ("" if same else " (a different demand function: the strategy's assumption does not hold)"))
+            print(
+                f"- {replay.strategy}: {len(replay.sub_experiments)} sub-experiments"
+                + ("" if same else " (a different demand function: the strategy's assumption does not hold)")
+            )
     print(f"\nraw results: {results}")
 
 

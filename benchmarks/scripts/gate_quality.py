@@ -27,8 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-THEODOLITE_PROTOCOL = ["--theodolite-warmup", "60", "--theodolite-duration", "300", "--theodolite-max-duration",
-                       "300", "--theodolite-prime", "false", "--theodolite-slope-method", "ols"]
+THEODOLITE_PROTOCOL = [
+    "--theodolite-warmup",
+    "60",
+    "--theodolite-duration",
+    "300",
+    "--theodolite-max-duration",
+    "300",
+    "--theodolite-prime",
+    "false",
+    "--theodolite-slope-method",
+    "ols",
+]
 
 
 @dataclass(frozen=True)
@@ -62,22 +72,52 @@ def points_of(junit: Path) -> tuple[Point, ...]:
         properties = {p.get("name"): p.get("value") for p in case.iter("property")}
         loads = [name.rsplit(".", 1)[1] for name in properties if name.startswith("theodolite.verdict.")]
         for load in loads:
-            points.append(Point(case.get("name", "?"), load, properties.get(f"theodolite.baseline.{load}", "?"),
-                                properties.get(f"theodolite.demand.{load}", "?"),
-                                properties[f"theodolite.verdict.{load}"]))
+            points.append(
+                Point(
+                    case.get("name", "?"),
+                    load,
+                    properties.get(f"theodolite.baseline.{load}", "?"),
+                    properties.get(f"theodolite.demand.{load}", "?"),
+                    properties[f"theodolite.verdict.{load}"],
+                )
+            )
         if not loads:  # a point that errored before its comparison (unmeasured)
-            outcome = "error" if case.find("error") is not None else "failure" if case.find("failure") is not None \
-                else "skipped" if case.find("skipped") is not None else "?"
-            points.append(Point(case.get("name", "?"), case.get("name", "?").rpartition("load=")[2].rstrip("]"),
-                                "?", "-", outcome))
+            outcome = (
+                "error"
+                if case.find("error") is not None
+                else "failure"
+                if case.find("failure") is not None
+                else "skipped"
+                if case.find("skipped") is not None
+                else "?"
+            )
+            points.append(
+                Point(
+                    case.get("name", "?"),
+                    case.get("name", "?").rpartition("load=")[2].rstrip("]"),
+                    "?",
+                    "-",
+                    outcome,
+                )
+            )
     return tuple(points)
 
 
 def run_gates(kind: str, index: int, out: Path, extra: list[str]) -> Run:
     results = out / f"{kind}-{index}"
     junit = out / f"{kind}-{index}.xml"
-    command = [sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "-q",
-               f"--theodolite-results={results}", f"--junitxml={junit}", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "benchmarks",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--theodolite-results={results}",
+        f"--junitxml={junit}",
+        *extra,
+    ]
     print(f"## {kind} run {index}: {' '.join(command[1:])}", flush=True)
     started = time.monotonic()
     with open(out / f"{kind}-{index}.log", "w", encoding="utf-8") as log:
@@ -94,22 +134,30 @@ def report(runs: list[Run]) -> None:
         for point in run.points:
             key = (point.test.split("[")[0], point.load)
             baselines[key] = point.baseline
-            mark = {"pass": "", "improvement": " (better)", "regression": " REGRESSION"}.get(point.verdict,
-                                                                                             f" {point.verdict}")
+            mark = {"pass": "", "improvement": " (better)", "regression": " REGRESSION"}.get(
+                point.verdict, f" {point.verdict}"
+            )
             table[key][f"{run.kind[0]}{run.index}"] = f"{point.measured}{mark}"
     columns = [f"{r.kind[0]}{r.index}" for r in runs]
     print("\n| gate | load | baseline | " + " | ".join(columns) + " |")
     print("|---|---|---|" + "---|" * len(columns))
     for (test, load), cells in sorted(table.items(), key=lambda item: (item[0][0], int(item[0][1] or 0))):
-        print(f"| {test} | {load} | {baselines[(test, load)]} | " + " | ".join(cells.get(c, "-") for c in columns)
-              + " |")
-    for kind, label in (("clean", "false alarms (unchanged code, a run with any regression)"),
-                        ("injected", "detections (injected regression, a run with any regression)")):
+        print(
+            f"| {test} | {load} | {baselines[(test, load)]} | "
+            + " | ".join(cells.get(c, "-") for c in columns)
+            + " |"
+        )
+    for kind, label in (
+        ("clean", "false alarms (unchanged code, a run with any regression)"),
+        ("injected", "detections (injected regression, a run with any regression)"),
+    ):
         chosen = [r for r in runs if r.kind == kind]
         if chosen:
             flagged = sum(1 for r in chosen if r.regressions)
-            print(f"\n{label}: {flagged} of {len(chosen)}; wall time per run: "
-                  + ", ".join(f"{r.wall_s / 60:.1f} min" for r in chosen))
+            print(
+                f"\n{label}: {flagged} of {len(chosen)}; wall time per run: "
+                + ", ".join(f"{r.wall_s / 60:.1f} min" for r in chosen)
+            )
 
 
 def main() -> None:
@@ -118,12 +166,17 @@ def main() -> None:
     parser.add_argument("--injected", type=int, default=5, help="runs with the injected UC1 regression")
     parser.add_argument("--hash-rounds", type=int, default=12, help="extra SHA-256 rounds per UC1 record")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression, e.g. uc1 (default: every gate)")
-    parser.add_argument("--theodolite-protocol", action="store_true",
-                        help="Theodolite's long protocol instead of the gates' own (the reference run)")
+    parser.add_argument(
+        "--theodolite-protocol",
+        action="store_true",
+        help="Theodolite's long protocol instead of the gates' own (the reference run)",
+    )
     parser.add_argument("--out", type=Path, default=Path("gate-quality"), help="where runs keep their files")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    extra = (["-k", args.keyword] if args.keyword else []) + (THEODOLITE_PROTOCOL if args.theodolite_protocol else [])
+    extra = (["-k", args.keyword] if args.keyword else []) + (
+        THEODOLITE_PROTOCOL if args.theodolite_protocol else []
+    )
     injected = [f"--theodolite-job-option=uc1-keys:extra_hash_rounds={args.hash_rounds}"]
     runs = [run_gates("clean", i + 1, args.out, extra) for i in range(args.clean)]
     runs += [run_gates("injected", i + 1, args.out, extra + injected) for i in range(args.injected)]

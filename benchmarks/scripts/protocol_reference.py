@@ -33,8 +33,16 @@ from pytest_theodolite.slo import SloSettings  # noqa: E402
 BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
 PROTOCOLS = {
     "gates": (MeasurementPlan(), "batch-aligned"),
-    "theodolite": (MeasurementPlan(warmup_s=60, prime_unlimited=False, min_duration_s=300, max_duration_s=300,
-                                   falling_behind_batches=0), "ols"),
+    "theodolite": (
+        MeasurementPlan(
+            warmup_s=60,
+            prime_unlimited=False,
+            min_duration_s=300,
+            max_duration_s=300,
+            falling_behind_batches=0,
+        ),
+        "ols",
+    ),
 }
 
 
@@ -50,7 +58,9 @@ def parse_pair(text: str) -> tuple[int, int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pair", type=parse_pair, action="append", required=True, metavar="UC:LOAD:INSTANCES")
+    parser.add_argument(
+        "--pair", type=parse_pair, action="append", required=True, metavar="UC:LOAD:INSTANCES"
+    )
     parser.add_argument("--results", type=Path, default=None)
     args = parser.parse_args()
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-reference-"))
@@ -62,10 +72,18 @@ def main() -> None:
             verdicts = {}
             for name, (plan, method) in PROTOCOLS.items():
                 settings = ExperimentSettings(
-                    loads=(load,), resources=(resources,), duration_s=plan.min_duration_s,
-                    slo=SloSettings(warmup_s=plan.warmup_s or 0.0, lag_trend_threshold=parse_threshold("5%"),
-                                    slope_method=method),
-                    plan=plan, instance_cpu=0.5 if uc == 4 else 0.25, spark_conf=QUICK_WARMUP_EXECUTORS)
+                    loads=(load,),
+                    resources=(resources,),
+                    duration_s=plan.min_duration_s,
+                    slo=SloSettings(
+                        warmup_s=plan.warmup_s or 0.0,
+                        lag_trend_threshold=parse_threshold("5%"),
+                        slope_method=method,
+                    ),
+                    plan=plan,
+                    instance_cpu=0.5 if uc == 4 else 0.25,
+                    spark_conf=QUICK_WARMUP_EXECUTORS,
+                )
                 writer = new_writer(results, f"{name}-{index}", benchmark, settings, Metric.DEMAND, {})
                 runner = ExperimentRunner(benchmark, settings, kafka, spark, writer)
                 started = time.monotonic()
@@ -73,12 +91,19 @@ def main() -> None:
                 lag = next(v for v in record.verdicts if v.name == "lag-trend")
                 verdicts[name] = record.outcome.value
                 slope = "-" if lag.value is None else f"{lag.value:+.0f}"
-                print(f"uc{uc} load={load} r={resources} {name}: {record.outcome.value.upper()} slope {slope} "
-                      f"(threshold {lag.threshold:.0f}) in {time.monotonic() - started:.0f} s; "
-                      f"{lag.detail}", flush=True)
-                rows.append((uc, load, resources, name, record.outcome.value, slope,
-                             time.monotonic() - started))
-            print(f"   -> {'same verdict' if len(set(verdicts.values())) == 1 else 'DIFFERENT verdicts'}", flush=True)
+                print(
+                    f"uc{uc} load={load} r={resources} {name}: {record.outcome.value.upper()} slope {slope} "
+                    f"(threshold {lag.threshold:.0f}) in {time.monotonic() - started:.0f} s; "
+                    f"{lag.detail}",
+                    flush=True,
+                )
+                rows.append(
+                    (uc, load, resources, name, record.outcome.value, slope, time.monotonic() - started)
+                )
+            print(
+                f"   -> {'same verdict' if len(set(verdicts.values())) == 1 else 'DIFFERENT verdicts'}",
+                flush=True,
+            )
     print("\n| use case | load | instances | protocol | verdict | lag slope (records/s) | wall time (s) |")
     print("|---|---|---|---|---|---|---|")
     for uc, load, resources, name, outcome, slope, wall in rows:

@@ -18,13 +18,17 @@ from pytest_theodolite.slo import Outcome
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("demand_csv", type=Path)
     parser.add_argument("--resources", type=int, nargs="+", default=[1, 2, 3, 4])
     args = parser.parse_args()
     rows = list(csv.DictReader(args.demand_csv.open()))
-    demand = {int(row["load"]): None if row["resources"] in ("none", "unmeasured") else int(row["resources"])
-              for row in rows}
+    demand = {
+        int(row["load"]): None if row["resources"] in ("none", "unmeasured") else int(row["resources"])
+        for row in rows
+    }
 
     def oracle(load: int, resources: int) -> Outcome:
         needed = demand[load]

@@ -32,12 +32,17 @@ class KafkaCluster:
     # -- clients -------------------------------------------------------------------------------------
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for any kafka-python client (producer, consumer, admin) of this cluster."""
-        return {"bootstrap_servers": self.bootstrap_servers.split(","), **python_client_config(self.properties)}
+        return {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            **python_client_config(self.properties),
+        }
 
     def spark_options(self) -> dict[str, str]:
         """Options for Spark's Kafka source and sink (``kafka.``-prefixed client properties)."""
-        return {"kafka.bootstrap.servers": self.bootstrap_servers,
-                **{f"kafka.{k}": v for k, v in self.properties.items()}}
+        return {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            **{f"kafka.{k}": v for k, v in self.properties.items()},
+        }
 
     @property
     def admin(self) -> KafkaAdminClient:
@@ -58,8 +63,13 @@ class KafkaCluster:
 
     # -- topics --------------------------------------------------------------------------------------
     def create_topic(
-        self, name: str, partitions: int = 1, *, configs: Mapping[str, str] | None = None,
-        replication_factor: int = 1, timeout_s: float = 30.0,
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        configs: Mapping[str, str] | None = None,
+        replication_factor: int = 1,
+        timeout_s: float = 30.0,
     ) -> None:
         """Create ``name`` and return once every partition has a leader (so producers never see
         ``LEADER_NOT_AVAILABLE``)."""
@@ -67,8 +77,13 @@ class KafkaCluster:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
         try:
             self.admin.create_topics(
-                {name: {"num_partitions": partitions, "replication_factor": replication_factor,
-                        "configs": dict(configs or {})}},
+                {
+                    name: {
+                        "num_partitions": partitions,
+                        "replication_factor": replication_factor,
+                        "configs": dict(configs or {}),
+                    }
+                },
                 timeout_ms=int(timeout_s * 1000),
             )
         except TopicAlreadyExistsError:
@@ -81,8 +96,12 @@ class KafkaCluster:
             parts = topic.get("partitions") or []
             return len(parts) >= partitions and all(p.get("leader_id", -1) >= 0 for p in parts)
 
-        wait_until(led, timeout_s=timeout_s, transient=(KafkaError, ValueError),
-                   what=f"topic {name!r} has no leader for all {partitions} partitions after {timeout_s:.0f} s")
+        wait_until(
+            led,
+            timeout_s=timeout_s,
+            transient=(KafkaError, ValueError),
+            what=f"topic {name!r} has no leader for all {partitions} partitions after {timeout_s:.0f} s",
+        )
 
     def delete_topic(self, name: str, timeout_s: float = 30.0) -> None:
         """Delete ``name`` and wait until the cluster no longer lists it (missing topics are fine)."""
@@ -90,8 +109,11 @@ class KafkaCluster:
             self.admin.delete_topics([name], timeout_ms=int(timeout_s * 1000))
         except UnknownTopicOrPartitionError:
             return
-        wait_until(lambda: name not in self.list_topics(), timeout_s=timeout_s,
-                   what=f"topic {name!r} still listed {timeout_s:.0f} s after its deletion")
+        wait_until(
+            lambda: name not in self.list_topics(),
+            timeout_s=timeout_s,
+            what=f"topic {name!r} still listed {timeout_s:.0f} s after its deletion",
+        )
 
     def list_topics(self) -> set[str]:
         return set(self.admin.list_topics())
@@ -121,18 +143,26 @@ class KafkaCluster:
 
 
 def _connect(factory, bootstrap_servers: str, timeout_s: float):
-    return wait_until(factory, timeout_s=timeout_s, interval_s=0.5, transient=(KafkaError, OSError),
-                      error=TheodoliteSetupError,
-                      what=f"No Kafka broker answered at {bootstrap_servers} within {timeout_s:.0f} s. Check the "
-                           "address and the client security settings, or use `--kafka embedded` to start a broker "
-                           "on this machine.")
+    return wait_until(
+        factory,
+        timeout_s=timeout_s,
+        interval_s=0.5,
+        transient=(KafkaError, OSError),
+        error=TheodoliteSetupError,
+        what=f"No Kafka broker answered at {bootstrap_servers} within {timeout_s:.0f} s. Check the "
+        "address and the client security settings, or use `--kafka embedded` to start a broker "
+        "on this machine.",
+    )
 
 
-def wait_for_metadata(bootstrap_servers: str, timeout_s: float, properties: Mapping[str, str] | None = None) -> None:
+def wait_for_metadata(
+    bootstrap_servers: str, timeout_s: float, properties: Mapping[str, str] | None = None
+) -> None:
     """Return once a metadata request to ``bootstrap_servers`` succeeds, else raise a setup error."""
     admin = _connect(
         lambda: KafkaAdminClient(
-            bootstrap_servers=bootstrap_servers.split(","), request_timeout_ms=int(min(timeout_s, 30) * 1000),
+            bootstrap_servers=bootstrap_servers.split(","),
+            request_timeout_ms=int(min(timeout_s, 30) * 1000),
             **python_client_config(properties or {}),
         ),
         bootstrap_servers,

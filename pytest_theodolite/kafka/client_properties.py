@@ -45,7 +45,7 @@ def from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     not in a committed ini file)."""
     skip = {"THEODOLITE_KAFKA_BOOTSTRAP"}
     return {
-        name[len(ENV_PREFIX):].lower().replace("_", "."): value
+        name[len(ENV_PREFIX) :].lower().replace("_", "."): value
         for name, value in environ.items()
         if name.startswith(ENV_PREFIX) and name not in skip
     }

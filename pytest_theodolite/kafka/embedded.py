@@ -83,8 +83,17 @@ class EmbeddedKafka:
         log4j = self.work_dir / "log4j2.properties"
         log4j.write_text(LOG4J2_PROPERTIES)
         classpath = ":".join(str(j) for j in jars)
-        jvm = [java, f"-Xmx{self.heap}", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-               "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
+        jvm = [
+            java,
+            f"-Xmx{self.heap}",
+            "-Xms256m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            classpath,
+        ]
         log_path = self.work_dir / "broker.log"
         self._format_storage(jvm, props, log_path)
         self.process = ManagedProcess(
@@ -124,11 +133,18 @@ class EmbeddedKafka:
                     f"Last lines of {process.log_path}:\n{process.log_excerpt(25)}"
                 )
 
-        wait_until(lambda: READY_LINE in process.log_path.read_text(errors="replace"), check=still_running,
-                   timeout_s=self.start_timeout_s, interval_s=0.2, error=TheodoliteSetupError,
-                   what=lambda: f"The embedded Kafka broker did not log {READY_LINE!r} within "
-                                f"{self.start_timeout_s:.0f} s. Last lines of {process.log_path}:\n"
-                                f"{process.log_excerpt(25)}")
+        wait_until(
+            lambda: READY_LINE in process.log_path.read_text(errors="replace"),
+            check=still_running,
+            timeout_s=self.start_timeout_s,
+            interval_s=0.2,
+            error=TheodoliteSetupError,
+            what=lambda: (
+                f"The embedded Kafka broker did not log {READY_LINE!r} within "
+                f"{self.start_timeout_s:.0f} s. Last lines of {process.log_path}:\n"
+                f"{process.log_excerpt(25)}"
+            ),
+        )
         from .admin import wait_for_metadata  # a metadata round trip proves the listener really serves
 
         wait_for_metadata(self.bootstrap_servers, max(5.0, deadline - time.monotonic()))

@@ -34,14 +34,18 @@ def detect(v1_root: Path = V1_CPU_ROOT, v2_root: Path = V2_ROOT) -> CgroupSuppor
     if (v1_root / "cpu.cfs_quota_us").exists():
         if os.access(v1_root, os.W_OK):
             return CgroupSupport(True, 1, v1_root, f"cgroup v1 cpu controller at {v1_root}")
-        return CgroupSupport(False, 1, v1_root, f"{v1_root} is not writable (run as root to limit instance CPU)")
+        return CgroupSupport(
+            False, 1, v1_root, f"{v1_root} is not writable (run as root to limit instance CPU)"
+        )
     controllers = v2_root / "cgroup.controllers"
     if controllers.exists():
         if "cpu" not in controllers.read_text().split():
             return CgroupSupport(False, 2, v2_root, "the cgroup v2 cpu controller is not enabled")
         if os.access(v2_root, os.W_OK):
             return CgroupSupport(True, 2, v2_root, f"cgroup v2 at {v2_root}")
-        return CgroupSupport(False, 2, v2_root, f"{v2_root} is not writable (run as root to limit instance CPU)")
+        return CgroupSupport(
+            False, 2, v2_root, f"{v2_root} is not writable (run as root to limit instance CPU)"
+        )
     return CgroupSupport(False, None, None, "no cgroup cpu controller is mounted")
 
 
@@ -101,9 +105,13 @@ class CpuLimitedGroup:
             pids = (self.path / "cgroup.procs").read_text().split()
         except OSError:
             pids = []
-        warnings.warn(TheodoliteLeakWarning(
-            f"cgroup {self.path} could not be removed ({error!r}); processes still in it: {' '.join(pids) or 'none'}."
-            f" Stop them, then remove it with: rmdir {self.path}"), stacklevel=2)
+        warnings.warn(
+            TheodoliteLeakWarning(
+                f"cgroup {self.path} could not be removed ({error!r}); processes still in it: {' '.join(pids) or 'none'}."
+                f" Stop them, then remove it with: rmdir {self.path}"
+            ),
+            stacklevel=2,
+        )
         return False
 
 
@@ -125,7 +133,9 @@ class InstanceGroups:
     def make(self, index: int) -> CpuLimitedGroup:
         assert self.support.available and self.support.version is not None
         self.parent.mkdir(exist_ok=True)
-        group = CpuLimitedGroup(self.parent / f"instance-{index}", self.cpus_per_instance, self.support.version)
+        group = CpuLimitedGroup(
+            self.parent / f"instance-{index}", self.cpus_per_instance, self.support.version
+        )
         self.groups.append(group.create())
         return group
 

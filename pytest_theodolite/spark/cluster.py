@@ -100,9 +100,19 @@ class StandaloneCluster:
         try:
             self.processes.append(
                 ManagedProcess(
-                    [spark_class, "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port),
-                     "--webui-port", str(self._web_port)],
-                    self.work_dir / "master.log", env=env, die_with_parent=self.die_with_parent,
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.master.Master",
+                        "--host",
+                        LOOPBACK,
+                        "--port",
+                        str(port),
+                        "--webui-port",
+                        str(self._web_port),
+                    ],
+                    self.work_dir / "master.log",
+                    env=env,
+                    die_with_parent=self.die_with_parent,
                 ).start()
             )
             self._wait_master()
@@ -123,9 +133,22 @@ class StandaloneCluster:
             group = self.instance_groups.make(index) if self.instance_groups else None
             self.processes.append(
                 ManagedProcess(
-                    [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK, "--cores", "1",
-                     "--memory", WORKER_MEMORY, "--webui-port", str(free_port()), self.master_url],
-                    self.work_dir / f"worker-{index}.log", env=env, die_with_parent=self.die_with_parent,
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        LOOPBACK,
+                        "--cores",
+                        "1",
+                        "--memory",
+                        WORKER_MEMORY,
+                        "--webui-port",
+                        str(free_port()),
+                        self.master_url,
+                    ],
+                    self.work_dir / f"worker-{index}.log",
+                    env=env,
+                    die_with_parent=self.die_with_parent,
                     before_exec=group.join_current_process if group else None,
                 ).start()
             )
@@ -138,8 +161,10 @@ class StandaloneCluster:
         self._wait(lambda: self.master_state().get("status") == "ALIVE", "the Spark master to come up")
 
     def _wait_workers(self) -> None:
-        self._wait(lambda: self.master_state().get("aliveworkers", 0) >= self.workers,
-                   f"{self.workers} Spark workers to register")
+        self._wait(
+            lambda: self.master_state().get("aliveworkers", 0) >= self.workers,
+            f"{self.workers} Spark workers to register",
+        )
 
     def _wait(self, ready, what: str) -> None:
         def all_running() -> None:
@@ -151,9 +176,15 @@ class StandaloneCluster:
                     )
 
         # OSError: the web UI is not listening yet
-        wait_until(ready, check=all_running, timeout_s=self.start_timeout_s, interval_s=0.25, transient=(OSError,),
-                   error=TheodoliteSetupError,
-                   what=f"Timed out after {self.start_timeout_s:.0f} s waiting for {what}; logs are in {self.work_dir}")
+        wait_until(
+            ready,
+            check=all_running,
+            timeout_s=self.start_timeout_s,
+            interval_s=0.25,
+            transient=(OSError,),
+            error=TheodoliteSetupError,
+            what=f"Timed out after {self.start_timeout_s:.0f} s waiting for {what}; logs are in {self.work_dir}",
+        )
 
     def stop(self) -> None:
         for process in reversed(self.processes):  # workers first: they take their executors with them
@@ -209,8 +240,13 @@ class SparkCluster:
         self.set_instance_cpu(self.instance_cpu if instance_cpu == "default" else instance_cpu)
 
     @contextmanager
-    def session(self, instances: int = 1, conf: Mapping[str, str] | None = None,
-                app_name: str = "theodolite", instance_cpu: float | None | str = "default") -> Iterator[Any]:
+    def session(
+        self,
+        instances: int = 1,
+        conf: Mapping[str, str] | None = None,
+        app_name: str = "theodolite",
+        instance_cpu: float | None | str = "default",
+    ) -> Iterator[Any]:
         """A SparkSession with exactly ``instances`` one-core executors registered; stopped on exit.
 
         ``instance_cpu`` (cores per instance, None = unlimited) applies where the cluster's workers run in
@@ -227,13 +263,15 @@ class SparkCluster:
         if SparkSession.getActiveSession() is not None:
             raise RuntimeError("another SparkSession is still active in this process; stop it first")
         settings = {**DEFAULT_SESSION_CONF, **self.base_conf, **(conf or {})}
-        settings.update({
-            "spark.master": self.master_for(instances),
-            "spark.app.name": app_name,
-            # standalone mode ignores spark.executor.instances: a core cap of r with 1-core executors gives r
-            "spark.cores.max": str(instances),
-            "spark.jars": ",".join(str(j) for j in self.jars),
-        })
+        settings.update(
+            {
+                "spark.master": self.master_for(instances),
+                "spark.app.name": app_name,
+                # standalone mode ignores spark.executor.instances: a core cap of r with 1-core executors gives r
+                "spark.cores.max": str(instances),
+                "spark.jars": ",".join(str(j) for j in self.jars),
+            }
+        )
         builder = SparkSession.builder
         for key, value in settings.items():
             builder = builder.config(key, value)
@@ -254,7 +292,13 @@ def registered_executors(spark) -> int:
 
 
 def wait_for_executors(spark, instances: int, timeout_s: float) -> None:
-    wait_until(lambda: registered_executors(spark) >= instances, timeout_s=timeout_s, interval_s=0.05,
-               error=TheodoliteSetupError,
-               what=lambda: f"Only {registered_executors(spark)} of {instances} Spark executors registered within "
-                            f"{timeout_s:.0f} s. Check that the cluster has enough free one-core workers and memory.")
+    wait_until(
+        lambda: registered_executors(spark) >= instances,
+        timeout_s=timeout_s,
+        interval_s=0.05,
+        error=TheodoliteSetupError,
+        what=lambda: (
+            f"Only {registered_executors(spark)} of {instances} Spark executors registered within "
+            f"{timeout_s:.0f} s. Check that the cluster has enough free one-core workers and memory."
+        ),
+    )
