@@ -81,9 +81,9 @@ _KAFKA_PYTHON_NAMES = {
 }
 
 _MAX_CHUNK = 2_000  # records sent between two looks at the clock, the stop flag and the report boundary
-_START_MARGIN_S = 0.3
+_START_MARGIN_S = 0.3  # time between "all workers ready" and the first record, so every worker starts on time
 _LATE_TOLERANCE_S = 0.1  # a record handed over this late still counts for the second it was due in
-_ACK_GRACE_S = 2.0  # how long a closed second waits for its acknowledgements before it is reported short  # time between "all workers ready" and the first record, so every worker starts on time
+_ACK_GRACE_S = 2.0  # how long a closed second waits for its acknowledgements before it is reported short
 
 
 def librdkafka_config(settings: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def reanalyse(
                 batch_duration=series.get(SERIES_BATCH_DURATION),
                 batch_ids=series.get(SERIES_BATCH_ID),
                 batch_ends=series.get(SERIES_BATCH_END),
-                warmup_s=recorded_rep.warmup_s if use_recorded else None,
+                warmup_s=recorded_rep.warmup_s if use_recorded and recorded_rep is not None else None,
                 not_settled=protocol.get("failure") if use_recorded else None,
                 records_total=counters.get("records_total"),
                 records_malformed=counters.get("records_malformed"),

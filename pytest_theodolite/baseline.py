@@ -660,7 +660,7 @@ def compare_point(
         verdict=verdict,
         tolerance=tolerance,
         skipped=skipped and measured is None,
-        reason=not_comparable if verdict is Verdict.NOT_COMPARABLE else "",
+        reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else "",
     )
 
 

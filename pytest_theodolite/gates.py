@@ -315,11 +315,11 @@ class TheodoliteSession:
                     "give each declaration its own name"
                 )
             return existing
-        self.calibrate()
+        calibration = self.calibrate()
         testbed = {
             **self.testbed,
             "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None,
-            "calibration_rows_per_s": round(self.calibration.rows_per_s),
+            "calibration_rows_per_s": round(calibration.rows_per_s),
         }
         writer = new_writer(
             self.results_dir, experiment_id(benchmark.name), benchmark, settings, Metric.DEMAND, testbed
@@ -400,7 +400,8 @@ def calibration_note(session: TheodoliteSession, baseline: Baseline | None) -> s
     note = f"testbed calibration: {session.calibration.describe()}"
     recorded = baseline.testbed.calibration_rows_per_s if baseline is not None else None
     if recorded:
-        note += f"; baseline's: {recorded:,.0f} rows/s (this testbed at {session.calibration.rows_per_s / recorded:.2f}x)"
+        ratio = session.calibration.rows_per_s / recorded
+        note += f"; baseline's: {recorded:,.0f} rows/s (this testbed at {ratio:.2f}x)"
     elif baseline is not None:
         note += "; the baseline has none (recorded before calibration: re-record it to compare testbeds)"
     return note
@@ -435,7 +436,7 @@ def summarise(
                 settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured, baseline
             )
         except PlotDependencyMissing as exc:
-            notes = (str(exc),)
+            notes: tuple[str, ...] = (str(exc),)
         else:
             notes = ()
         if comparison.improvements and not settings.update_baselines:

@@ -66,7 +66,7 @@ def processed_offsets(progress: Mapping[str, Any] | None, topic: str) -> dict[in
 
 
 def total_lag(end_offsets: Mapping[int, int], processed: Mapping[int, int]) -> int:
-    """Σ over partitions of (log-end offset − processed offset); a partition not processed yet lags by all of it."""
+    """Σ over partitions of (log-end offset - processed offset); a partition not processed yet lags by all of it."""
     return sum(max(0, end - processed.get(partition, 0)) for partition, end in end_offsets.items())
 
 
@@ -76,7 +76,7 @@ def observed_totals(progresses: Sequence[Mapping[str, Any]], metric: str) -> dic
     seen: set[int] = set()
     for progress in progresses:
         batch = progress.get("batchId")
-        if batch in seen:
+        if batch is None or batch in seen:
             continue
         seen.add(batch)
         row = (progress.get("observedMetrics") or {}).get(metric) or {}

@@ -232,7 +232,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if xdist.is_xdist_worker(session):
             session.config.workeroutput["theodolite_summary"] = state.summary  # type: ignore[attr-defined]
     if xdist.is_xdist_controller(session):
-        release_all(session.config._tmp_path_factory.getbasetemp())  # the services the workers shared
+        # the services the workers shared
+        release_all(session.config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
     if (
         state.unmeasured
         and not state.regressions
@@ -282,7 +283,8 @@ def spark_cluster(
     theodolite_settings: TheodoliteSettings,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[SparkCluster]:
-    """Spark with up to ``--theodolite-max-instances`` one-core executors: ``with spark_cluster.session(instances=r)``."""
+    """Spark with up to ``--theodolite-max-instances`` one-core executors:
+    ``with spark_cluster.session(instances=r)``."""
     if xdist.is_xdist_worker(request):
         yield _start(
             request, lambda: services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent)
@@ -394,7 +396,9 @@ def _measurement_lock(session: pytest.Session) -> MeasurementLock | None:
         and config.stash[SETTINGS_KEY].isolation == "exclusive"
     ):
         # the directory all workers of this run share (as for the shared broker)
-        state.measurement_lock = MeasurementLock(config._tmp_path_factory.getbasetemp().parent)
+        state.measurement_lock = MeasurementLock(
+            config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+        )
     return state.measurement_lock
 
 

@@ -32,6 +32,7 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from .slo import DEFAULT_CONFIDENCE, SlopeEstimate, SlopeMethod, TimeSeries, lag_trend_estimate
@@ -128,10 +129,10 @@ def batch_durations_growing(
     if batches < 3 or len(durations_s) < batches:
         return False
     recent = list(durations_s)[-batches:]
-    steps = [b - a for a, b in zip(recent, recent[1:])]
+    steps = [b - a for a, b in pairwise(recent)]
     return (
         all(step > 0 for step in steps)
-        and all(later >= 0.9 * earlier for earlier, later in zip(steps, steps[1:]))
+        and all(later >= 0.9 * earlier for earlier, later in pairwise(steps))
         and recent[-1] >= max(overall * recent[0], floor_s)
     )
 
@@ -212,6 +213,7 @@ class MeasurementProtocol:
 
     # -- phases ------------------------------------------------------------------------------------------
     def _prime(self, now: float) -> None:
+        assert self.start_s is not None  # set by the first feed()
         if len(self._batches) >= self.plan.prime_batches or now - self.start_s >= self.plan.max_prime_s:
             self.phase, self.limited_at_s = Phase.SETTLING, now
             # the batch running now started without the limit: settling counts the ones after it
@@ -221,7 +223,8 @@ class MeasurementProtocol:
         if batch_durations_growing(self._limited_durations(), self.plan.falling_behind_batches):
             self._finish(Stop.FALLING_BEHIND)
             return
-        if not self.plan.adaptive:
+        assert self.start_s is not None and self.limited_at_s is not None  # set by feed() and _prime()
+        if self.plan.warmup_s is not None:  # Theodolite's fixed warm-up
             if now - self.start_s >= self.plan.warmup_s:
                 self._start_measuring(now)
             return
@@ -244,6 +247,7 @@ class MeasurementProtocol:
         if batch_durations_growing(self._limited_durations(), self.plan.falling_behind_batches):
             self._finish(Stop.FALLING_BEHIND)
             return
+        assert self.measure_from_s is not None  # set by _start_measuring()
         elapsed = now - self.measure_from_s
         if elapsed < self.plan.min_duration_s:
             return
@@ -309,7 +313,7 @@ class MeasurementProtocol:
         """The repetition's protocol for the results: phases' lengths, stop reason, points fitted."""
         primed = (
             None
-            if self.limited_at_s is None or not self.plan.prime_unlimited
+            if self.limited_at_s is None or self.start_s is None or not self.plan.prime_unlimited
             else self.limited_at_s - self.start_s
         )
         measured = (

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_theodolite.baseline import Baseline, Comparison, PointComparison, Verdict
 from pytest_theodolite.metrics import DemandResult
@@ -314,10 +315,10 @@ def scalability_plot(
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
 
-    def draw(demand: Mapping[int, int | None], style: dict[str, object], label: str) -> None:
+    def draw(demand: Mapping[int, int | None], style: dict[str, Any], label: str) -> None:
         loads = sorted(demand)
         # NaN breaks the line at "none": a line into the none row would suggest counts in between.
-        values = [math.nan if demand[load] is None else demand[load] for load in loads]
+        values = [math.nan if (value := demand[load]) is None else float(value) for load in loads]
         axes.plot(loads, values, label=label, **style)
         nones = [load for load in loads if demand[load] is None]
         if nones:

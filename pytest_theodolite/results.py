@@ -229,7 +229,7 @@ def _json_safe(value: Any) -> Any:
 
 def environment_info() -> dict[str, Any]:
     """Versions and machine facts worth keeping beside the numbers (no imports of the heavy packages)."""
-    versions = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for distribution in ("pytest-theodolite", "pyspark", "kafka-python", "numpy", "pandas", "pytest"):
         try:
             versions[distribution] = metadata.version(distribution)
@@ -292,7 +292,7 @@ class SeriesWriter:
             raise ValueError(f"labels {labels!r} must not contain ',', '\"' or a newline")
         self.path = path
         self._labels = labels
-        self._file: TextIO | None = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        self._file: TextIO | None = open(path, "w", encoding="utf-8", newline="")
         self._file.write(f"{SERIES_COLUMNS}\n")
         self._file.flush()
 

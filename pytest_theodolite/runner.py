@@ -116,9 +116,7 @@ class PhaseTimings:
     teardown_s: float = 0.0
 
     def as_counters(self) -> dict[str, int]:
-        return {
-            f"{name.removesuffix('_s')}_ms": int(round(value * 1000)) for name, value in vars(self).items()
-        }
+        return {f"{name.removesuffix('_s')}_ms": round(value * 1000) for name, value in vars(self).items()}
 
 
 @dataclass
@@ -254,7 +252,7 @@ class ExperimentRunner:
                             checkpoint_dir=str(checkpoint),
                             **options,
                         )
-                    except Exception as exc:  # noqa: BLE001 -- the job's own error, reported in the verdict
+                    except Exception as exc:  # the job's own error, reported in the verdict
                         raise _Abort(
                             Outcome.ERRORED,
                             f"the job did not start: {type(exc).__name__}: "
@@ -352,7 +350,7 @@ class ExperimentRunner:
                     sample = sampler.sample(query)
                 except monitor.ProgressError as exc:
                     raise _Abort(Outcome.ERRORED, f"the query's progress could not be read: {exc}") from None
-                except Exception as exc:  # noqa: BLE001 -- whatever kafka-python raises, the broker is gone
+                except Exception as exc:  # whatever kafka-python raises, the broker is gone
                     raise _Abort(Outcome.ERRORED, f"the broker did not answer: {exc!r}") from None
                 sampled.add(sample)
                 lag_writer.append(sample.timestamp_s, sample.lag)
@@ -394,13 +392,13 @@ class ExperimentRunner:
         for name in names:
             try:
                 self.kafka.delete_topic(name)
-            except Exception as exc:  # noqa: BLE001 -- whatever the admin client raises, the topic is left
+            except Exception as exc:  # whatever the admin client raises, the topic is left
                 left.append(f"{name} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
         if left:
             warnings.warn(
                 TheodoliteLeakWarning(
-                    f"{self.benchmark.name} load {load}, {resources} instances: {len(left)} topic(s) could not be deleted "
-                    f"and are left on {self.kafka.bootstrap_servers}: {'; '.join(left)}. Delete them with "
+                    f"{self.benchmark.name} load {load}, {resources} instances: {len(left)} topic(s) could not be "
+                    f"deleted and are left on {self.kafka.bootstrap_servers}: {'; '.join(left)}. Delete them with "
                     "kafka-topics.sh --bootstrap-server ADDRESS --delete --topic NAME"
                 ),
                 stacklevel=2,
@@ -410,11 +408,11 @@ class ExperimentRunner:
     def _stop_query(query) -> dict[str, int]:
         try:
             totals = monitor.observed_totals(monitor.all_progress(query), RECORDS_METRIC)
-        except Exception:  # noqa: BLE001 -- a dead query may not answer; the counts are optional
+        except Exception:  # a dead query may not answer; the counts are optional
             totals = {}
         try:
             query.stop()
-        except Exception:  # noqa: BLE001
+        except Exception:  # stopping a query that already died may raise; it is stopped either way
             pass
         return {f"records_{name}": value for name, value in totals.items()}
 

@@ -137,7 +137,7 @@ class SlopeThreshold:
                 f"a relative threshold ({self.relative_to_load} x load) needs the target rate in records/s,"
                 f" got {target_rate!r}: pass target_rate or use an absolute threshold"
             )
-        return float(self.relative_to_load) * float(target_rate)  # type: ignore[operator]
+        return float(self.relative_to_load or 0.0) * float(target_rate)
 
     def describe(self) -> str:
         if self.absolute is not None:
@@ -275,7 +275,7 @@ def batch_aligned(
         end = ends.get(t)
         if end is not None and math.isfinite(end) and 0 <= t - end < 3600:
             kept_t.append(end)
-            kept_y.append(y - rate * (t - end))  # type: ignore[operator]
+            kept_y.append(y - rate * (t - end))
         else:
             kept_t.append(t)
             kept_y.append(y)

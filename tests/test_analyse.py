@@ -51,7 +51,7 @@ def write_experiment(results_dir: Path) -> ResultsWriter:
             lag = TimeSeries.of(t, 1000 + SLOPE[(load, resources)] * (t - T0) + noise)
             rate = TimeSeries.of(t, np.full(t.size, ACHIEVED.get((load, resources), float(load))))
             with writer.open_series(load, resources, SERIES_LAG, rep) as out:
-                for ts, value in zip(lag.timestamps_s, lag.values):
+                for ts, value in zip(lag.timestamps_s, lag.values, strict=True):
                     out.append(ts, value)
             writer.write_series(load, resources, SERIES_GENERATOR_RATE, rep, rate)
             verdicts = evaluate_repetition(settings, lag=lag, target_rate=float(load), generator_rate=rate)

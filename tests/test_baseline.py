@@ -626,7 +626,7 @@ def test_a_calibration_that_is_not_a_positive_number_is_refused(tmp_path: Path) 
     (tmp_path / "uc1.json").write_text(json.dumps(document))
     with pytest.raises(
         BaselineError,
-        match='testbed.calibration_rows_per_s is "fast", expected a number > 0 or null \\(not calibrated\\)',
+        match=r'testbed.calibration_rows_per_s is "fast", expected a number > 0 or null \(not calibrated\)',
     ):
         load_baseline(tmp_path / "uc1.json")
 

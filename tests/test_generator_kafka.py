@@ -136,7 +136,7 @@ def test_uc4_publishes_the_sensor_registry_before_the_load(kafka_cluster):
 
 def test_unknown_topic_is_refused_before_anything_is_produced(kafka_cluster):
     kafka_cluster.create_topic("gen-exists", partitions=1)
-    with pytest.raises(WorkloadError, match="does not exist.*create it first"):
+    with pytest.raises(WorkloadError, match=r"does not exist.*create it first"):
         LoadGenerator(kafka_cluster.bootstrap_servers, "gen-no-such-topic", Workload(100)).start()
     # the UC4 config topic is checked too, and no registry is published to the input topic
     with pytest.raises(WorkloadError, match="gen-no-such-config"):

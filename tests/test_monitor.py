@@ -38,7 +38,7 @@ def test_processed_offsets_counts_only_the_input_topic():
     }
     assert processed_offsets(two_sources, "in") == {0: 5}
     assert processed_offsets(None, "in") == {}
-    with pytest.raises(ProgressError, match="'not json' of source 'KafkaV2.*' is not JSON"):
+    with pytest.raises(ProgressError, match=r"'not json' of source 'KafkaV2.*' is not JSON"):
         processed_offsets(
             {"sources": [{"description": "KafkaV2[Subscribe[in]]", "endOffset": "not json"}]}, "in"
         )

@@ -79,7 +79,8 @@ def test_report_header_names_provider_master_versions_and_testbed(pytester):
     result = pytester.runpytest("--theodolite-instance-cpu=0.25")
     result.stdout.fnmatch_lines(
         [
-            "theodolite: kafka=embedded (Apache Kafka 4.*, KRaft), spark master=standalone (pyspark 4.*), max instances=4",
+            "theodolite: kafka=embedded (Apache Kafka 4.*, KRaft), spark master=standalone (pyspark 4.*), "
+            "max instances=4",
             "theodolite: testbed * cores, * GiB, *; instance CPU: *",
         ]
     )
@@ -106,7 +107,7 @@ def test_client_properties_from_ini_and_environment_are_never_printed(pytester, 
 
 
 def test_malformed_property_line_is_refused():
-    with pytest.raises(SettingsError, match="theodolite_kafka_properties: 'security.protocol SASL'"):
+    with pytest.raises(SettingsError, match=r"theodolite_kafka_properties: 'security\.protocol SASL'"):
         build(lambda flag: None, ["security.protocol SASL"], environ={})
 
 

@@ -55,7 +55,7 @@ def test_each_instance_runs_in_its_own_cgroup_with_the_configured_quota():
         groups = cluster.instance_groups
         assert groups is not None and len(groups.groups) == 2
         workers = cluster.processes[1:]
-        for group, worker in zip(groups.groups, workers):
+        for group, worker in zip(groups.groups, workers, strict=True):
             quota = group.quota_file.read_text().split()
             assert int(quota[0]) == 25_000  # 0.25 of a 100 ms period
             assert str(worker.pid) in (group.path / "cgroup.procs").read_text().split()

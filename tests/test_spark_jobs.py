@@ -252,7 +252,7 @@ def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster, tmp_p
     readings = random_readings(seed=3, start_ms=BASE_MS, seconds=35)
     # one reading far ahead moves the watermark past every window above, so all of them are written
     flush = reading("flush", BASE_MS + 3_600_000, 0.0)
-    produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
+    produce(kafka_cluster, input_topic, [*readings, flush], MALFORMED)
 
     session_partitions = spark.conf.get("spark.sql.shuffle.partitions")
     checkpoint_dir = str(tmp_path / "checkpoint")
@@ -297,7 +297,7 @@ def test_uc3_hour_of_day_sliding_windows_match_pandas_on_rocksdb(spark, kafka_cl
     zone = "Asia/Kathmandu"
     readings = random_readings(seed=4, start_ms=BASE_MS + 14 * 60_000 + 40_000, seconds=40, step_ms=2000)
     flush = reading("flush", BASE_MS + 3_600_000 * 5, 0.0)
-    produce(kafka_cluster, input_topic, readings + [flush], MALFORMED)
+    produce(kafka_cluster, input_topic, [*readings, flush], MALFORMED)
 
     checkpoint_dir = str(tmp_path / "checkpoint")
     query = uc3.start_query(

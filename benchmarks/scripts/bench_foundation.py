@@ -70,7 +70,7 @@ def time_to_executors(spark_cluster: SparkCluster, instances: int) -> tuple[floa
 
 
 def executor_registration(instance_counts: list[int], repeats: int) -> None:
-    print("## Time from session(instances=r) to r registered executors (median of %d)" % repeats)
+    print(f"## Time from session(instances=r) to r registered executors (median of {repeats})")
     jars = connector_jars()
     rows = {}
     with StandaloneCluster(workers=max(instance_counts)) as standalone:

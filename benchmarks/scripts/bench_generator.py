@@ -152,6 +152,12 @@ def run_producer_performance(
     return rate, (usage.ru_utime + usage.ru_stime) / records * 1e6
 
 
+def acknowledged_text(result) -> str:
+    if result.acknowledged == result.written:
+        return "yes"
+    return f"NO ({result.acknowledged} vs {result.written})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration-s", type=float, default=60.0, help="length of each rate-accuracy run")
@@ -190,7 +196,7 @@ def main() -> int:
             print(
                 f"| {load:,} | {result.processes} | {result.mean:,.0f} | {min(result.rates):,.0f} | "
                 f"{max(result.rates):,.0f} | {result.within_2_percent}/{len(result.rates)} | "
-                f"{'yes' if result.acknowledged == result.written else f'NO ({result.acknowledged} vs {result.written})'} |",
+                f"{acknowledged_text(result)} |",
                 flush=True,
             )
 

@@ -18,15 +18,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
 
-from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH  # noqa: E402
+from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
 
-from pytest_theodolite.gates import parse_threshold  # noqa: E402
-from pytest_theodolite.metrics import Metric  # noqa: E402
-from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer  # noqa: E402
-from pytest_theodolite.search import Strategy, search_demand  # noqa: E402
-from pytest_theodolite.services import open_kafka, open_spark  # noqa: E402
-from pytest_theodolite.settings import TheodoliteSettings  # noqa: E402
-from pytest_theodolite.slo import Outcome, SloSettings  # noqa: E402
+from pytest_theodolite.gates import parse_threshold
+from pytest_theodolite.metrics import Metric
+from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.search import Strategy, search_demand
+from pytest_theodolite.services import open_kafka, open_spark
+from pytest_theodolite.settings import TheodoliteSettings
+from pytest_theodolite.slo import Outcome, SloSettings
 
 BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
 

@@ -107,8 +107,8 @@ class CpuLimitedGroup:
             pids = []
         warnings.warn(
             TheodoliteLeakWarning(
-                f"cgroup {self.path} could not be removed ({error!r}); processes still in it: {' '.join(pids) or 'none'}."
-                f" Stop them, then remove it with: rmdir {self.path}"
+                f"cgroup {self.path} could not be removed ({error!r}); processes still in it: "
+                f"{' '.join(pids) or 'none'}. Stop them, then remove it with: rmdir {self.path}"
             ),
             stacklevel=2,
         )

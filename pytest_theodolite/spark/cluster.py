@@ -126,6 +126,7 @@ class StandaloneCluster:
     def _start_workers(self, spark_class: str, env: dict[str, str]) -> None:
         # every worker gets its own cgroup where possible, unlimited unless asked: a benchmark can then set
         # its instances' CPU share per session (SparkCluster.session(instance_cpu=...))
+        assert self.work_dir is not None  # made by start()
         self.cgroup_support = cgroups.detect()
         if self.cgroup_support.available:
             self.instance_groups = cgroups.InstanceGroups(self.cgroup_support, self.instance_cpu)
@@ -234,10 +235,14 @@ class SparkCluster:
             if group.cpus != cpus:
                 group.set_cpus(cpus)
 
-    def limit_instances(self, instance_cpu: float | None | str = "default") -> None:
+    def limit_instances(self, instance_cpu: float | str | None = "default") -> None:
         """Apply the instances' CPU limit inside a running session (one started with ``instance_cpu=None``,
         e.g. to prime a job at full speed first); the session's lock is already held."""
-        self.set_instance_cpu(self.instance_cpu if instance_cpu == "default" else instance_cpu)
+        self.set_instance_cpu(self._cpu(instance_cpu))
+
+    def _cpu(self, instance_cpu: float | str | None) -> float | None:
+        """``"default"``: the cluster's own instance CPU; otherwise the given one."""
+        return self.instance_cpu if isinstance(instance_cpu, str) else instance_cpu
 
     @contextmanager
     def session(
@@ -245,7 +250,7 @@ class SparkCluster:
         instances: int = 1,
         conf: Mapping[str, str] | None = None,
         app_name: str = "theodolite",
-        instance_cpu: float | None | str = "default",
+        instance_cpu: float | str | None = "default",
     ) -> Iterator[Any]:
         """A SparkSession with exactly ``instances`` one-core executors registered; stopped on exit.
 
@@ -280,7 +285,7 @@ class SparkCluster:
             spark = builder.getOrCreate()
             try:
                 wait_for_executors(spark, instances, self.register_timeout_s)
-                self.set_instance_cpu(self.instance_cpu if instance_cpu == "default" else instance_cpu)
+                self.set_instance_cpu(self._cpu(instance_cpu))
                 yield spark
             finally:
                 spark.stop()
