@@ -5,7 +5,7 @@ several processes with confluent-kafka and measures the achieved rate; ``python 
 command line. Bad parameters raise ``WorkloadError`` (a ``ValueError``) before anything is produced.
 """
 
-from .producer import (
+from generator.producer import (
     DEFAULT_PRODUCER_CONFIG,
     MEASURED_RATE_PER_PROCESS,
     LoadGenerator,
@@ -16,8 +16,8 @@ from .producer import (
     librdkafka_config,
     publish_sensor_registry,
 )
-from .records import SPARK_SCHEMA_DDL, ActivePowerRecord, ValueTable, encode_record, key_of
-from .workload import (
+from generator.records import SPARK_SCHEMA_DDL, ActivePowerRecord, ValueTable, encode_record, key_of
+from generator.workload import (
     Hierarchy,
     KeySchedule,
     MachineSensor,

@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from .producer import MEASURED_RATE_PER_PROCESS, LoadGenerator, RateSummary
-from .workload import Workload, WorkloadError
+from generator.producer import MEASURED_RATE_PER_PROCESS, LoadGenerator, RateSummary
+from generator.workload import Workload, WorkloadError
 
 EXIT_OK, EXIT_SHORT_OF_TARGET, EXIT_REFUSED = 0, 1, 2
 

@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .records import ValueTable, key_of, record_prefix
-from .workload import SENSOR_REGISTRY_EVENT_KEY, Workload, WorkloadError
+from generator.records import ValueTable, key_of, record_prefix
+from generator.workload import SENSOR_REGISTRY_EVENT_KEY, Workload, WorkloadError
 
 LOG = logging.getLogger("generator")
 LOG.addHandler(logging.NullHandler())  # a library: the host application decides whether librdkafka logs show

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .records import key_of
+from generator.records import key_of
 
 
 class WorkloadError(ValueError):

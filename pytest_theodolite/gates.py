@@ -14,24 +14,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .baseline import Baseline, Testbed, compare
-from .calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
-from .kafka.admin import KafkaCluster
-from .metrics import DemandResult, Metric
-from .protocol import MeasurementPlan
-from .report import (
+from pytest_theodolite.baseline import Baseline, Testbed, compare
+from pytest_theodolite.calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
+from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.metrics import DemandResult, Metric
+from pytest_theodolite.protocol import MeasurementPlan
+from pytest_theodolite.report import (
     BenchmarkReport,
     PlotDependencyMissing,
     markdown_summary,
     scalability_plot,
     terminal_summary,
 )
-from .results import SubExperimentRecord
-from .runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
-from .search import SKIPPED, UNMEASURED, IncrementalSearch, parse_strategy
-from .settings import TheodoliteSettings
-from .slo import LAG_TREND, Outcome, SlopeThreshold, SloSettings
-from .spark.cluster import SparkCluster
+from pytest_theodolite.results import SubExperimentRecord
+from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.search import SKIPPED, UNMEASURED, IncrementalSearch, parse_strategy
+from pytest_theodolite.settings import TheodoliteSettings
+from pytest_theodolite.slo import LAG_TREND, Outcome, SlopeThreshold, SloSettings
+from pytest_theodolite.spark.cluster import SparkCluster
 
 #: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
 #: steady state and measures until its verdict is certain (protocol.py): the job is primed without the CPU

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import TheodoliteSetupError
-from .waiting import wait_until
+from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.waiting import wait_until
 
 POLL_S = 0.05
 #: between two measuring tests, how long a waiting test gets to pass the turnstile (a few poll intervals)

@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape
 
 from filelock import FileLock
 
-from .errors import TheodoliteSetupError
+from pytest_theodolite.errors import TheodoliteSetupError
 
 MIN_JAVA_MAJOR = 17
 RESOLVE_TIMEOUT_S = 900

@@ -13,11 +13,9 @@ from typing import Any, TypeVar
 import pytest
 import xdist
 
-from . import KAFKA_VERSION, host, services
-from .baseline import (
-    UNMEASURED as UNMEASURED_DEMAND,
-)
-from .baseline import (
+from pytest_theodolite import KAFKA_VERSION, host, services
+from pytest_theodolite.baseline import UNMEASURED as UNMEASURED_DEMAND
+from pytest_theodolite.baseline import (
     Baseline,
     BaselineError,
     PointComparison,
@@ -28,8 +26,8 @@ from .baseline import (
     load_baseline,
     write_baseline,
 )
-from .errors import TheodoliteSetupError
-from .gates import (
+from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.gates import (
     SKIPPED,
     UNMEASURED,
     DemandPoint,
@@ -42,12 +40,12 @@ from .gates import (
     summarise,
     testbed,
 )
-from .isolation import MeasurementLock
-from .kafka.admin import KafkaCluster
-from .report import failure_table, junit_properties, slopes_and_outcomes
-from .results import write_atomically
-from .runner import experiment_settings_dict
-from .settings import (
+from pytest_theodolite.isolation import MeasurementLock
+from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.report import failure_table, junit_properties, slopes_and_outcomes
+from pytest_theodolite.results import write_atomically
+from pytest_theodolite.runner import experiment_settings_dict
+from pytest_theodolite.settings import (
     GATE_OPTIONS,
     ISOLATION_MODES,
     KAFKA_PROVIDERS,
@@ -56,8 +54,8 @@ from .settings import (
     TheodoliteSettings,
     build,
 )
-from .shared import release_all
-from .spark.cluster import SparkCluster
+from pytest_theodolite.shared import release_all
+from pytest_theodolite.spark.cluster import SparkCluster
 
 SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
 STATE_KEY = pytest.StashKey["GateState"]()
@@ -73,7 +71,7 @@ T = TypeVar("T")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hookspec
+    from pytest_theodolite import hookspec
 
     pluginmanager.add_hookspecs(hookspec)
 
@@ -182,7 +180,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = config.stash[SETTINGS_KEY]
-    from .spark.jars import pyspark_version
+    from pytest_theodolite.spark.jars import pyspark_version
 
     kafka = settings.kafka_provider + (
         f" ({settings.kafka_bootstrap})"

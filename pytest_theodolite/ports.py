@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from .errors import TheodoliteSetupError
+from pytest_theodolite.errors import TheodoliteSetupError
 
 LOOPBACK = "127.0.0.1"
 

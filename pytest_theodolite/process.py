@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .waiting import poll_until
+from pytest_theodolite.waiting import poll_until
 
 _PR_SET_PDEATHSIG = 1
 

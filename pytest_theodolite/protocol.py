@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from .slo import DEFAULT_CONFIDENCE, SlopeEstimate, SlopeMethod, TimeSeries, lag_trend_estimate
+from pytest_theodolite.slo import (
+    DEFAULT_CONFIDENCE,
+    SlopeEstimate,
+    SlopeMethod,
+    TimeSeries,
+    lag_trend_estimate,
+)
 
 
 class Phase(str, enum.Enum):

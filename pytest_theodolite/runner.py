@@ -23,16 +23,29 @@ from pathlib import Path
 from typing import Any
 
 from generator import LoadGenerator, Workload, WorkloadError
-
-from . import monitor
-from .errors import TheodoliteLeakWarning
-from .kafka.admin import KafkaCluster
-from .metrics import DemandResult, Metric
-from .protocol import MeasurementPlan, MeasurementProtocol, Phase
-from .results import SERIES_BATCH_END, SERIES_BATCH_ID, RepetitionRecord, ResultsWriter, SubExperimentRecord
-from .search import Strategy, describe_strategy, search_demand
-from .slo import GENERATOR_RATE, LAG_TREND, Outcome, SloSettings, SloVerdict, TimeSeries, evaluate_repetition
-from .spark.cluster import SparkCluster, registered_executors
+from pytest_theodolite import monitor
+from pytest_theodolite.errors import TheodoliteLeakWarning
+from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.metrics import DemandResult, Metric
+from pytest_theodolite.protocol import MeasurementPlan, MeasurementProtocol, Phase
+from pytest_theodolite.results import (
+    SERIES_BATCH_END,
+    SERIES_BATCH_ID,
+    RepetitionRecord,
+    ResultsWriter,
+    SubExperimentRecord,
+)
+from pytest_theodolite.search import Strategy, describe_strategy, search_demand
+from pytest_theodolite.slo import (
+    GENERATOR_RATE,
+    LAG_TREND,
+    Outcome,
+    SloSettings,
+    SloVerdict,
+    TimeSeries,
+    evaluate_repetition,
+)
+from pytest_theodolite.spark.cluster import SparkCluster, registered_executors
 
 RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
 

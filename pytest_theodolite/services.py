@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .kafka.admin import KafkaCluster, wait_for_metadata
-from .kafka.containers import kafka_container
-from .kafka.embedded import EmbeddedKafka
-from .settings import TheodoliteSettings
-from .shared import SharedRecord, acquire
-from .spark import cgroups
-from .spark.cluster import SparkCluster, StandaloneCluster
-from .spark.jars import connector_jars
+from pytest_theodolite.kafka.admin import KafkaCluster, wait_for_metadata
+from pytest_theodolite.kafka.containers import kafka_container
+from pytest_theodolite.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.settings import TheodoliteSettings
+from pytest_theodolite.shared import SharedRecord, acquire
+from pytest_theodolite.spark import cgroups
+from pytest_theodolite.spark.cluster import SparkCluster, StandaloneCluster
+from pytest_theodolite.spark.jars import connector_jars
 
 
 @contextmanager

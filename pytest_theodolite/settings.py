@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import host
-from .kafka import client_properties
-from .maven import default_cache_dir
+from pytest_theodolite import host
+from pytest_theodolite.kafka import client_properties
+from pytest_theodolite.maven import default_cache_dir
 
 KAFKA_PROVIDERS = ("embedded", "testcontainers", "external")
 MANAGED_SPARK_MASTERS = ("standalone", "local-cluster")

@@ -17,8 +17,8 @@ from typing import Any
 
 from filelock import FileLock
 
-from .errors import TheodoliteSetupError
-from .process import stop_process_group
+from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.process import stop_process_group
 
 LOCK_TIMEOUT_S = 900.0
 

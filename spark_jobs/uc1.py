@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from .common import DeploymentOptions, parse_power_records, read_kafka, start_sink
+from spark_jobs.common import DeploymentOptions, parse_power_records, read_kafka, start_sink
 
 # ISO-8601 with the offset printed by Spark (UTC when the session time zone is UTC): an unambiguous instant
 ISO_8601 = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"

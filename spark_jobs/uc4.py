@@ -36,7 +36,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from .common import (
+from spark_jobs.common import (
     RECORDS_METRIC,
     DeploymentOptions,
     epoch_millis,

@@ -13,9 +13,9 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
-from ..errors import TheodoliteSetupError
-from ..waiting import wait_until
-from .client_properties import python_client_config
+from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.kafka.client_properties import python_client_config
+from pytest_theodolite.waiting import wait_until
 
 
 @dataclass

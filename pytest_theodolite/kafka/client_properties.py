@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from ..redaction import redact_secrets
+from pytest_theodolite.redaction import redact_secrets
 
 ENV_PREFIX = "THEODOLITE_KAFKA_"
 # names whose kafka-python keyword is not just the dotted name with underscores

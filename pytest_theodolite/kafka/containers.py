@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import TheodoliteSetupError
-from .admin import KafkaCluster
+from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.kafka.admin import KafkaCluster
 
 #: Confluent Platform 8.1 ships Apache Kafka 4.1, the broker version the embedded provider runs
 KAFKA_IMAGE = "confluentinc/cp-kafka:8.1.0"

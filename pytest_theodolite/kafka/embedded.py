@@ -11,11 +11,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import KAFKA_VERSION, maven
-from ..errors import TheodoliteSetupError
-from ..ports import LOOPBACK, port_or_free
-from ..process import ManagedProcess
-from ..waiting import wait_until
+from pytest_theodolite import KAFKA_VERSION, maven
+from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.ports import LOOPBACK, port_or_free
+from pytest_theodolite.process import ManagedProcess
+from pytest_theodolite.waiting import wait_until
 
 LOG4J2_VERSION = "2.24.3"
 
@@ -145,7 +145,9 @@ class EmbeddedKafka:
                 f"{process.log_excerpt(25)}"
             ),
         )
-        from .admin import wait_for_metadata  # a metadata round trip proves the listener really serves
+        from pytest_theodolite.kafka.admin import (
+            wait_for_metadata,  # a metadata round trip proves the listener really serves
+        )
 
         wait_for_metadata(self.bootstrap_servers, max(5.0, deadline - time.monotonic()))
 

@@ -14,8 +14,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import TheodoliteLeakWarning
-from ..waiting import poll_until
+from pytest_theodolite.errors import TheodoliteLeakWarning
+from pytest_theodolite.waiting import poll_until
 
 PERIOD_US = 100_000
 V1_CPU_ROOT = Path("/sys/fs/cgroup/cpu")

@@ -23,13 +23,13 @@ from typing import Any
 
 from filelock import FileLock
 
-from ..errors import TheodoliteSetupError
-from ..maven import java_executable
-from ..ports import LOOPBACK, free_port
-from ..process import ManagedProcess
-from ..waiting import wait_until
-from . import cgroups
-from .jars import pyspark_home
+from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.maven import java_executable
+from pytest_theodolite.ports import LOOPBACK, free_port
+from pytest_theodolite.process import ManagedProcess
+from pytest_theodolite.spark import cgroups
+from pytest_theodolite.spark.jars import pyspark_home
+from pytest_theodolite.waiting import wait_until
 
 EXECUTOR_MEMORY = "1g"
 WORKER_MEMORY = "2g"

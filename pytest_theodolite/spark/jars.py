@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from .. import maven
+from pytest_theodolite import maven
 
 SCALA_BINARY = "2.13"
 
