@@ -39,8 +39,10 @@ from pytest_theodolite.slo import (
     GENERATOR_RATE,
     LAG_TREND,
     SLOPE_METHODS,
+    Outcome,
     SlopeThreshold,
     SloSettings,
+    SloVerdict,
     evaluate_repetition,
 )
 
@@ -76,6 +78,19 @@ def reanalyse(
         target_rate = previous.target_rate if previous and previous.target_rate is not None else float(load)
         recorded_reps = {r.repetition: r for r in previous.repetitions} if previous else {}
         repetitions = []
+        if previous is None and results.settings:
+            # the results JSON lists every finished sub-experiment: raw series without a record are from one
+            # that never finished (Ctrl-C, a crash); judging its partial series would invent a verdict
+            unfinished = SloVerdict(
+                LAG_TREND,
+                Outcome.ERRORED,
+                None,
+                None,
+                "unfinished: raw series without a record in the results JSON (the run was interrupted or crashed)",
+            )
+            reps = [RepetitionRecord(rep, (unfinished,)) for rep in results.repetitions_of(load, resources)]
+            records.append(SubExperimentRecord.from_repetitions(load, resources, target_rate, reps))
+            continue
         for repetition, series in iter_repetition_series(results, load, resources):
             recorded_rep = recorded_reps.get(repetition)
             counters = recorded_rep.counters if recorded_rep else {}

@@ -45,7 +45,7 @@ from pytest_theodolite.slo import (
     TimeSeries,
     evaluate_repetition,
 )
-from pytest_theodolite.spark.cluster import SparkCluster, registered_executors
+from pytest_theodolite.spark.cluster import SparkCluster, executor_addresses
 
 RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
 
@@ -347,6 +347,7 @@ class ExperimentRunner:
         started = time.monotonic()
         next_tick = started
         limited = not plan.prime_unlimited
+        executors_at_start = executor_addresses(spark)  # the session waited for all of them
         try:
             while True:
                 if not query.isActive:
@@ -355,9 +356,11 @@ class ExperimentRunner:
                         Outcome.ERRORED,
                         f"the query stopped: {str(exc).splitlines()[0] if exc else 'no error'}",
                     )
-                if (registered := registered_executors(spark)) < resources:
+                if lost := executors_at_start - (now_registered := executor_addresses(spark)):
                     raise _Abort(
-                        Outcome.ERRORED, f"an executor was lost: {registered} of {resources} registered"
+                        Outcome.ERRORED,
+                        f"an executor was lost ({', '.join(sorted(lost))}): "
+                        f"{len(now_registered) - 1} of {resources} registered now",
                     )
                 try:
                     sample = sampler.sample(query)

@@ -269,3 +269,20 @@ def test_analyse_prints_interval_warmup_and_stop(tmp_path):
     assert low <= float(settled[3]) <= high
     assert settled[5:] == ["2000.0", "30s", "certain", "-", "PASS"]
     assert unsettled[3:] == ["-", "-", "2000.0", "-", "not-settled", "-", "FAIL"]
+
+
+def test_raw_series_of_an_unfinished_sub_experiment_are_errored_not_judged(results_dir):
+    # Ctrl-C or a crash during (500, 1): its lag was sampled, but it never reached the results JSON
+    rows = "".join(f"{{series=lag-trend}},{T0 + second},{10.0 * second}\n" for second in range(40))
+    # a clear, "judgeable" trend that it must not be judged on
+    (results_dir / "exp4_500_1_lag-trend_0.csv").write_text("labels,timestamp,value\n" + rows)
+    code, out, _ = run_main(["analyse", str(results_dir)])
+    assert code == 0
+    rows = verdict_rows(out)
+    assert rows[("500", "1")][-1] == "ERRORED", out
+    assert (
+        "500/1: lag-trend errored: repetition 0: unfinished: raw series without a record in the results JSON"
+        in out
+    )
+    assert rows[("200", "2")][-1] == "PASS"  # the finished ones are read back as before
+    assert "500   unmeasured" in out

@@ -50,6 +50,9 @@ DEFAULT_SESSION_CONF = {
     "spark.dynamicAllocation.enabled": "false",
     "spark.speculation": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    # query.stop() waits for the running micro-batch, by default forever: a batch stuck on a dead broker or a
+    # lost executor must not hang teardown (stop() then raises, and the session's stop ends the batch)
+    "spark.sql.streaming.stopTimeout": "30s",
 }
 
 
@@ -289,6 +292,13 @@ class SparkCluster:
                 yield spark
             finally:
                 spark.stop()
+
+
+def executor_addresses(spark) -> frozenset[str]:
+    """host:port of every block manager registered now, the driver's included: an executor that died and was
+    replaced by a new one shows as an address gone, even while the count is whole again."""
+    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+    return frozenset(f"{info.host()}:{info.port()}" for info in infos)
 
 
 def registered_executors(spark) -> int:
