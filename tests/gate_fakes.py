@@ -41,7 +41,6 @@ class ScriptedRunner:
     invalid_loads: frozenset[int]
     records: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
-    on_sub_experiment: object = None
 
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
         start = time.time()
@@ -67,8 +66,6 @@ class ScriptedRunner:
         )
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
-        if self.on_sub_experiment is not None:
-            self.on_sub_experiment(record)
         return record
 
 
