@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -179,13 +181,13 @@ class StandaloneCluster:
                         f"Last lines of {process.log_path}:\n{process.log_excerpt(20)}"
                     )
 
-        # OSError: the web UI is not listening yet
+        # OSError: the web UI is not listening yet; ValueError: it answered, but not yet with its JSON state
         wait_until(
             ready,
             check=all_running,
             timeout_s=self.start_timeout_s,
             interval_s=0.25,
-            transient=(OSError,),
+            transient=(OSError, ValueError),
             error=TheodoliteSetupError,
             what=f"Timed out after {self.start_timeout_s:.0f} s waiting for {what}; logs are in {self.work_dir}",
         )
@@ -285,13 +287,29 @@ class SparkCluster:
             builder = builder.config(key, value)
         with FileLock(str(self.session_lock)) if self.session_lock else nullcontext():
             self.set_instance_cpu(None)  # under the lock: another worker's session may be using the instances
-            spark = builder.getOrCreate()
+            spark = _without_pyspark_sigint_handler(builder.getOrCreate)
             try:
                 wait_for_executors(spark, instances, self.register_timeout_s)
                 self.set_instance_cpu(self._cpu(instance_cpu))
                 yield spark
             finally:
                 spark.stop()
+
+
+def _without_pyspark_sigint_handler(create):
+    """Call ``create`` (which makes a SparkContext) and put back the SIGINT handler it replaced.
+
+    PySpark installs a handler that cancels the context's jobs and then raises KeyboardInterrupt, and never
+    removes it: after ``spark.stop()``, or while the next context starts, Ctrl-C then raises an AttributeError
+    from inside whatever was running, a test error instead of an interrupted run. With Python's own handler
+    Ctrl-C raises KeyboardInterrupt, and the session's context managers stop the query and the context."""
+    if threading.current_thread() is not threading.main_thread():
+        return create()  # signal handlers can only be set in the main thread (PySpark sets none then either)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        return create()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def executor_addresses(spark) -> frozenset[str]:
