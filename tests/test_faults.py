@@ -90,6 +90,12 @@ def measure_then_fault(kafka: KafkaCluster, spark, results: Path, fault, *, load
     took = time.monotonic() - started
     thread.join(timeout=5)
     assert done.is_set() and not errors, errors
+    # what a user sees of it (shown with -rP)
+    print(
+        f"{before.load}/{before.resources}: {before.outcome.value.upper()}; then, with the fault, "
+        f"{faulty.load}/{faulty.resources}: {faulty.outcome.value.upper()} after {took:.0f} s: "
+        + "; ".join(f"{v.name} {v.outcome.value}: {v.detail}" for v in faulty.verdicts if not v.passed)
+    )
     return runner, before, faulty, took
 
 
