@@ -58,7 +58,7 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
 
     lag_file = tmp_path / "exp1_200_1_lag-trend_0.csv"
     rows = list(csv.DictReader(lag_file.open()))
-    assert list(rows[0]) == ["timestamp", "value"]
+    assert list(rows[0]) == ["labels", "timestamp", "value"]  # Theodolite's shape
     assert len(rows) >= settings.duration_s + settings.slo.warmup_s - 2
     assert (tmp_path / "exp1_demand.csv").read_text().startswith("load,resources\n200,1\n")
 
