@@ -25,7 +25,7 @@ GATE = dict(
     resources=[1, 2, 3, 4],
     instance_cpu=0.25,
     threshold="5%",
-    strategy="linear+lower-bound",
+    strategy="baseline-guess+lower-bound",
     spark_conf=QUICK_WARMUP_EXECUTORS,
 )
 

@@ -9,7 +9,7 @@ without running, as in Theodolite. Nothing here imports pytest; plugin.py turns 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ GATE_DEFAULTS: dict[str, Any] = {
     "confidence": 0.95,
     "slope_method": "batch-aligned",
     "threshold": "2000",
-    "strategy": "linear+lower-bound",
+    "strategy": "baseline-guess+lower-bound",
     "repetitions": 1,
     "tolerance": 0,
     "sample_interval": 1.0,
@@ -214,6 +214,15 @@ class DemandPoint:
         return {record.resources: record.lag_trend_slope for record in self.sub_experiments}
 
 
+def baseline_guess(baseline: Baseline | None, load: int, resources: Sequence[int]) -> int | None:
+    """Where a baseline-guess search starts at `load`: the baseline's demand there, the most instances where
+    it was "none" (one failing run confirms it), None where the baseline has no such load."""
+    if baseline is None or load not in baseline.demand:
+        return None
+    demand = baseline.demand[load]
+    return max(resources) if demand is None else demand
+
+
 @dataclass
 class BenchmarkExperiment:
     """One benchmark's demand search in this session, advanced one load per gate test."""
@@ -231,10 +240,11 @@ class BenchmarkExperiment:
             Metric.DEMAND, self.settings.strategy, self.settings.lower_bound, self.settings.resources
         )
 
-    def measure(self, load: int) -> DemandPoint:
+    def measure(self, load: int, baseline: Baseline | None = None) -> DemandPoint:
+        """demand(load); a baseline-guess search starts at `baseline`'s demand there (`baseline_guess`)."""
         if load in self.points:
             return self.points[load]
-        step = self.search.search(load, self._run)
+        step = self.search.search(load, self._run, baseline_guess(baseline, load, self.settings.resources))
         runs = tuple(self.runner.records[(s.load, s.resources)] for s in step.sub_experiments)
         if step.status == SKIPPED:
             previous = self.search.previous(load)

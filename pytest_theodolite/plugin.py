@@ -118,7 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "theodolite(benchmark, *, loads, resources=(1, 2, 3, 4), duration=60, warmup=30, threshold=2000, "
-        "strategy='linear+lower-bound', repetitions=1, tolerance=0, sample_interval=1, spark_conf=None, "
+        "strategy='baseline-guess+lower-bound', repetitions=1, tolerance=0, sample_interval=1, spark_conf=None, "
         "instance_cpu=None): a "
         "scalability gate; a test with this marker that uses the theodolite_gate fixture runs once per load",
     )
@@ -547,7 +547,7 @@ def theodolite_gate(
         session.on_sub_experiment = _sub_experiment_hook(request.config)
     state.session = session
     experiment = _start(request, lambda: session.experiment(spec.benchmark, spec.settings))
-    point = _start(request, lambda: experiment.measure(theodolite_load))
+    point = _start(request, lambda: experiment.measure(theodolite_load, baseline))
     if point.status == UNMEASURED:
         request.node.user_properties.append(("theodolite.unmeasured", theodolite_load))
         pytest.fail(

@@ -11,6 +11,11 @@ Strategies (for demand; capacity mirrors them with loads and resources swapped):
 - INITIAL_GUESS: start at the previous load's demand (the first resource amount if it had none or this is the
   first load), then step down while passing (stop at the first fail) or up while failing (stop at the first
   pass).
+- BASELINE_GUESS: INITIAL_GUESS starting where the caller says (`IncrementalSearch.search(..., guess=)`; a gate
+  gives its baseline's demand at that load, the largest resource amount where that was "none"), else as
+  INITIAL_GUESS. On unchanged code it confirms the baseline with one passing sub-experiment and, below it, one
+  failing one, the fewest that can tell "same demand" from "lower"; a linear search would also run every
+  failing amount below (each a long one: a job falling behind needs minutes to be judged with certainty).
 - `lower_bound=True` adds Theodolite's LowerBound restriction to any of them: the next load only tries
   resources >= the previous load's demand. A load that no resource amount could handle ends the demand search:
   larger loads are reported as "none" without running (they are listed in `skipped`). For capacity the
@@ -63,6 +68,7 @@ class Strategy(str, enum.Enum):
     LINEAR = "linear"
     BINARY = "binary"
     INITIAL_GUESS = "initial-guess"
+    BASELINE_GUESS = "baseline-guess"
 
 
 LOWER_BOUND_SUFFIX = "+lower-bound"
@@ -196,7 +202,7 @@ def _search_one(
         return _linear(candidates, run, smallest)
     if strategy is Strategy.BINARY:
         return _binary(candidates, run, smallest)
-    return _initial_guess(candidates, run, smallest, guess)
+    return _initial_guess(candidates, run, smallest, guess)  # INITIAL_GUESS and BASELINE_GUESS
 
 
 @dataclass(frozen=True)
@@ -239,8 +245,9 @@ class IncrementalSearch:
         below = [step for x_, step in self.steps.items() if x_ < x and step.status != UNMEASURED]
         return max(below, key=lambda step: step.x, default=None)
 
-    def search(self, x: int, oracle: Oracle) -> Step:
-        """Search x (once: a second call returns the first result)."""
+    def search(self, x: int, oracle: Oracle, guess: int | None = None) -> Step:
+        """Search x (once: a second call returns the first result). `guess` is where BASELINE_GUESS starts
+        (other strategies ignore it); without one it starts as INITIAL_GUESS does."""
         if x in self.steps:
             return self.steps[x]
         demand = self.metric is Metric.DEMAND
@@ -258,7 +265,8 @@ class IncrementalSearch:
             run = lambda y: recorder.passes(x, y)
         else:
             run = lambda y: recorder.passes(y, x)
-        guess = previous.optimum if previous is not None else None
+        if self.strategy is not Strategy.BASELINE_GUESS or guess is None:
+            guess = previous.optimum if previous is not None else None
         try:
             found = _search_one(self.strategy, candidates, run, smallest=demand, guess=guess)
         except _Aborted:

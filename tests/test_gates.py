@@ -133,7 +133,7 @@ def test_update_records_the_measured_demand_function(gate_project):
     stored = json.loads((project.path / "baselines" / "scripted.json").read_text())
     assert stored["demand"] == {"1000": 1, "2000": 2, "3000": 3}
     assert stored["benchmark"] == "scripted"
-    assert stored["settings"]["strategy"] == "linear+lower-bound"
+    assert stored["settings"]["strategy"] == "baseline-guess+lower-bound"
     # and the next run compares against it and passes
     project.runpytest().assert_outcomes(passed=3)
 
@@ -144,11 +144,29 @@ def test_same_demand_passes_and_each_sub_experiment_is_shown_live(gate_project):
     result.stdout.fnmatch_lines(
         [
             "theodolite: scripted load=1000 instances=1: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
-            # lower bound: starts at 1
-            "theodolite: scripted load=2000 instances=1: FAIL (lag-trend fail; lag slope 1000 vs 100 records/s)",
+            # the default search starts at the baseline's demand and steps down to the first fail
             "theodolite: scripted load=2000 instances=2: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
-            # ... and here at 2
+            "theodolite: scripted load=2000 instances=1: FAIL (lag-trend fail; lag slope 1000 vs 100 records/s)",
+            "theodolite: scripted load=3000 instances=3: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
+            # ... where the lower bound (2, load 2000's demand) allows
             "theodolite: scripted load=3000 instances=2: FAIL (lag-trend fail; lag slope 1000 vs 100 records/s)",
+        ]
+    )
+    assert "load=3000 instances=1" not in result.stdout.str()
+
+
+def test_linear_search_starts_at_the_lower_bound(gate_project):
+    result = gate_project(
+        "duration=1, strategy='linear+lower-bound'", baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})
+    ).runpytest()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "theodolite: scripted load=1000 instances=1: PASS*",
+            "theodolite: scripted load=2000 instances=1: FAIL*",
+            "theodolite: scripted load=2000 instances=2: PASS*",
+            "theodolite: scripted load=3000 instances=2: FAIL*",
+            "theodolite: scripted load=3000 instances=3: PASS*",
         ]
     )
 
@@ -280,7 +298,7 @@ def test_unmeasured_load_is_an_error_with_its_own_exit_code(gate_project, monkey
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(
         [
-            "*could not measure the demand of scripted at load 2000: invalid at 1 instances: "
+            "*could not measure the demand of scripted at load 2000: invalid at 2 instances: "
             "the generator reached 50 % of the target rate*"
         ]
     )

@@ -12,6 +12,8 @@ from pytest_theodolite.metrics import (
     demand_from_sub_experiments,
 )
 from pytest_theodolite.search import (
+    IncrementalSearch,
+    Metric,
     Strategy,
     describe_strategy,
     parse_strategy,
@@ -141,6 +143,45 @@ def test_initial_guess_after_a_load_without_demand_starts_from_the_first_resourc
     assert ran(result) == [(100, 1), (100, 2), (200, 1)]
 
 
+def test_baseline_guess_starts_at_the_given_demand_and_needs_no_failing_run_below_the_lower_bound():
+    # The UC1 gate's shape: baseline 1 / 2 / 4 at 4 000 / 12 000 / 20 000, unchanged code.
+    needed = {4000: 1, 12000: 2, 20000: 4}
+    baseline = {4000: 1, 12000: 2, 20000: 4}
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, True, (1, 2, 3, 4))
+    for load in needed:
+        search.search(load, monotonic_oracle(needed), guess=baseline[load])
+    result = search.result()
+    assert dict(result.demand) == needed
+    # 20 000 starts at 4 (pass) and steps down to 3 (fail): linear+lower-bound would also have run 2 (fail)
+    assert ran(result) == [(4000, 1), (12000, 2), (12000, 1), (20000, 4), (20000, 3)]
+    assert result.strategy == "baseline-guess+lower-bound"
+
+
+def test_baseline_guess_finds_a_regression_and_an_improvement_by_stepping_from_the_guess():
+    needed = {100: 4, 200: 1}  # 100 regressed from 2, 200 improved from 3
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, False, (1, 2, 3, 4))
+    search.search(100, monotonic_oracle(needed), guess=2)
+    search.search(200, monotonic_oracle(needed), guess=3)
+    result = search.result()
+    assert dict(result.demand) == needed
+    assert ran(result) == [(100, 2), (100, 3), (100, 4), (200, 3), (200, 2), (200, 1)]
+
+
+def test_baseline_guess_without_a_guess_starts_as_initial_guess():
+    needed = {100: 3, 200: 2}
+    for strategy in (Strategy.BASELINE_GUESS, Strategy.INITIAL_GUESS):
+        search = IncrementalSearch(Metric.DEMAND, strategy, False, (1, 2, 3, 4))
+        for load in needed:
+            search.search(load, monotonic_oracle(needed))
+        assert ran(search.result()) == [(100, 1), (100, 2), (100, 3), (200, 3), (200, 2), (200, 1)]
+
+
+def test_other_strategies_ignore_a_guess():
+    search = IncrementalSearch(Metric.DEMAND, Strategy.LINEAR, False, (1, 2, 3, 4))
+    search.search(100, monotonic_oracle({100: 2}), guess=4)
+    assert ran(search.result()) == [(100, 1), (100, 2)]
+
+
 # ---- INVALID / ERRORED -------------------------------------------------------------------------------------
 
 
@@ -148,9 +189,13 @@ def test_initial_guess_after_a_load_without_demand_starts_from_the_first_resourc
 @pytest.mark.parametrize("strategy", list(Strategy))
 def test_a_broken_sub_experiment_makes_the_load_unmeasured_not_none(strategy, broken):
     # Load 200's very first probe is broken, whatever the strategy probes first.
-    first_probe = {Strategy.FULL: 1, Strategy.LINEAR: 1, Strategy.BINARY: 3, Strategy.INITIAL_GUESS: 1}[
-        strategy
-    ]
+    first_probe = {
+        Strategy.FULL: 1,
+        Strategy.LINEAR: 1,
+        Strategy.BINARY: 3,
+        Strategy.INITIAL_GUESS: 1,
+        Strategy.BASELINE_GUESS: 1,  # no guess given: starts as INITIAL_GUESS
+    }[strategy]
     oracle = monotonic_oracle({100: 1, 200: 2, 300: 3}, overrides={(200, first_probe): broken})
     result = search_demand(oracle, [100, 200, 300], RESOURCES, strategy)
     assert result.unmeasured == (200,)
@@ -352,6 +397,7 @@ def test_demand_from_a_table_distinguishes_none_and_unmeasured():
         ("linear+lower-bound", (Strategy.LINEAR, True)),
         ("lower-bound", (Strategy.LINEAR, True)),
         ("Initial-Guess", (Strategy.INITIAL_GUESS, False)),
+        ("baseline-guess+lower-bound", (Strategy.BASELINE_GUESS, True)),
     ],
 )
 def test_strategy_names_parse_and_describe(text, expected):
