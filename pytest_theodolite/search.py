@@ -32,7 +32,7 @@ died); LowerBound and InitialGuess then start from the last load whose demand wa
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -46,6 +46,7 @@ __all__ = [
     "Metric",
     "Oracle",
     "Step",
+    "StepSearch",
     "Strategy",
     "SubExperiment",
     "describe_strategy",
@@ -95,29 +96,14 @@ def parse_strategy(text: str) -> tuple[Strategy, bool]:
         ) from None
 
 
-class _Aborted(Exception):
-    """Raised inside a per-x search when a sub-experiment was INVALID/ERRORED: that x is unmeasured."""
-
-
-class _Recorder:
-    """Runs the oracle and keeps the exact sequence of sub-experiments (one recorder per search call)."""
-
-    def __init__(self, oracle: Oracle) -> None:
-        self._oracle = oracle
-        self.sub_experiments: list[SubExperiment] = []
-
-    def passes(self, load: int, resources: int) -> bool:
-        returned = self._oracle(load, resources)
-        outcome = returned if isinstance(returned, Outcome) else getattr(returned, "outcome", None)
-        if not isinstance(outcome, Outcome):
-            raise TypeError(
-                f"the SLO oracle returned {returned!r} for load {load}, resources {resources}:"
-                " it must return an Outcome or an object with an .outcome attribute"
-            )
-        self.sub_experiments.append(SubExperiment(load, resources, outcome))
-        if not outcome.is_measured:
-            raise _Aborted
-        return outcome is Outcome.PASS
+def _outcome_of(returned: object, load: int, resources: int) -> Outcome:
+    outcome = returned if isinstance(returned, Outcome) else getattr(returned, "outcome", None)
+    if not isinstance(outcome, Outcome):
+        raise TypeError(
+            f"the SLO oracle returned {returned!r} for load {load}, resources {resources}:"
+            " it must return an Outcome or an object with an .outcome attribute"
+        )
+    return outcome
 
 
 def _ascending_unique(values: Sequence[int], what: str) -> tuple[int, ...]:
@@ -131,33 +117,41 @@ def _ascending_unique(values: Sequence[int], what: str) -> tuple[int, ...]:
 
 
 # ---- per-x searches: `candidates` ascending; `smallest` True (demand) finds the smallest passing y, False
-# ---- (capacity) the largest. `run(y)` says whether y passes. Each returns the optimum or None.
+# ---- (capacity) the largest. Each is a generator: it yields the y to run next, is sent whether it passed,
+# ---- and returns the optimum or None. (Generators, so that two searches can be interleaved probe by probe.)
+
+Probes = Generator[int, bool, "int | None"]
 
 
-def _full(candidates: Sequence[int], run: Callable[[int], bool], smallest: bool) -> int | None:
-    passing = [y for y in candidates if run(y)]
+def _full(candidates: Sequence[int], smallest: bool) -> Probes:
+    passing = []
+    for y in candidates:
+        if (yield y):
+            passing.append(y)
     if not passing:
         return None
     return min(passing) if smallest else max(passing)
 
 
-def _linear(candidates: Sequence[int], run: Callable[[int], bool], smallest: bool) -> int | None:
-    if smallest:  # demand: resources ascending, the first pass is the minimum
-        return next((y for y in candidates if run(y)), None)
-    best = None  # capacity: loads ascending, the last pass before the first fail
+def _linear(candidates: Sequence[int], smallest: bool) -> Probes:
+    best = None
     for y in candidates:
-        if not run(y):
-            break
-        best = y
+        passed = yield y
+        if smallest and passed:  # demand: resources ascending, the first pass is the minimum
+            return y
+        if not smallest:  # capacity: loads ascending, the last pass before the first fail
+            if not passed:
+                break
+            best = y
     return best
 
 
-def _binary(candidates: Sequence[int], run: Callable[[int], bool], smallest: bool) -> int | None:
+def _binary(candidates: Sequence[int], smallest: bool) -> Probes:
     lower, upper, best = 0, len(candidates) - 1, None
     while lower <= upper:
         # Demand probes the lower middle, capacity the upper middle: the probe order Theodolite uses.
         mid = (lower + upper) // 2 if smallest else (lower + upper + 1) // 2
-        passed = run(candidates[mid])
+        passed = yield candidates[mid]
         if passed:
             best = candidates[mid]
         if passed == smallest:  # demand pass / capacity fail: the answer lies below
@@ -167,42 +161,34 @@ def _binary(candidates: Sequence[int], run: Callable[[int], bool], smallest: boo
     return best
 
 
-def _initial_guess(
-    candidates: Sequence[int], run: Callable[[int], bool], smallest: bool, guess: int | None
-) -> int | None:
+def _initial_guess(candidates: Sequence[int], smallest: bool, guess: int | None) -> Probes:
     if guess is None:
         start = 0
     else:  # the guess may not be a candidate (restricted away): start at the nearest candidate >= guess
         start = next((i for i, y in enumerate(candidates) if y >= guess), len(candidates) - 1)
     # "Towards the optimum" is downwards for demand (fewer resources) and upwards for capacity (more load).
     toward = -1 if smallest else 1
-    if run(candidates[start]):
+    if (yield candidates[start]):
         best, i = candidates[start], start + toward
-        while 0 <= i < len(candidates) and run(candidates[i]):  # step while passing
+        while 0 <= i < len(candidates) and (yield candidates[i]):  # step while passing
             best, i = candidates[i], i + toward
         return best
     i = start - toward
     while 0 <= i < len(candidates):  # step away while failing, stop at the first pass
-        if run(candidates[i]):
+        if (yield candidates[i]):
             return candidates[i]
         i -= toward
     return None
 
 
-def _search_one(
-    strategy: Strategy,
-    candidates: Sequence[int],
-    run: Callable[[int], bool],
-    smallest: bool,
-    guess: int | None,
-) -> int | None:
+def _probes(strategy: Strategy, candidates: Sequence[int], smallest: bool, guess: int | None) -> Probes:
     if strategy is Strategy.FULL:
-        return _full(candidates, run, smallest)
+        return _full(candidates, smallest)
     if strategy is Strategy.LINEAR:
-        return _linear(candidates, run, smallest)
+        return _linear(candidates, smallest)
     if strategy is Strategy.BINARY:
-        return _binary(candidates, run, smallest)
-    return _initial_guess(candidates, run, smallest, guess)  # INITIAL_GUESS and BASELINE_GUESS
+        return _binary(candidates, smallest)
+    return _initial_guess(candidates, smallest, guess)  # INITIAL_GUESS and BASELINE_GUESS
 
 
 @dataclass(frozen=True)
@@ -218,6 +204,59 @@ class Step:
 
 
 MEASURED, NONE, UNMEASURED, SKIPPED = "measured", "none", "unmeasured", "skipped"
+
+
+class StepSearch:
+    """One x being searched, one probe at a time: `next_probe` is the (load, resources) to run next, or None
+    once the search is over; `record` takes its outcome. An INVALID or ERRORED outcome ends the search with
+    x unmeasured."""
+
+    def __init__(self, x: int, demand: bool, candidates: tuple[int, ...], probes: Probes | None) -> None:
+        self.x, self._demand, self.candidates, self._probes = x, demand, candidates, probes
+        self.sub_experiments: list[SubExperiment] = []
+        self._step: Step | None = None
+        self._y: int | None = None
+        if probes is not None:
+            self._advance(None)
+
+    @classmethod
+    def done(cls, step: Step) -> StepSearch:
+        running = cls(step.x, True, step.candidates, None)
+        running._step = step
+        return running
+
+    @property
+    def next_probe(self) -> tuple[int, int] | None:
+        if self._step is not None or self._y is None:
+            return None
+        return (self.x, self._y) if self._demand else (self._y, self.x)
+
+    def record(self, outcome: Outcome) -> None:
+        probe = self.next_probe
+        if probe is None:
+            raise RuntimeError(f"the search of {self.x} is over: nothing to record")
+        self.sub_experiments.append(SubExperiment(probe[0], probe[1], outcome))
+        if not outcome.is_measured:
+            self._finish(None, UNMEASURED)
+            return
+        self._advance(outcome is Outcome.PASS)
+
+    def _advance(self, passed: bool | None) -> None:
+        assert self._probes is not None
+        try:
+            self._y = next(self._probes) if passed is None else self._probes.send(passed)
+        except StopIteration as stop:
+            self._finish(stop.value, MEASURED if stop.value is not None else NONE)
+
+    def _finish(self, optimum: int | None, status: str) -> None:
+        self._step = Step(self.x, optimum, status, tuple(self.sub_experiments), self.candidates)
+        if self._probes is not None:
+            self._probes.close()
+
+    def step(self) -> Step:
+        if self._step is None:
+            raise RuntimeError(f"the search of {self.x} is not over: run {self.next_probe} first")
+        return self._step
 
 
 @dataclass
@@ -248,31 +287,36 @@ class IncrementalSearch:
     def search(self, x: int, oracle: Oracle, guess: int | None = None) -> Step:
         """Search x (once: a second call returns the first result). `guess` is where BASELINE_GUESS starts
         (other strategies ignore it); without one it starts as INITIAL_GUESS does."""
+        running = self.start(x, guess)
+        while running.next_probe is not None:
+            running.record(_outcome_of(oracle(*running.next_probe), *running.next_probe))
+        return self.finish(running)
+
+    def start(self, x: int, guess: int | None = None) -> StepSearch:
+        """Begin searching x one probe at a time (`StepSearch`); `finish` keeps its result. `search` drives
+        one; two driven alternately compare two versions of a job probe by probe."""
         if x in self.steps:
-            return self.steps[x]
+            return StepSearch.done(self.steps[x])
         demand = self.metric is Metric.DEMAND
         previous = self.previous(x)
         candidates = self.ys
         if self.lower_bound and previous is not None and previous.optimum is not None:
             candidates = tuple(y for y in self.ys if y >= previous.optimum)
         if self.stop_on_unmeasured and any(s.status == UNMEASURED for s in self.steps.values()):
-            return self._keep(Step(x, None, UNMEASURED, (), candidates))
+            return StepSearch.done(Step(x, None, UNMEASURED, (), candidates))
         if self.lower_bound and demand and previous is not None and previous.optimum is None:
             # No resource amount handled a smaller load, so none handles this one: "none" without running.
-            return self._keep(Step(x, None, SKIPPED, (), candidates))
-        recorder = _Recorder(oracle)
-        if demand:
-            run = lambda y: recorder.passes(x, y)
-        else:
-            run = lambda y: recorder.passes(y, x)
+            return StepSearch.done(Step(x, None, SKIPPED, (), candidates))
         if self.strategy is not Strategy.BASELINE_GUESS or guess is None:
             guess = previous.optimum if previous is not None else None
-        try:
-            found = _search_one(self.strategy, candidates, run, smallest=demand, guess=guess)
-        except _Aborted:
-            return self._keep(Step(x, None, UNMEASURED, tuple(recorder.sub_experiments), candidates))
-        status = MEASURED if found is not None else NONE
-        return self._keep(Step(x, found, status, tuple(recorder.sub_experiments), candidates))
+        return StepSearch(x, demand, candidates, _probes(self.strategy, candidates, demand, guess))
+
+    def finish(self, running: StepSearch) -> Step:
+        """Keep a finished `StepSearch`'s result (once per x)."""
+        step = running.step()
+        if step.x in self.steps:
+            return self.steps[step.x]
+        return self._keep(step)
 
     def _keep(self, step: Step) -> Step:
         self.steps[step.x] = step
