@@ -1,0 +1,119 @@
+"""Pull-request mode's decision logic on scripted outcomes: ABBA order, paired searches, verdicts."""
+
+import pytest
+
+from pytest_theodolite.baseline import Verdict
+from pytest_theodolite.compare import CHANGE, REF, PairedDemandSearch, abba, compare_sides
+from pytest_theodolite.metrics import Metric
+from pytest_theodolite.search import IncrementalSearch, Strategy
+from pytest_theodolite.slo import Outcome
+
+P, F, I = Outcome.PASS, Outcome.FAIL, Outcome.INVALID
+
+
+def test_abba_alternates_so_that_a_linear_drift_falls_on_both_sides_alike():
+    sequence = [side for index in range(4) for side in abba(index)]
+    assert sequence == [REF, CHANGE, CHANGE, REF, REF, CHANGE, CHANGE, REF]
+    # a host that slows down by 1 per slot: both sides collect the same total drift over every 4 slots
+    drift = {REF: 0, CHANGE: 0}
+    for slot, side in enumerate(sequence):
+        drift[side] += slot
+    assert drift[REF] == drift[CHANGE]
+
+
+def paired(strategy=Strategy.BASELINE_GUESS, lower_bound=True):
+    return PairedDemandSearch(
+        {
+            side: IncrementalSearch(Metric.DEMAND, strategy, lower_bound, (1, 2, 3, 4))
+            for side in (REF, CHANGE)
+        }
+    )
+
+
+def scripted(needed: dict[str, dict[int, int | None]], broken=()):
+    def oracle(side, load, resources):
+        if (side, load, resources) in broken:
+            return I
+        need = needed[side][load]
+        return P if need is not None and resources >= need else F
+
+    return oracle
+
+
+def test_sides_that_agree_run_the_same_pairs_in_abba_order():
+    search = paired()
+    needed = {REF: {4000: 1, 20000: 4}, CHANGE: {4000: 1, 20000: 4}}
+    steps = search.measure(4000, scripted(needed), guess=1)
+    assert {side: step.optimum for side, step in steps.items()} == {REF: 1, CHANGE: 1}
+    search.measure(20000, scripted(needed), guess=4)
+    assert search.order == [
+        (REF, 4000, 1),
+        (CHANGE, 4000, 1),
+        (CHANGE, 20000, 4),
+        (REF, 20000, 4),
+        (REF, 20000, 3),
+        (CHANGE, 20000, 3),
+    ]
+
+
+def test_a_regressed_change_keeps_probing_after_ref_is_done():
+    search = paired()
+    needed = {REF: {12000: 2}, CHANGE: {12000: 4}}
+    steps = search.measure(12000, scripted(needed), guess=2)
+    assert steps[REF].optimum == 2 and steps[CHANGE].optimum == 4
+    assert search.order == [
+        (REF, 12000, 2),
+        (CHANGE, 12000, 2),  # change fails at 2: steps up; REF passes: steps down
+        (CHANGE, 12000, 3),
+        (REF, 12000, 1),
+        (CHANGE, 12000, 4),
+    ]
+    point = compare_sides("uc1-keys", steps)
+    assert point.verdict is Verdict.REGRESSION
+    assert (point.baseline, point.measured) == (2, 4)
+
+
+@pytest.mark.parametrize(
+    ("ref", "change", "tolerance", "verdict"),
+    [
+        (2, 2, 0, Verdict.PASS),
+        (2, 1, 0, Verdict.IMPROVEMENT),
+        (2, 3, 0, Verdict.REGRESSION),
+        (2, 3, 1, Verdict.PASS),
+    ],
+)
+def test_the_change_is_judged_against_ref_with_the_tolerance(ref, change, tolerance, verdict):
+    needed = {REF: {1000: ref}, CHANGE: {1000: change}}
+    steps = paired().measure(1000, scripted(needed), guess=ref)
+    assert compare_sides("b", steps, tolerance).verdict is verdict
+
+
+def test_none_on_the_change_side_where_ref_had_a_demand_is_a_regression():
+    needed = {REF: {1000: 4}, CHANGE: {1000: None}}
+    steps = paired().measure(1000, scripted(needed), guess=4)
+    assert compare_sides("b", steps).verdict is Verdict.REGRESSION
+
+
+def test_a_side_that_could_not_be_measured_makes_the_load_neither_pass_nor_regression():
+    needed = {REF: {1000: 2}, CHANGE: {1000: 2}}
+    ref_broken = paired().measure(1000, scripted(needed, broken={(REF, 1000, 2)}), guess=2)
+    point = compare_sides("b", ref_broken)
+    assert point.verdict is Verdict.NOT_COMPARABLE and "REF could not be measured" in point.reason
+    change_broken = paired().measure(1000, scripted(needed, broken={(CHANGE, 1000, 2)}), guess=2)
+    assert compare_sides("b", change_broken).verdict is Verdict.UNMEASURED
+    assert not compare_sides("b", ref_broken).passed and not compare_sides("b", change_broken).passed
+
+
+def test_each_side_keeps_its_own_lower_bound():
+    search = paired(strategy=Strategy.LINEAR)
+    needed = {REF: {100: 1, 200: 2}, CHANGE: {100: 3, 200: 3}}
+    search.measure(100, scripted(needed))
+    search.measure(200, scripted(needed))
+    change_probes = [r for side, load, r in search.order if side == CHANGE and load == 200]
+    ref_probes = [r for side, load, r in search.order if side == REF and load == 200]
+    assert change_probes == [3] and ref_probes == [1, 2]
+
+
+def test_a_search_per_side_is_required():
+    with pytest.raises(ValueError, match="one search per side"):
+        PairedDemandSearch({REF: IncrementalSearch(Metric.DEMAND, Strategy.LINEAR, False, (1, 2))})
