@@ -576,22 +576,24 @@ class PointComparison:
             return "none (skipped)" if self.skipped else "none"
         return str(self.measured)
 
-    def describe(self, benchmark: str = "") -> str:
-        """One sentence for a test message, e.g. 'uc1 load 1000: measured 4 instances, baseline 3: regression'."""
+    def describe(self, benchmark: str = "", reference: str = "baseline") -> str:
+        """One sentence for a test message, e.g. 'uc1 load 1000: measured 4 instances, baseline 3: regression'
+        (`reference` names what it was compared with: 'REF origin/main' in pull-request mode)."""
         prefix = f"{benchmark} load {self.load}" if benchmark else f"load {self.load}"
         if self.measured is UNMEASURED:
             measured = "nothing (unmeasured)"
         else:
             measured = _instances(self.measured, explain_none=True)
         if not self.in_baseline:
-            baseline = "no baseline value"
+            baseline = f"no {reference} value"
         else:
-            baseline = f"baseline {_instances(self.baseline)}"
+            baseline = f"{reference} {_instances(self.baseline)}"
             if self.tolerance:
                 baseline += f" (tolerance +{self.tolerance})"
         why = {
             Verdict.PASS: "pass",
-            Verdict.IMPROVEMENT: "improvement: the baseline could be lowered",
+            Verdict.IMPROVEMENT: "improvement"
+            + (": the baseline could be lowered" if reference == "baseline" else ""),
             Verdict.REGRESSION: "regression",
             Verdict.UNMEASURED: "unmeasured: an invalid or errored sub-experiment left this load unjudged",
             Verdict.NEW_LOAD: "new load: record a baseline to gate it",

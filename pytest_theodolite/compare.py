@@ -18,7 +18,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from pytest_theodolite.baseline import UNMEASURED, Baseline, PointComparison, Testbed, compare_point
+from pytest_theodolite.baseline import (
+    UNMEASURED,
+    Baseline,
+    MeasuredDemand,
+    PointComparison,
+    Testbed,
+    compare_point,
+)
 from pytest_theodolite.search import MEASURED, NONE, SKIPPED, IncrementalSearch, Step, _outcome_of
 
 REF: Final = "ref"
@@ -66,30 +73,30 @@ class PairedDemandSearch:
         return {side: self.searches[side].finish(r) for side, r in running.items()}
 
 
-def _measured(step: Step) -> Any:
+def measured_demand(step: Step) -> MeasuredDemand:
+    """A finished search's demand as the comparison takes it: a number, None ("none") or UNMEASURED."""
     if step.status in (MEASURED, NONE, SKIPPED):
         return step.optimum
     return UNMEASURED
 
 
 #: both sides run on this very testbed: there is nothing to compare it with
-_SAME_TESTBED = Testbed(None, None, None, "", "", None, "")
+SAME_TESTBED = Testbed(None, None, None, "", "", None, "")
 
 
-def compare_sides(benchmark: str, steps: Mapping[str, Step], tolerance: int = 0) -> PointComparison:
-    """The change's demand at one load against REF's (REF in the `baseline` fields of the result)."""
-    ref, change = steps[REF], steps[CHANGE]
-    ref_demand = _measured(ref)
+def compare_sides(
+    benchmark: str,
+    load: int,
+    ref: MeasuredDemand,
+    change: MeasuredDemand,
+    tolerance: int = 0,
+    *,
+    skipped: bool = False,
+) -> PointComparison:
+    """The change's demand at one load against REF's (REF in the result's `baseline` fields)."""
     not_comparable = None
-    if ref_demand is UNMEASURED:
+    if ref is UNMEASURED:
         not_comparable = "REF could not be measured at this load (an invalid or errored sub-experiment)"
-        ref_demand = None
-    as_baseline = Baseline(benchmark, {ref.x: ref_demand}, {}, _SAME_TESTBED)
-    return compare_point(
-        change.x,
-        _measured(change),
-        as_baseline,
-        tolerance,
-        skipped=change.status == SKIPPED,
-        not_comparable=not_comparable,
-    )
+        ref = None
+    as_baseline = Baseline(benchmark, {load: ref}, {}, SAME_TESTBED)
+    return compare_point(load, change, as_baseline, tolerance, skipped=skipped, not_comparable=not_comparable)

@@ -9,16 +9,19 @@ without running, as in Theodolite. Nothing here imports pytest; plugin.py turns 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_theodolite.baseline import Baseline, Testbed, compare
+from pytest_theodolite.baseline import Baseline, Comparison, Testbed, compare
 from pytest_theodolite.calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
+from pytest_theodolite.compare import CHANGE, REF, SAME_TESTBED, SIDES
+from pytest_theodolite.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.metrics import DemandResult, Metric
 from pytest_theodolite.protocol import MeasurementPlan
+from pytest_theodolite.pull_request import CompareTarget, PairedExperiment, start_paired_experiment
 from pytest_theodolite.report import (
     BenchmarkReport,
     PlotDependencyMissing,
@@ -28,9 +31,10 @@ from pytest_theodolite.report import (
 )
 from pytest_theodolite.results import SubExperimentRecord
 from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
-from pytest_theodolite.search import SKIPPED, UNMEASURED, IncrementalSearch, parse_strategy
+from pytest_theodolite.search import IncrementalSearch, parse_strategy
 from pytest_theodolite.settings import TheodoliteSettings
-from pytest_theodolite.slo import LAG_TREND, Outcome, SlopeThreshold, SloSettings
+from pytest_theodolite.sides import spec_for
+from pytest_theodolite.slo import LAG_TREND, SlopeThreshold, SloSettings
 from pytest_theodolite.spark.cluster import SparkCluster
 
 #: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
@@ -199,30 +203,6 @@ def _whole_numbers(values: Any, name: str) -> tuple[int, ...]:
     return numbers
 
 
-@dataclass(frozen=True)
-class DemandPoint:
-    """demand(load) as one gate test sees it."""
-
-    load: int
-    resources: int | None  # fewest instances that met every SLO; None: none did (or not measured)
-    status: str  # MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment) or SKIPPED (lower bound)
-    sub_experiments: tuple[SubExperimentRecord, ...] = ()
-    reason: str = ""
-
-    @property
-    def lag_slopes(self) -> dict[int, float | None]:
-        return {record.resources: record.lag_trend_slope for record in self.sub_experiments}
-
-
-def baseline_guess(baseline: Baseline | None, load: int, resources: Sequence[int]) -> int | None:
-    """Where a baseline-guess search starts at `load`: the baseline's demand there, the most instances where
-    it was "none" (one failing run confirms it), None where the baseline has no such load."""
-    if baseline is None or load not in baseline.demand:
-        return None
-    demand = baseline.demand[load]
-    return max(resources) if demand is None else demand
-
-
 @dataclass
 class BenchmarkExperiment:
     """One benchmark's demand search in this session, advanced one load per gate test."""
@@ -246,27 +226,7 @@ class BenchmarkExperiment:
             return self.points[load]
         step = self.search.search(load, self._run, baseline_guess(baseline, load, self.settings.resources))
         runs = tuple(self.runner.records[(s.load, s.resources)] for s in step.sub_experiments)
-        if step.status == SKIPPED:
-            previous = self.search.previous(load)
-            point = DemandPoint(
-                load,
-                None,
-                SKIPPED,
-                reason=f"load {previous.x if previous else '?'} could not be "
-                f"handled by any of {list(step.candidates)} instances (lower-bound restriction)",
-            )
-        elif step.status == UNMEASURED:
-            broken = next(r for r in runs if r.outcome in (Outcome.INVALID, Outcome.ERRORED))
-            detail = "; ".join(v.detail for v in broken.verdicts if v.outcome is broken.outcome and v.detail)
-            point = DemandPoint(
-                load,
-                None,
-                UNMEASURED,
-                runs,
-                reason=f"{broken.outcome.value} at {broken.resources} instances: {detail}",
-            )
-        else:
-            point = DemandPoint(load, step.optimum, step.status, runs)
+        point = demand_point(step, runs, self.search.previous(load))
         self.points[load] = point
         self.runner.writer.write_demand(self.demand_result())
         return point
@@ -291,7 +251,9 @@ class TheodoliteSession:
     spark: SparkCluster
     results_dir: Path
     testbed: Mapping[str, Any]
-    experiments: dict[str, BenchmarkExperiment] = field(default_factory=dict)
+    experiments: dict[str, BenchmarkExperiment | PairedExperiment] = field(default_factory=dict)
+    #: pull-request mode (``--theodolite-compare-ref``): REF's worktree and the working tree; None: off
+    compare: CompareTarget | None = None
     #: this testbed's calibration (calibration.py), measured before the first benchmark; None: not yet
     calibration: Calibration | None = None
     #: given to every experiment (the plugin calls the pytest_theodolite_sub_experiment hook with it)
@@ -309,6 +271,12 @@ class TheodoliteSession:
         reference_cpu = REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
         return calibration_mismatch(baseline.testbed.calibration_rows_per_s, self.calibration, reference_cpu)
 
+    def close(self) -> None:
+        """Stop what the experiments keep running (pull-request mode's driver processes)."""
+        for experiment in self.experiments.values():
+            if isinstance(experiment, PairedExperiment):
+                experiment.close()
+
     def demand(self, benchmark: Benchmark, settings: ExperimentSettings) -> DemandResult:
         """Measure ``benchmark``'s whole demand function (for tests that want it in one call)."""
         experiment = self.experiment(benchmark, settings)
@@ -316,7 +284,9 @@ class TheodoliteSession:
             experiment.measure(load)
         return experiment.demand_result()
 
-    def experiment(self, benchmark: Benchmark, settings: ExperimentSettings) -> BenchmarkExperiment:
+    def experiment(
+        self, benchmark: Benchmark, settings: ExperimentSettings
+    ) -> BenchmarkExperiment | PairedExperiment:
         existing = self.experiments.get(benchmark.name)
         if existing is not None:
             if existing.settings != settings or existing.benchmark != benchmark:
@@ -331,6 +301,29 @@ class TheodoliteSession:
             "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None,
             "calibration_rows_per_s": round(calibration.rows_per_s),
         }
+        if self.compare is not None:
+            paired = start_paired_experiment(
+                benchmark,
+                settings,
+                self.compare,
+                {
+                    side: spec_for(
+                        side,
+                        self.compare.ref_root if side == REF else self.compare.change_root,
+                        benchmark,
+                        settings,
+                        self.kafka,
+                        self.spark,
+                        self.results_dir / side,
+                        experiment_id(benchmark.name),
+                        {**testbed, "revision": self.compare.commit if side == REF else "working tree"},
+                    )
+                    for side in SIDES
+                },
+                self.on_sub_experiment,
+            )
+            self.experiments[benchmark.name] = paired
+            return paired
         writer = new_writer(
             self.results_dir, experiment_id(benchmark.name), benchmark, settings, Metric.DEMAND, testbed
         )
@@ -427,6 +420,13 @@ def summarise(
     """Terminal lines and Markdown for every benchmark this process measured; plots into the results dir."""
     reports = []
     for name, experiment in sorted(session.experiments.items()):
+        if isinstance(experiment, PairedExperiment):
+            reports.append(
+                _paired_report(
+                    name, experiment, baselines.get(name), tolerances.get(name, 0), settings, session
+                )
+            )
+            continue
         measured = experiment.demand_result()
         baseline = baselines.get(name)
         measured_testbed = testbed(
@@ -456,3 +456,69 @@ def summarise(
             notes = (calibrated, *notes)
         reports.append(BenchmarkReport(name, comparison, measured, baseline, plot, notes))
     return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports)}
+
+
+def _paired_report(
+    name: str,
+    experiment: PairedExperiment,
+    baseline: Baseline | None,
+    tolerance: int,
+    settings: TheodoliteSettings,
+    session: TheodoliteSession,
+) -> BenchmarkReport:
+    """Pull-request mode: the change against REF per load, both sides' CPU per record, and the change
+    against the stored baseline where there is one."""
+    label = experiment.target.label
+    measured, ref = experiment.demand_result(CHANGE), experiment.demand_result(REF)
+    points = [experiment.points[load] for load in sorted(experiment.points)]
+    comparison = Comparison(
+        benchmark=name, points=tuple(p.comparison(name, tolerance) for p in points), tolerance=tolerance
+    )
+    against = (
+        compare(
+            measured,
+            baseline,
+            tolerance,
+            measured_testbed=None,
+            benchmark=name,
+            not_comparable=session.not_comparable(baseline),
+        )
+        if baseline is not None
+        else None
+    )
+    ref_function = Baseline(
+        name,
+        {load: value for load, value in ref.demand.items() if load not in ref.unmeasured},
+        {},
+        SAME_TESTBED,
+    )
+    notes: tuple[str, ...] = (
+        f"{label} measured beside the working tree, alternating (ABBA) at every load and instance count; "
+        f"raw results: {settings.results_dir / REF}, {settings.results_dir / CHANGE}",
+    )
+    plot = None
+    try:
+        plot = scalability_plot(
+            settings.results_dir / f"{experiment_id(name)}_demand.png",
+            name,
+            measured,
+            ref_function,
+            reference=label,
+            measured_label="change (working tree)",
+        )
+    except PlotDependencyMissing as exc:
+        notes += (str(exc),)
+    calibrated = calibration_note(session, baseline)
+    if calibrated:
+        notes = (calibrated, *notes)
+    return BenchmarkReport(
+        name,
+        comparison,
+        measured,
+        ref_function,
+        plot,
+        notes,
+        reference=label,
+        costs={p.load: p.cost_figure() for p in points},
+        baseline_comparison=against,
+    )

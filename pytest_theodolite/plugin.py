@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,11 +27,10 @@ from pytest_theodolite.baseline import (
     load_baseline,
     write_baseline,
 )
+from pytest_theodolite.compare import CHANGE, REF
+from pytest_theodolite.demand_points import DemandPoint
 from pytest_theodolite.errors import TheodoliteSetupError
 from pytest_theodolite.gates import (
-    SKIPPED,
-    UNMEASURED,
-    DemandPoint,
     GateSpec,
     GateSpecError,
     SubExperimentListener,
@@ -42,9 +42,17 @@ from pytest_theodolite.gates import (
 )
 from pytest_theodolite.isolation import MeasurementLock
 from pytest_theodolite.kafka.admin import KafkaCluster
-from pytest_theodolite.report import failure_table, junit_properties, slopes_and_outcomes
+from pytest_theodolite.pull_request import CompareTarget, PairedPoint
+from pytest_theodolite.report import (
+    failure_table,
+    junit_properties,
+    lag_slopes_text,
+    paired_junit_properties,
+    slopes_and_outcomes,
+)
 from pytest_theodolite.results import write_atomically
 from pytest_theodolite.runner import experiment_settings_dict
+from pytest_theodolite.search import SKIPPED, UNMEASURED
 from pytest_theodolite.settings import (
     GATE_OPTIONS,
     ISOLATION_MODES,
@@ -55,7 +63,15 @@ from pytest_theodolite.settings import (
     build,
 )
 from pytest_theodolite.shared import release_all
+from pytest_theodolite.sides import SideError, job_reference
 from pytest_theodolite.spark.cluster import SparkCluster
+from pytest_theodolite.worktree import (
+    CompareRefError,
+    RefWorktree,
+    files_missing_at,
+    repository_root,
+    resolve_ref,
+)
 
 SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
 STATE_KEY = pytest.StashKey["GateState"]()
@@ -371,16 +387,60 @@ def pytest_collection_modifyitems(
         ):
             item.stash[GATE_POINT_KEY] = True
             item.add_marker(pytest.mark.xdist_group("theodolite"))
-    if any(item.stash.get(GATE_POINT_KEY, False) for item in items):
+    gate_items = [item for item in items if item.stash.get(GATE_POINT_KEY, False)]
+    if gate_items:
         _testbed_extra(
             config
         )  # a broken pytest_theodolite_testbed is a usage error before anything is measured
+        if config.stash[SETTINGS_KEY].compare_ref:
+            _check_compare_ref(config, gate_items)
     if xdist.is_xdist_worker(session):
         shared_dir = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
         worker = config.workerinput["workerid"]  # type: ignore[attr-defined]
         write_atomically(
             shared_dir / GATE_POINTS_FILE.format(worker=worker),
             "".join(f"{item.nodeid}\n" for item in items if item.stash.get(GATE_POINT_KEY, False)),
+        )
+
+
+def _check_compare_ref(config: pytest.Config, gate_items: list[pytest.Item]) -> None:
+    """Pull-request mode: REF must exist and hold every gate's job module, or nothing is measured."""
+    ref = config.stash[SETTINGS_KEY].compare_ref
+    assert ref is not None
+    files: dict[Path, str] = {}
+    for item in gate_items:
+        marker = item.get_closest_marker("theodolite")
+        assert marker is not None  # a gate point
+        benchmark = marker.args[0]
+        try:
+            module, _ = job_reference(benchmark)
+        except SideError as exc:
+            raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
+        path = Path(getattr(sys.modules.get(module), "__file__", None) or "")
+        if not path.is_file():
+            raise pytest.UsageError(
+                f"pytest-theodolite: {benchmark.name}: its job module {module} has no file"
+            )
+        files[path] = f"{benchmark.name} ({module})"
+    try:
+        commit = resolve_ref(config.rootpath, ref)
+        outside = [
+            p for p in files if not p.resolve().is_relative_to(repository_root(config.rootpath).resolve())
+        ]
+        if outside:
+            raise CompareRefError(
+                "--theodolite-compare-ref compares the jobs of this repository, but "
+                + ", ".join(f"{files[p]} is imported from {p}" for p in outside)
+                + ": install the project in editable mode (pip install -e .)"
+            )
+        missing = files_missing_at(config.rootpath, commit, list(files))
+    except CompareRefError as exc:
+        raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
+    if missing:
+        raise pytest.UsageError(
+            f"pytest-theodolite: --theodolite-compare-ref {ref} ({commit[:12]}) lacks the job of "
+            + ", ".join(f"{files[p]}: {p.name}" for p in missing)
+            + ": a benchmark new in this change has nothing to be compared with; deselect it (-k) for this run"
         )
 
 
@@ -447,19 +507,32 @@ def theodolite(
     kafka_cluster: KafkaCluster,
     spark_cluster: SparkCluster,
     theodolite_settings: TheodoliteSettings,
-) -> TheodoliteSession:
-    """Runs benchmarks on this session's broker and Spark cluster: ``theodolite.demand(benchmark, settings)``."""
+) -> Iterator[TheodoliteSession]:
+    """Runs benchmarks on this session's broker and Spark cluster: ``theodolite.demand(benchmark, settings)``.
+    With ``--theodolite-compare-ref`` REF is checked out into a temporary worktree for the session, and each
+    benchmark runs on both sides (pull-request mode); worktree and driver processes go when it ends."""
     state = request.config.stash[STATE_KEY]
-    if state.session is None:
+    if state.session is not None:  # a session a conftest made
+        yield state.session
+        return
+    with ExitStack() as stack:
+        compare = None
+        if theodolite_settings.compare_ref:
+            checkout = RefWorktree(request.config.rootpath, theodolite_settings.compare_ref)
+            worktree = _start(request, lambda: stack.enter_context(checkout))
+            compare = CompareTarget.of(worktree, request.config.rootpath)
         extra = _testbed_extra(request.config)
-        state.session = TheodoliteSession(
+        session = TheodoliteSession(
             kafka_cluster,
             spark_cluster,
             theodolite_settings.results_dir,
             testbed(theodolite_settings, spark_cluster, None, extra=extra).to_dict(),
             on_sub_experiment=_sub_experiment_hook(request.config),
+            compare=compare,
         )
-    return state.session
+        stack.callback(session.close)
+        state.session = session
+        yield session
 
 
 @pytest.fixture
@@ -481,9 +554,19 @@ class TheodoliteGate:
 
     not_comparable: str | None = None  # why the baseline's testbed cannot be compared with this one
     checked: bool = False  # check() ran; if the test body did not call it, the plugin does after the body
+    #: pull-request mode: this load on both sides; the change is judged against REF, not the baseline
+    paired: PairedPoint | None = None
+    reference: str = "baseline"  # what the verdict compares with, for messages
 
     @property
     def comparison(self) -> PointComparison:
+        if self.paired is not None:
+            return self.paired.comparison(self.spec.benchmark.name, self.spec.tolerance)
+        return self.baseline_comparison
+
+    @property
+    def baseline_comparison(self) -> PointComparison:
+        """The change against the stored baseline (the verdict outside pull-request mode)."""
         measured = UNMEASURED_DEMAND if self.point.status == UNMEASURED else self.point.resources
         return compare_point(
             self.point.load,
@@ -497,20 +580,34 @@ class TheodoliteGate:
     def check(self) -> PointComparison:
         self.checked = True
         comparison = self.comparison
-        for name, value in junit_properties(self.spec.benchmark.name, comparison):
-            self.record_property(name, value)
+        name = self.spec.benchmark.name
+        properties = junit_properties(name, comparison)
+        if self.paired is not None:
+            against = self.baseline_comparison if self.baseline is not None else None
+            stored = against.baseline_text if against is not None and against.in_baseline else "missing"
+            properties = [
+                (key, stored if key.startswith("theodolite.baseline.") else value)
+                for key, value in properties
+            ]
+            properties += paired_junit_properties(
+                self.point.load, self.reference, comparison.baseline_text, self.paired.cost_figure(), against
+            )
+        for key, value in properties:
+            self.record_property(key, value)
         if comparison.verdict is Verdict.NOT_COMPARABLE:
             # neither a pass nor a regression: counted with the unmeasured loads (exit code 7)
             self.record_property("theodolite.unmeasured", self.point.load)
-            pytest.fail(comparison.describe(self.spec.benchmark.name), pytrace=False)
+            pytest.fail(comparison.describe(name, self.reference), pytrace=False)
         if comparison.verdict is Verdict.REGRESSION:
             self.record_property("theodolite.regression", self.point.load)
             slopes, outcomes = slopes_and_outcomes(self.point.sub_experiments)
-            pytest.fail(
-                f"{comparison.describe(self.spec.benchmark.name)}\n"
-                f"{failure_table(comparison, slopes, outcomes)}",
-                pytrace=False,
-            )
+            message = f"{comparison.describe(name, self.reference)}\n"
+            message += failure_table(comparison, slopes, outcomes, self.reference)
+            if self.paired is not None:
+                ref_slopes, ref_outcomes = slopes_and_outcomes(self.paired.sides[REF].sub_experiments)
+                message += f"\n{self.reference}: {lag_slopes_text(self.point.load, ref_slopes, ref_outcomes)}"
+                message += f"\nCPU per record: {self.paired.cost_figure().text}"
+            pytest.fail(message, pytrace=False)
         return comparison
 
 
@@ -537,7 +634,7 @@ def theodolite_gate(
             pytest.fail(f"pytest-theodolite: {exc}", pytrace=False)
     baseline = state.baselines[name]
     state.tolerances[name] = spec.tolerance
-    if baseline is None and not theodolite_settings.update_baselines:
+    if baseline is None and not theodolite_settings.update_baselines and not theodolite_settings.compare_ref:
         pytest.skip(
             f"no baseline for {name} at {baseline_path(theodolite_settings.baselines_dir, name)}: "
             "record one with --theodolite-update-baselines"
@@ -547,7 +644,9 @@ def theodolite_gate(
         session.on_sub_experiment = _sub_experiment_hook(request.config)
     state.session = session
     experiment = _start(request, lambda: session.experiment(spec.benchmark, spec.settings))
-    point = _start(request, lambda: experiment.measure(theodolite_load, baseline))
+    measured = _start(request, lambda: experiment.measure(theodolite_load, baseline))
+    paired = measured if isinstance(measured, PairedPoint) else None
+    point = measured.sides[CHANGE] if isinstance(measured, PairedPoint) else measured
     if point.status == UNMEASURED:
         request.node.user_properties.append(("theodolite.unmeasured", theodolite_load))
         pytest.fail(
@@ -581,6 +680,8 @@ def theodolite_gate(
         baseline,
         record_property,
         None if theodolite_settings.update_baselines else session.not_comparable(baseline),
+        paired=paired,
+        reference=session.compare.label if session.compare is not None else "baseline",
     )
 
 

@@ -39,15 +39,39 @@ class PlotDependencyMissing(ImportError):
 
 
 @dataclass(frozen=True)
+class CostFigure:
+    """Pull-request mode's continuous figure at one load: the CPU microseconds per record the instances spent
+    on each side, at its demand, and the change's relative difference where both ran the same instances."""
+
+    ref_us: float | None
+    change_us: float | None
+    relative: float | None  # 0.2: the change is 20 % dearer per record
+
+    @property
+    def text(self) -> str:
+        """'41.2 -> 62.0 us (+50%)'; 'n/a' where a side has no figure."""
+        if self.ref_us is None or self.change_us is None:
+            return "n/a"
+        relative = "" if self.relative is None else f" ({self.relative:+.0%})"
+        return f"{self.ref_us:.1f} -> {self.change_us:.1f} us{relative}"
+
+
+@dataclass(frozen=True)
 class BenchmarkReport:
     """Everything the summaries say about one benchmark of a session."""
 
     name: str
     comparison: Comparison
     measured: DemandResult
-    baseline: Baseline | None  # None: no baseline file yet
+    baseline: Baseline | None  # None: no baseline file yet (pull-request mode: REF's demand function)
     plot_path: Path | None = None
     notes: tuple[str, ...] = ()
+    #: what `comparison` compares with: "baseline", or "REF origin/main (abc1234)" in pull-request mode
+    reference: str = "baseline"
+    #: pull-request mode: the CPU per record of both sides, per load
+    costs: Mapping[int, CostFigure] | None = None
+    #: pull-request mode with a stored baseline: the change against it too
+    baseline_comparison: Comparison | None = None
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -137,9 +161,11 @@ def _loads_text(points: Sequence[PointComparison]) -> str:
     return ", ".join(str(p.load) for p in points)
 
 
-def _improvement_sentence(points: Sequence[PointComparison]) -> str:
-    changes = ", ".join(f"load {p.load} needs {p.measured_text} (baseline {p.baseline_text})" for p in points)
-    return f"improvement: {changes}; the baseline could be lowered"
+def _improvement_sentence(points: Sequence[PointComparison], reference: str = "baseline") -> str:
+    changes = ", ".join(
+        f"load {p.load} needs {p.measured_text} ({reference} {p.baseline_text})" for p in points
+    )
+    return f"improvement: {changes}" + ("; the baseline could be lowered" if reference == "baseline" else "")
 
 
 def _commentary(report: BenchmarkReport) -> list[str]:
@@ -162,7 +188,11 @@ def _commentary(report: BenchmarkReport) -> list[str]:
             f"{comparison.not_comparable[0].reason}"
         )
     if comparison.improvements:
-        sentences.append(_improvement_sentence(comparison.improvements))
+        sentences.append(_improvement_sentence(comparison.improvements, report.reference))
+    if report.baseline_comparison is not None:
+        against = report.baseline_comparison
+        verdicts = ", ".join(f"{p.load} {p.verdict.label}" for p in against.points) or "no load"
+        sentences.append(f"against the stored baseline: {benchmark_status(against)} ({verdicts})")
     if comparison.testbed_differs:
         sentences.append(f"testbed: {comparison.testbed_sentence}")
     if comparison.not_run:
@@ -197,6 +227,7 @@ def failure_table(
     comparison: Comparison | PointComparison,
     slopes: Mapping[Point, float | None],
     outcomes: Mapping[Point, Outcome] | None = None,
+    reference: str = "baseline",
 ) -> str:
     """A fixed-width table for a failing gate's message: load | baseline | measured | lag slopes.
 
@@ -206,8 +237,22 @@ def failure_table(
         (str(p.load), p.baseline_text, p.measured_text, lag_slopes_text(p.load, slopes, outcomes))
         for p in _points(comparison)
     ]
-    headers = ("load", "baseline", "measured", "lag slopes")
+    headers = ("load", reference, "measured", "lag slopes")
     return "\n".join(_fixed_width_table(headers, rows, right=(True, True, True, False)))
+
+
+def _table(report: BenchmarkReport) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """Headers and rows of a benchmark's table: load | baseline (or REF) | measured | verdict [| CPU/record]."""
+    paired = report.costs is not None
+    headers: tuple[str, ...] = ("load", report.reference, "change" if paired else "measured", "verdict")
+    rows: list[tuple[str, ...]] = [
+        (str(p.load), p.baseline_text, p.measured_text, p.verdict.label) for p in report.comparison.points
+    ]
+    if report.costs is not None:
+        costs = report.costs
+        headers += ("CPU per record",)
+        rows = [(*row, costs[int(row[0])].text if int(row[0]) in costs else "n/a") for row in rows]
+    return headers, rows
 
 
 def terminal_summary(benchmarks: Sequence[BenchmarkReport]) -> list[str]:
@@ -217,13 +262,9 @@ def terminal_summary(benchmarks: Sequence[BenchmarkReport]) -> list[str]:
         if lines:
             lines.append("")
         lines.append(_headline(report))
-        rows = [
-            (str(p.load), p.baseline_text, p.measured_text, p.verdict.label) for p in report.comparison.points
-        ]
+        headers, rows = _table(report)
         if rows:
-            table = _fixed_width_table(
-                ("load", "baseline", "measured", "verdict"), rows, right=(True, True, True, False)
-            )
+            table = _fixed_width_table(headers, rows, right=(True, True, True, False, False)[: len(headers)])
             lines.extend(f"  {line}" for line in table)
         else:
             lines.append("  no load was measured")
@@ -242,13 +283,13 @@ def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
         parts += ["No benchmark ran.", ""]
     for report in benchmarks:
         parts += [f"### `{report.name}`: {benchmark_status(report.comparison)}", ""]
-        if report.comparison.points:
-            parts += ["| load | baseline | measured | status |", "| ---: | ---: | ---: | :--- |"]
+        headers, rows = _table(report)
+        if rows:
             parts += [
-                f"| {p.load} | {_markdown_cell(p.baseline_text)} | {_markdown_cell(p.measured_text)}"
-                f" | {p.verdict.label} |"
-                for p in report.comparison.points
+                "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",
+                "| ---: | ---: | ---: | :--- |" + (" :--- |" if len(headers) > 4 else ""),
             ]
+            parts += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in rows]
         else:
             parts.append("No load was measured.")
         parts.append("")
@@ -258,6 +299,23 @@ def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
         if commentary:
             parts += [f"- {_markdown_cell(sentence)}" for sentence in commentary] + [""]
     return "\n".join(parts)
+
+
+def paired_junit_properties(
+    load: int, reference: str, ref_text: str, cost: CostFigure, against_baseline: PointComparison | None
+) -> list[tuple[str, str]]:
+    """Pull-request mode's extra properties at one load: REF's demand (theodolite.demand.<load> is the
+    change's), both sides' CPU microseconds per record and their relative difference, and the verdict
+    against the stored baseline where there is one."""
+    properties = [("theodolite.compare_ref", reference), (f"theodolite.ref.{load}", ref_text)]
+    for side, value in (("ref", cost.ref_us), ("change", cost.change_us)):
+        if value is not None:
+            properties.append((f"theodolite.cpu_us_per_record.{side}.{load}", f"{value:.3f}"))
+    if cost.relative is not None:
+        properties.append((f"theodolite.cpu_change.{load}", f"{cost.relative:+.3f}"))
+    if against_baseline is not None:
+        properties.append((f"theodolite.baseline_verdict.{load}", against_baseline.verdict.value))
+    return properties
 
 
 def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -> list[tuple[str, str]]:
@@ -295,9 +353,12 @@ def scalability_plot(
     benchmark_name: str,
     measured: DemandResult,
     baseline: Baseline | None,
+    reference: str = "baseline",
+    measured_label: str = "measured",
 ) -> Path:
-    """A PNG of measured (and baseline) demand over load; "none" is drawn on a top row labelled "none",
-    unmeasured loads as crosses on the load axis. Written atomically; returns the path."""
+    """A PNG of measured (and baseline, or REF's in pull-request mode) demand over load; "none" is drawn on a
+    top row labelled "none", unmeasured loads as crosses on the load axis. Written atomically; returns the
+    path."""
     try:
         # Figure + Agg canvas directly: no pyplot, so no global figure state and no GUI backend is touched.
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -335,12 +396,12 @@ def scalability_plot(
 
     if baseline is not None:
         draw(
-            baseline_demand, {"color": "tab:gray", "linestyle": "--", "marker": "s", "alpha": 0.8}, "baseline"
+            baseline_demand, {"color": "tab:gray", "linestyle": "--", "marker": "s", "alpha": 0.8}, reference
         )
     draw(
         {load: value for load, value in measured.demand.items() if load not in measured.unmeasured},
         {"color": "tab:blue", "linestyle": "-", "marker": "o", "linewidth": 2},
-        "measured",
+        measured_label,
     )
     if measured.unmeasured:
         axes.plot(

@@ -142,6 +142,17 @@ class SubExperimentRecord:
         """The deciding lag slope (median over repetitions), None if it could not be computed."""
         return next((v.value for v in self.verdicts if v.name == LAG_TREND), None)
 
+    @property
+    def cpu_us_per_record(self) -> float | None:
+        """CPU microseconds the instances spent per offered record while measuring (mean over the
+        repetitions that recorded it); None where the instances' CPU could not be read."""
+        costs = [
+            r.counters["instance_cpu_ms"] * 1000 / r.counters["records_measured"]
+            for r in self.repetitions
+            if r.counters.get("records_measured") and "instance_cpu_ms" in r.counters
+        ]
+        return sum(costs) / len(costs) if costs else None
+
     def as_sub_experiment(self) -> SubExperiment:
         return SubExperiment(self.load, self.resources, self.outcome)
 

@@ -143,6 +143,19 @@ class _Sampled:
     ids_t: list[float] = field(default_factory=list)
     ids: list[float] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
+    #: (instance CPU seconds, input records so far) when the measurement started, and at its last sample
+    cost_from: tuple[float, int] | None = None
+    cost_to: tuple[float, int] | None = None
+
+    def cost_counters(self) -> dict[str, int]:
+        """What the instances spent on the records offered while measuring (pull-request mode's continuous
+        figure): ``instance_cpu_ms`` over ``records_measured``; empty where the CPU could not be read."""
+        if self.cost_from is None or self.cost_to is None or self.cost_to[1] <= self.cost_from[1]:
+            return {}
+        return {
+            "instance_cpu_ms": round((self.cost_to[0] - self.cost_from[0]) * 1000),
+            "records_measured": self.cost_to[1] - self.cost_from[1],
+        }
 
     def add(self, sample: monitor.LagSample) -> None:
         self.lag_t.append(sample.timestamp_s)
@@ -313,6 +326,7 @@ class ExperimentRunner:
         timings = PhaseTimings(**phases)
         self.timings[(load, resources, repetition)] = timings
         counters.update(timings.as_counters())
+        counters.update(sampled.cost_counters())
 
         generator_series = None
         if generator is not None:
@@ -389,6 +403,16 @@ class ExperimentRunner:
                 if not limited and phase is not Phase.PRIMING:
                     self.spark.limit_instances(self.settings.instance_cpu)
                     limited = True
+                if phase is not Phase.PRIMING and phase is not Phase.SETTLING:
+                    cpu = self.spark.instance_cpu_seconds()
+                    if cpu is not None:
+                        mark = (cpu, sample.end_offset)
+                        # the records the generator wrote to the input topic: smooth, unlike the processed
+                        # offsets, which move by whole micro-batches
+                        if sampled.cost_from is None:
+                            sampled.cost_from = mark
+                        else:
+                            sampled.cost_to = mark
                 if phase is Phase.DONE:
                     break
                 if time.monotonic() > deadline:

@@ -39,6 +39,8 @@ class TheodoliteSettings:
     update_baselines: bool = False
     #: under pytest-xdist: "exclusive" = other tests wait while a gate point measures; "none" = they run beside it
     isolation: str = "exclusive"
+    #: pull-request mode: the git revision the working tree is compared with; None: off
+    compare_ref: str | None = None
     #: gate settings given on the command line or in the ini file; they override a marker's values
     gate_overrides: Mapping[str, str] = field(default_factory=dict)
     #: benchmark name -> job options that override the benchmark's own (--theodolite-job-option)
@@ -106,6 +108,13 @@ OPTIONS: list[tuple[str, str, str, str]] = [
         "under pytest-xdist: exclusive (other tests "
         "wait while a gate point measures, so they cannot take the CPU its instances are measured on) or none "
         "(they run beside it: faster, noisier verdicts)",
+    ),
+    (
+        "--theodolite-compare-ref",
+        "theodolite_compare_ref",
+        "",
+        "pull-request mode: also measure the jobs as they are at this git revision (e.g. origin/main), side "
+        "by side with the working tree, and judge the change against it",
     ),
 ]
 
@@ -242,6 +251,12 @@ def build(
             f"--theodolite-isolation / {ini_name('--theodolite-isolation')} = {isolation!r} is not "
             f"an isolation mode; choose one of {', '.join(ISOLATION_MODES)}"
         )
+    compare_ref = text("--theodolite-compare-ref") or None
+    if compare_ref and update_baselines:
+        raise SettingsError(
+            "--theodolite-update-baselines records the working tree's demand as the baseline, "
+            "--theodolite-compare-ref compares it with another revision: use one at a time"
+        )
     return TheodoliteSettings(
         kafka_provider=provider,
         kafka_bootstrap=bootstrap or None,
@@ -260,6 +275,7 @@ def build(
         baselines_dir=rootdir / Path(text("--theodolite-baselines")).expanduser(),
         update_baselines=update_baselines,
         isolation=isolation,
+        compare_ref=compare_ref,
         gate_overrides={
             k: v
             for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()

@@ -101,3 +101,14 @@ class RefWorktree:
             shutil.rmtree(self._parent, ignore_errors=True)
             self._parent = None
             _git(self.repo, "worktree", "prune")  # the entry of a directory removed without git
+
+
+def files_missing_at(repo: Path, commit: str, paths: list[Path]) -> list[Path]:
+    """Which of `paths` (inside `repo`'s working tree) the commit does not have."""
+    root = repository_root(repo).resolve()
+    missing = []
+    for path in paths:
+        relative = path.resolve().relative_to(root).as_posix()
+        if _git(root, "cat-file", "-e", f"{commit}:{relative}").returncode != 0:
+            missing.append(path)
+    return missing

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from generator import Workload
 from pytest_theodolite.calibration import Calibration
+from pytest_theodolite.compare import CHANGE, REF
 from pytest_theodolite.gates import BenchmarkExperiment, TheodoliteSession
 from pytest_theodolite.metrics import Metric
+from pytest_theodolite.pull_request import CompareTarget, PairedExperiment
 from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.runner import Benchmark, new_writer
 from pytest_theodolite.slo import GENERATOR_RATE, LAG_TREND, Outcome, SloVerdict
@@ -47,26 +49,53 @@ class ScriptedRunner:
         time.sleep(float(os.environ.get("SCRIPTED_SECONDS", "0")))
         if os.environ.get("SCRIPTED_LOG"):
             log_interval(os.environ["SCRIPTED_LOG"], "sub-experiment", start, time.time())
-        if load in self.invalid_loads:
-            verdicts = (
-                SloVerdict(
-                    GENERATOR_RATE,
-                    Outcome.INVALID,
-                    load * 0.5,
-                    load * 0.98,
-                    "the generator reached 50 % of the target rate",
-                ),
-            )
-        else:
-            slope = load - self.capacity_per_instance * resources
-            outcome = Outcome.PASS if slope <= 0 else Outcome.FAIL
-            verdicts = (SloVerdict(LAG_TREND, outcome, float(slope), 100.0),)
-        record = SubExperimentRecord.from_repetitions(
-            load, resources, float(load), [RepetitionRecord(0, verdicts)]
-        )
+        record = scripted_record(load, resources, self.capacity_per_instance, self.invalid_loads)
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
         return record
+
+
+def scripted_record(
+    load: int, resources: int, capacity_per_instance: int, invalid_loads: frozenset[int]
+) -> SubExperimentRecord:
+    if load in invalid_loads:
+        verdicts = (
+            SloVerdict(
+                GENERATOR_RATE,
+                Outcome.INVALID,
+                load * 0.5,
+                load * 0.98,
+                "the generator reached 50 % of the target rate",
+            ),
+        )
+    else:
+        slope = load - capacity_per_instance * resources
+        outcome = Outcome.PASS if slope <= 0 else Outcome.FAIL
+        verdicts = (SloVerdict(LAG_TREND, outcome, float(slope), 100.0),)
+    # a CPU cost per record that grows as the capacity per instance shrinks (pull-request mode's figure)
+    counters = {"instance_cpu_ms": round(1e6 / capacity_per_instance), "records_measured": 1000}
+    return SubExperimentRecord.from_repetitions(
+        load, resources, float(load), [RepetitionRecord(0, verdicts, counters)]
+    )
+
+
+@dataclass
+class ScriptedSide:
+    """One side of pull-request mode (sides.SideProcess) by the same rule; ``SCRIPTED_REF_CAPACITY`` and
+    ``SCRIPTED_REF_INVALID`` script REF, the usual variables the working tree."""
+
+    capacity_per_instance: int
+    invalid_loads: frozenset[int]
+
+    def run(self, load: int, resources: int, workload: Workload):
+        return scripted_record(load, resources, self.capacity_per_instance, self.invalid_loads), {}
+
+    def close(self) -> None:
+        pass
+
+
+def _loads(variable: str) -> frozenset[int]:
+    return frozenset(int(x) for x in os.environ.get(variable, "").split(",") if x)
 
 
 @dataclass
@@ -77,18 +106,32 @@ class FakeSpark:
 class ScriptedSession(TheodoliteSession):
     """``SCRIPTED_CALIBRATION`` (rows/s) stands in for the testbed calibration of a real session."""
 
-    def __init__(self, results_dir: Path) -> None:
+    def __init__(self, results_dir: Path, compare_ref: str | None = None) -> None:
         super().__init__(kafka=None, spark=FakeSpark(), results_dir=results_dir, testbed={})
+        if compare_ref:  # pull-request mode without a worktree: the scripted sides import nothing
+            self.compare = CompareTarget(compare_ref, "0123456789abcdef" * 2 + "01234567", Path(), Path())
         if os.environ.get("SCRIPTED_CALIBRATION"):
             self.calibration = Calibration(float(os.environ["SCRIPTED_CALIBRATION"]), 0.05, 0.25)
 
     def experiment(self, benchmark, settings):
+        if benchmark.name not in self.experiments and self.compare is not None:
+            sides = {
+                REF: ScriptedSide(
+                    int(os.environ.get("SCRIPTED_REF_CAPACITY", "1000")), _loads("SCRIPTED_REF_INVALID")
+                ),
+                CHANGE: ScriptedSide(
+                    int(os.environ.get("SCRIPTED_CAPACITY", "1000")), _loads("SCRIPTED_INVALID")
+                ),
+            }
+            self.experiments[benchmark.name] = PairedExperiment(
+                benchmark, settings, self.compare, sides, self.on_sub_experiment
+            )
         if benchmark.name not in self.experiments:
             writer = new_writer(self.results_dir, benchmark.name, benchmark, settings, Metric.DEMAND, {})
             runner = ScriptedRunner(
                 writer,
                 int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
-                frozenset(int(x) for x in os.environ.get("SCRIPTED_INVALID", "").split(",") if x),
+                _loads("SCRIPTED_INVALID"),
             )
             self.experiments[benchmark.name] = BenchmarkExperiment(
                 benchmark, settings, runner, self.on_sub_experiment

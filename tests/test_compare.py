@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_theodolite.baseline import Verdict
-from pytest_theodolite.compare import CHANGE, REF, PairedDemandSearch, abba, compare_sides
+from pytest_theodolite.compare import CHANGE, REF, PairedDemandSearch, abba, compare_sides, measured_demand
 from pytest_theodolite.metrics import Metric
 from pytest_theodolite.search import IncrementalSearch, Strategy
 from pytest_theodolite.slo import Outcome
@@ -40,6 +40,12 @@ def scripted(needed: dict[str, dict[int, int | None]], broken=()):
     return oracle
 
 
+def judged(steps, tolerance=0):
+    return compare_sides(
+        "b", steps[CHANGE].x, measured_demand(steps[REF]), measured_demand(steps[CHANGE]), tolerance
+    )
+
+
 def test_sides_that_agree_run_the_same_pairs_in_abba_order():
     search = paired()
     needed = {REF: {4000: 1, 20000: 4}, CHANGE: {4000: 1, 20000: 4}}
@@ -68,7 +74,7 @@ def test_a_regressed_change_keeps_probing_after_ref_is_done():
         (REF, 12000, 1),
         (CHANGE, 12000, 4),
     ]
-    point = compare_sides("uc1-keys", steps)
+    point = judged(steps)
     assert point.verdict is Verdict.REGRESSION
     assert (point.baseline, point.measured) == (2, 4)
 
@@ -85,23 +91,23 @@ def test_a_regressed_change_keeps_probing_after_ref_is_done():
 def test_the_change_is_judged_against_ref_with_the_tolerance(ref, change, tolerance, verdict):
     needed = {REF: {1000: ref}, CHANGE: {1000: change}}
     steps = paired().measure(1000, scripted(needed), guess=ref)
-    assert compare_sides("b", steps, tolerance).verdict is verdict
+    assert judged(steps, tolerance).verdict is verdict
 
 
 def test_none_on_the_change_side_where_ref_had_a_demand_is_a_regression():
     needed = {REF: {1000: 4}, CHANGE: {1000: None}}
     steps = paired().measure(1000, scripted(needed), guess=4)
-    assert compare_sides("b", steps).verdict is Verdict.REGRESSION
+    assert judged(steps).verdict is Verdict.REGRESSION
 
 
 def test_a_side_that_could_not_be_measured_makes_the_load_neither_pass_nor_regression():
     needed = {REF: {1000: 2}, CHANGE: {1000: 2}}
     ref_broken = paired().measure(1000, scripted(needed, broken={(REF, 1000, 2)}), guess=2)
-    point = compare_sides("b", ref_broken)
+    point = judged(ref_broken)
     assert point.verdict is Verdict.NOT_COMPARABLE and "REF could not be measured" in point.reason
     change_broken = paired().measure(1000, scripted(needed, broken={(CHANGE, 1000, 2)}), guess=2)
-    assert compare_sides("b", change_broken).verdict is Verdict.UNMEASURED
-    assert not compare_sides("b", ref_broken).passed and not compare_sides("b", change_broken).passed
+    assert judged(change_broken).verdict is Verdict.UNMEASURED
+    assert not judged(ref_broken).passed and not judged(change_broken).passed
 
 
 def test_each_side_keeps_its_own_lower_bound():

@@ -83,6 +83,33 @@ class CpuLimitedGroup:
         else:
             self.quota_file.write_text(f"{'max' if quota is None else quota} {PERIOD_US}")
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time used so far by the processes in the group (their user + system time); None if unreadable.
+
+        cgroup v2 counts it itself (``cpu.stat``); a v1 ``cpu`` hierarchy without ``cpuacct`` does not, so
+        the times of the processes now in the group are summed (an instance's worker and executor JVMs live
+        as long as the cluster, so none of their time is lost with an exited process)."""
+        try:
+            if self.version == 2:
+                for line in (self.path / "cpu.stat").read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "usage_usec":
+                        return int(value) / 1e6
+                return None
+            pids = (self.path / "cgroup.procs").read_text().split()
+        except OSError:
+            return None
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in pids:
+            try:
+                # fields after the parenthesised command: state is field 3, utime 14 and stime 15
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # exited since cgroup.procs was read
+            total += int(fields[11]) + int(fields[12])
+        return total / ticks
+
     def join_current_process(self) -> None:
         """Move the calling process into the group (used between fork and exec)."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))

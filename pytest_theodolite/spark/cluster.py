@@ -236,9 +236,18 @@ class SparkCluster:
         return bool(self.instance_groups)
 
     def set_instance_cpu(self, cpus: float | None) -> None:
+        # written every time, not only when this object last set another value: pull-request mode's two
+        # driver processes each hold a copy of the cluster and take turns with the same groups
         for group in self.instance_groups:
-            if group.cpus != cpus:
-                group.set_cpus(cpus)
+            group.set_cpus(cpus)
+
+    def instance_cpu_seconds(self) -> float | None:
+        """CPU seconds the instances (their cgroups) used so far; None where the cluster has no groups to read
+        (a remote master) or one cannot be read."""
+        if not self.instance_groups:
+            return None
+        used = [group.cpu_seconds() for group in self.instance_groups]
+        return None if any(u is None for u in used) else sum(u for u in used if u is not None)
 
     def limit_instances(self, instance_cpu: float | str | None = "default") -> None:
         """Apply the instances' CPU limit inside a running session (one started with ``instance_cpu=None``,

@@ -1,0 +1,185 @@
+"""Pull-request mode in a session: each benchmark measured at REF and in the working tree, side by side.
+
+`PairedExperiment` is what `TheodoliteSession.experiment` gives when ``--theodolite-compare-ref`` is set: the
+same interface as a single-revision experiment for the gate (``measure(load, baseline)`` returns the change's
+demand point), with REF's point and the comparison beside it. Both sides run in their own driver process
+(sides.py); their searches advance together in ABBA order (compare.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_theodolite.baseline import UNMEASURED, Baseline, MeasuredDemand, PointComparison
+from pytest_theodolite.compare import CHANGE, REF, SIDES, PairedDemandSearch, compare_sides
+from pytest_theodolite.demand_points import DemandPoint, baseline_guess, demand_point
+from pytest_theodolite.metrics import DemandResult, Metric
+from pytest_theodolite.report import CostFigure
+from pytest_theodolite.results import SubExperimentRecord
+from pytest_theodolite.runner import Benchmark, ExperimentSettings, PhaseTimings
+from pytest_theodolite.search import SKIPPED, IncrementalSearch
+from pytest_theodolite.search import UNMEASURED as UNMEASURED_STATUS
+from pytest_theodolite.sides import SideProcess, SideSpec
+from pytest_theodolite.worktree import RefWorktree
+
+SubExperimentListener = Callable[[str, Any, Any], None]
+
+
+@dataclass(frozen=True)
+class CompareTarget:
+    """What the change is compared with: REF's name, its commit and the two trees the jobs come from."""
+
+    ref: str
+    commit: str
+    ref_root: Path  # REF's temporary worktree
+    change_root: Path  # the working tree (pytest's rootdir)
+
+    @property
+    def label(self) -> str:
+        """'REF origin/main (3f893a9)' for headers."""
+        return f"REF {self.ref}" + ("" if self.ref.startswith(self.commit[:7]) else f" ({self.commit[:7]})")
+
+    @classmethod
+    def of(cls, worktree: RefWorktree, change_root: Path) -> CompareTarget:
+        assert worktree.path is not None  # entered
+        return cls(worktree.ref, worktree.commit, worktree.path, change_root)
+
+
+@dataclass(frozen=True)
+class SideCost:
+    """The continuous figure of one side at one load: CPU microseconds per record at its demand."""
+
+    cpu_us_per_record: float | None
+    resources: int | None
+
+
+def cost_at(point_records: tuple[SubExperimentRecord, ...], demand: Any) -> SideCost:
+    """The CPU per record of the passing sub-experiment at the demand (None where there is none)."""
+    if not isinstance(demand, int):
+        return SideCost(None, None)
+    record = next((r for r in point_records if r.resources == demand), None)
+    return SideCost(None if record is None else record.cpu_us_per_record, demand)
+
+
+def cost_change(ref: SideCost, change: SideCost) -> float | None:
+    """The change's CPU per record relative to REF's (0.2 = 20 % dearer), where both ran the same instances."""
+    if (
+        ref.cpu_us_per_record is None
+        or change.cpu_us_per_record is None
+        or ref.resources != change.resources
+        or ref.cpu_us_per_record <= 0
+    ):
+        return None
+    return change.cpu_us_per_record / ref.cpu_us_per_record - 1
+
+
+@dataclass(frozen=True)
+class PairedPoint:
+    """One load measured on both sides: each side's demand point."""
+
+    load: int
+    sides: Mapping[str, DemandPoint]
+
+    def demand(self, side: str) -> MeasuredDemand:
+        point = self.sides[side]
+        return UNMEASURED if point.status == UNMEASURED_STATUS else point.resources
+
+    def comparison(self, benchmark: str, tolerance: int) -> PointComparison:
+        return compare_sides(
+            benchmark,
+            self.load,
+            self.demand(REF),
+            self.demand(CHANGE),
+            tolerance,
+            skipped=self.sides[CHANGE].status == SKIPPED,
+        )
+
+    def cost(self, side: str) -> SideCost:
+        return cost_at(self.sides[side].sub_experiments, self.demand(side))
+
+    def cost_figure(self) -> CostFigure:
+        ref, change = self.cost(REF), self.cost(CHANGE)
+        return CostFigure(ref.cpu_us_per_record, change.cpu_us_per_record, cost_change(ref, change))
+
+
+@dataclass
+class PairedExperiment:
+    """One benchmark at REF and in the working tree, advanced one load per gate test."""
+
+    benchmark: Benchmark
+    settings: ExperimentSettings
+    target: CompareTarget
+    sides: Mapping[str, SideProcess]
+    on_sub_experiment: SubExperimentListener | None = None
+    search: PairedDemandSearch = field(init=False)
+    points: dict[int, PairedPoint] = field(default_factory=dict)
+    records: dict[tuple[str, int, int], SubExperimentRecord] = field(default_factory=dict)
+    timings: dict[str, dict[Any, PhaseTimings]] = field(default_factory=lambda: {side: {} for side in SIDES})
+
+    def __post_init__(self) -> None:
+        self.search = PairedDemandSearch(
+            {
+                side: IncrementalSearch(
+                    Metric.DEMAND, self.settings.strategy, self.settings.lower_bound, self.settings.resources
+                )
+                for side in SIDES
+            }
+        )
+
+    def _run(self, side: str, load: int, resources: int) -> SubExperimentRecord:
+        record, timings = self.sides[side].run(load, resources, self.benchmark.workload(load))
+        self.records[(side, load, resources)] = record
+        self.timings[side].update(timings)
+        if self.on_sub_experiment is not None:
+            label = f"{self.benchmark.name} [{'change' if side == CHANGE else self.target.label}]"
+            self.on_sub_experiment(label, record, self.timings[side])
+        return record
+
+    def measure(self, load: int, baseline: Baseline | None = None) -> PairedPoint:
+        """Both sides' demand at `load`; a baseline-guess search starts both at the baseline's demand."""
+        if load in self.points:
+            return self.points[load]
+        steps = self.search.measure(load, self._run, baseline_guess(baseline, load, self.settings.resources))
+        sides = {
+            side: demand_point(
+                step,
+                tuple(self.records[(side, s.load, s.resources)] for s in step.sub_experiments),
+                self.search.searches[side].previous(load),
+            )
+            for side, step in steps.items()
+        }
+        paired = PairedPoint(load, sides)
+        self.points[load] = paired
+        return paired
+
+    def demand_result(self, side: str = CHANGE) -> DemandResult:
+        result = self.search.searches[side].result(self.settings.loads)
+        assert isinstance(result, DemandResult)
+        return result
+
+    def close(self) -> None:
+        for process in self.sides.values():
+            process.close()
+
+
+def start_paired_experiment(
+    benchmark: Benchmark,
+    settings: ExperimentSettings,
+    target: CompareTarget,
+    specs: Mapping[str, SideSpec],
+    on_sub_experiment: SubExperimentListener | None,
+) -> PairedExperiment:
+    """Start both sides' driver processes (each imports its own job: a REF without it fails here, before
+    anything of this benchmark is measured)."""
+    started: dict[str, SideProcess] = {}
+    try:
+        for side in SIDES:
+            started[side] = SideProcess(specs[side]).__enter__()
+    except BaseException:
+        for process in started.values():
+            process.close()
+        raise
+    return PairedExperiment(benchmark, settings, target, started, on_sub_experiment)

@@ -1,0 +1,278 @@
+"""One version of a job, driven from its own Python process: the two sides of pull-request mode.
+
+Two versions of ``spark_jobs`` cannot live in one Python process (one ``sys.modules``), and a PySpark driver
+is one per process anyway. So each side -- REF's worktree and the working tree -- gets a driver process of
+its own (``multiprocessing`` spawn: a fresh interpreter). It imports the measuring code (pytest_theodolite,
+the load generator) as the parent has it, so both sides are measured by the very same code, and then the job
+module from its own tree, which goes first on ``sys.path``; it checks the job really came from that tree.
+Its executors get the tree as their ``PYTHONPATH`` too (for jobs with Python UDFs). Both sides use the
+session's broker and Spark cluster, one sub-experiment at a time, each in its own Spark application.
+
+The parent sends a (load, resources, workload) and gets the sub-experiment's record back; the side writes
+its raw series into its own results directory (``<results>/<side>/``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from generator import Workload
+from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.metrics import Metric
+from pytest_theodolite.results import SubExperimentRecord
+from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, PhaseTimings, new_writer
+from pytest_theodolite.spark.cluster import SparkCluster
+
+#: how long a side may take to start (interpreter, imports) before it counts as broken
+START_TIMEOUT_S = 120.0
+
+
+class SideError(TheodoliteSetupError):
+    """A side's driver process could not start its job, or died."""
+
+
+def job_reference(benchmark: Benchmark) -> tuple[str, str]:
+    """(module, qualified name) of the benchmark's job function: what a side imports from its own tree."""
+    job = benchmark.start_query
+    module, name = getattr(job, "__module__", None), getattr(job, "__qualname__", None)
+    if not module or not name or "<" in name or module == "__main__":
+        raise SideError(
+            f"benchmark {benchmark.name}: pull-request mode imports the job from each revision by name, but "
+            f"{job!r} has none (a lambda, a nested or a __main__ function): give the Benchmark a module-level "
+            "function of an importable module"
+        )
+    return module, name
+
+
+def job_file(root: Path, module: str) -> Path | None:
+    """Where `module` lives under `root` (``a/b.py`` or ``a/b/__init__.py``), or None."""
+    relative = Path(*module.split("."))
+    for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class SideSpec:
+    """Everything a side's process needs, as plain picklable data."""
+
+    side: str
+    job_root: Path  # the tree the job module is imported from
+    job_module: str
+    job_name: str
+    benchmark: Benchmark  # start_query and workload are replaced on the far side
+    settings: ExperimentSettings
+    kafka: Mapping[str, Any]  # KafkaCluster's fields
+    spark: SparkCluster
+    results_dir: Path
+    experiment_id: str
+    testbed: Mapping[str, Any]
+    generator_client_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _no_workload(load: int) -> Workload:
+    raise RuntimeError("a side is sent each workload by its parent")
+
+
+def _placeholder_job(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("a side imports its own job")
+
+
+def spec_for(
+    side: str,
+    job_root: Path,
+    benchmark: Benchmark,
+    settings: ExperimentSettings,
+    kafka: KafkaCluster,
+    spark: SparkCluster,
+    results_dir: Path,
+    experiment_id: str,
+    testbed: Mapping[str, Any],
+) -> SideSpec:
+    module, name = job_reference(benchmark)
+    return SideSpec(
+        side=side,
+        job_root=job_root,
+        job_module=module,
+        job_name=name,
+        benchmark=replace(benchmark, start_query=_placeholder_job, workload=_no_workload),
+        settings=settings,
+        kafka={
+            "bootstrap_servers": kafka.bootstrap_servers,
+            "provider": kafka.provider,
+            "properties": dict(kafka.properties),
+            "request_timeout_s": kafka.request_timeout_s,
+        },
+        spark=spark,
+        results_dir=results_dir,
+        experiment_id=experiment_id,
+        testbed=dict(testbed),
+        generator_client_config=dict(kafka.properties),
+    )
+
+
+def _import_job(spec: SideSpec) -> Any:
+    """The job function from the side's own tree; raises SideError when it is not there."""
+    root = str(spec.job_root)
+    sys.path.insert(0, root)
+    top = spec.job_module.split(".")[0]
+    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+        del sys.modules[name]  # imported from elsewhere before the path was set: import it again
+    try:
+        module = importlib.import_module(spec.job_module)
+    except Exception as exc:
+        raise SideError(
+            f"{spec.side}: the job module {spec.job_module} cannot be imported from {root}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    origin = Path(getattr(module, "__file__", "") or "").resolve()
+    if not origin.is_relative_to(Path(root).resolve()):
+        raise SideError(
+            f"{spec.side}: {spec.job_module} was imported from {origin}, not from {root}: the two versions "
+            "would mix (is the job installed into site-packages rather than in editable mode?)"
+        )
+    job: Any = module
+    for part in spec.job_name.split("."):
+        job = getattr(job, part, None)
+        if job is None:
+            raise SideError(f"{spec.side}: {spec.job_module} at {root} has no {spec.job_name}")
+    return job
+
+
+def _fixed_workload(workload: Workload) -> Callable[[int], Workload]:
+    return lambda _load: workload
+
+
+def serve(connection: Connection, spec: SideSpec) -> None:
+    """The side's process: import the job, then run sub-experiments as the parent asks until told to stop."""
+    from pytest_theodolite.process import _die_with_parent
+
+    _die_with_parent()  # a parent killed without cleanup takes this driver (and its JVM) with it
+    try:
+        job = _import_job(spec)
+        kafka = KafkaCluster(**spec.kafka)
+        conf = {**spec.settings.spark_conf, "spark.executorEnv.PYTHONPATH": str(spec.job_root)}
+        settings = replace(spec.settings, spark_conf=conf)
+        benchmark = replace(spec.benchmark, start_query=job)
+        writer = new_writer(
+            spec.results_dir, spec.experiment_id, benchmark, settings, Metric.DEMAND, spec.testbed
+        )
+        runner = ExperimentRunner(
+            benchmark,
+            settings,
+            kafka,
+            spec.spark,
+            writer,
+            generator_client_config=dict(spec.generator_client_config),
+        )
+    except BaseException as exc:
+        connection.send(("error", str(exc) if isinstance(exc, SideError) else traceback.format_exc()))
+        return
+    connection.send(("ready", str(Path(sys.modules[spec.job_module].__file__ or "").resolve())))
+    try:
+        while True:
+            message = connection.recv()
+            if message[0] == "stop":
+                break
+            _, load, resources, workload = message
+            try:
+                runner.benchmark = replace(benchmark, workload=_fixed_workload(workload))
+                record = runner.run_sub_experiment(load, resources)
+                timings = {k: v for k, v in runner.timings.items() if k[:2] == (load, resources)}
+                connection.send(("record", record, timings))
+            except Exception:
+                connection.send(("error", traceback.format_exc()))
+    finally:
+        kafka.close()
+
+
+@dataclass
+class SideProcess:
+    """A side's driver process for as long as the context lasts (stopped on exit, failure or Ctrl-C)."""
+
+    spec: SideSpec
+    stop_timeout_s: float = 60.0
+    job_file: str = field(default="", init=False)  # where the side imported its job from
+    _process: Any = field(default=None, init=False, repr=False)
+    _connection: Connection | None = field(default=None, init=False, repr=False)
+
+    def __enter__(self) -> SideProcess:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self._process = context.Process(
+            target=serve, args=(child, self.spec), name=f"theodolite-{self.spec.side}", daemon=False
+        )
+        self._process.start()
+        child.close()
+        self._connection = parent
+        try:
+            kind, detail = self._receive(START_TIMEOUT_S, "start")
+            if kind != "ready":
+                raise SideError(detail)
+            self.job_file = detail
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _receive(self, timeout_s: float | None, doing: str) -> tuple[Any, ...]:
+        assert self._connection is not None
+        if not self._connection.poll(timeout_s):
+            raise SideError(f"{self.spec.side}: its driver process did not {doing} within {timeout_s:g} s")
+        try:
+            return self._connection.recv()
+        except EOFError:
+            code = self._process.exitcode if self._process is not None else None
+            raise SideError(
+                f"{self.spec.side}: its driver process died (exit code {code}) during {doing}"
+            ) from None
+
+    def run(
+        self, load: int, resources: int, workload: Workload
+    ) -> tuple[SubExperimentRecord, dict[Any, PhaseTimings]]:
+        """One sub-experiment of this side; its record and phase timings."""
+        if self._connection is None:
+            raise SideError(f"{self.spec.side}: not started")
+        self._connection.send(("run", load, resources, workload))
+        message = self._receive(None, f"the sub-experiment load={load} instances={resources}")
+        if message[0] != "record":
+            raise SideError(f"{self.spec.side}: load={load} instances={resources} failed: {message[1]}")
+        return message[1], message[2]
+
+    def close(self) -> None:
+        process, connection = self._process, self._connection
+        self._process = self._connection = None
+        if connection is not None:
+            try:
+                connection.send(("stop",))
+            except (OSError, ValueError):
+                pass
+            connection.close()
+        if process is not None:
+            process.join(self.stop_timeout_s)
+            if process.is_alive():
+                process.terminate()
+                process.join(10)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+            process.close()
+
+
+def working_tree_root(rootdir: Path) -> Path:
+    """The working tree's side imports from pytest's rootdir (where the gates' modules are found)."""
+    return Path(os.path.abspath(rootdir))

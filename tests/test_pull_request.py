@@ -1,0 +1,172 @@
+"""Pull-request mode (--theodolite-compare-ref) through pytester, with scripted sides (tests/gate_fakes.py):
+the checks before anything runs, ABBA order, verdicts against REF, exit codes and what the reports show."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # gate_fakes, test_gates
+
+from test_gates import baseline_of
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})  # gate_fakes
+
+import pytest
+from gate_fakes import ScriptedSession
+
+@pytest.fixture(scope="session")
+def theodolite(tmp_path_factory, theodolite_settings):
+    return ScriptedSession(tmp_path_factory.mktemp("results"), theodolite_settings.compare_ref)
+"""
+
+JOBS = """
+def start_query(spark, **options):
+    raise AssertionError("scripted: never started")
+"""
+
+GATE = """
+import pytest
+from generator import Workload
+from jobs import start_query
+from pytest_theodolite.runner import Benchmark
+
+BENCH = Benchmark("scripted", start_query, lambda keys: Workload(keys=keys))
+
+@pytest.mark.theodolite(BENCH, loads=[1000, 2000, 3000], resources=[1, 2, 3, 4], duration=1)
+def test_scripted_demand(theodolite_gate):
+    theodolite_gate.check()
+"""
+
+
+def git(path: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def project(pytester):
+    """A git repository with the gate and its job committed on `main`."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(jobs=JOBS, test_gate=GATE)
+    git(pytester.path, "init", "-q", "-b", "main")
+    git(pytester.path, "config", "user.email", "t@example.org")
+    git(pytester.path, "config", "user.name", "t")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-qm", "gate")
+    return pytester
+
+
+def live_lines(result) -> list[str]:
+    return [line for line in result.outlines if line.startswith("theodolite: scripted [")]
+
+
+def test_same_demand_on_both_sides_passes_without_a_stored_baseline(project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=3)
+    lines = live_lines(result)
+    # both sides run every (load, instances) the other runs, adjacent, in ABBA order
+    assert [line.split(":")[1].strip() for line in lines[:4]] == [
+        "scripted [REF main (0123456)] load=1000 instances=1",
+        "scripted [change] load=1000 instances=1",
+        "scripted [change] load=2000 instances=1",
+        "scripted [REF main (0123456)] load=2000 instances=1",
+    ]
+    result.stdout.fnmatch_lines(
+        [
+            "scripted: PASS",
+            "*load | REF main (0123456) | change | verdict | CPU per record",
+            "*1000 |                  1 |      1 | PASS    | 1000.0 -> 1000.0 us (+0%)",
+            "*3000 |                  3 |      3 | PASS    | 1000.0 -> 1000.0 us (+0%)",
+        ]
+    )
+
+
+def test_a_change_that_needs_more_instances_than_ref_fails_with_both_sides_shown(
+    project, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 1000 / 2000 / 3000 need 2 / 3 / none (REF: 1 / 2 / 3)
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")
+    xml = tmp_path / "junit.xml"
+    result = project.runpytest("--theodolite-compare-ref", "main", f"--junitxml={xml}")
+    result.assert_outcomes(failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*scripted load 2000: measured 3 instances, REF main (0123456) 2 instances: regression",
+            "*REF main (0123456): r=1: +1000/s FAIL, r=2: +0.0/s ok",
+            # no relative figure where the two sides' demands differ: not the same instances
+            "*CPU per record: 1000.0 -> 1429.0 us",
+        ]
+    )
+    properties = {p.get("name"): p.get("value") for p in ElementTree.parse(xml).iter("property")}
+    assert properties["theodolite.ref.2000"] == "2"
+    assert properties["theodolite.demand.2000"] == "3"
+    assert properties["theodolite.verdict.2000"] == "regression"
+    assert properties["theodolite.baseline.2000"] == "missing"  # no stored baseline
+    assert properties["theodolite.cpu_us_per_record.ref.1000"] == "1000.000"
+    assert properties["theodolite.cpu_us_per_record.change.1000"] == "1429.000"
+    assert "theodolite.cpu_change.1000" not in properties
+    assert properties["theodolite.compare_ref"] == "REF main (0123456)"
+
+
+def test_a_slowdown_that_costs_no_instance_shows_in_the_cpu_figure(project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1200")  # REF cheaper, same demand at every load
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*2000 | * |      2 | PASS    | 833.0 -> 1000.0 us (+20%)"])
+
+
+def test_a_load_ref_could_not_measure_is_not_comparable_with_exit_7(project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_REF_INVALID", "2000")
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*not comparable: REF could not be measured at this load*"])
+    assert result.ret == 7
+
+
+def test_with_a_stored_baseline_both_comparisons_are_reported(project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")
+    (project.path / "baselines").mkdir()
+    # 2000 regressed against the stored baseline only
+    (project.path / "baselines" / "scripted.json").write_text(
+        json.dumps(baseline_of({1000: 1, 2000: 1, 3000: 3}))
+    )
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=3)  # the verdict is against REF
+    result.stdout.fnmatch_lines(
+        ["*against the stored baseline: REGRESSION (1000 PASS, 2000 REGRESSION, 3000 PASS)"]
+    )
+
+
+def test_an_unknown_ref_is_a_usage_error_before_anything_runs(project):
+    result = project.runpytest("--theodolite-compare-ref", "origin/nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown revision 'origin/nope'*git fetch origin nope*"])
+    assert "theodolite: scripted [" not in result.stdout.str()
+
+
+def test_a_ref_without_the_benchmark_job_is_a_usage_error(project):
+    git(project.path, "checkout", "-qb", "feature")
+    project.makepyfile(other_jobs=JOBS)
+    project.makepyfile(test_gate=GATE.replace("from jobs import", "from other_jobs import"))
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*main (*) lacks the job of scripted (other_jobs): other_jobs.py*deselect it*"]
+    )
+
+
+def test_update_baselines_and_compare_ref_are_refused_together(project):
+    result = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-update-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*use one at a time*"])

@@ -1,0 +1,94 @@
+"""Each side of pull-request mode imports its own version of the job, in its own process, and is stopped."""
+
+import multiprocessing
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from generator import Workload
+from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.runner import Benchmark, ExperimentSettings
+from pytest_theodolite.sides import SideError, SideProcess, job_reference, spec_for
+from pytest_theodolite.spark.cluster import SparkCluster
+from pytest_theodolite.worktree import RefWorktree
+
+
+def git(path: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A repository whose job module `tjobs.job` says VERSION = 'ref' at HEAD and 'change' in the tree."""
+    path = tmp_path / "repo"
+    (path / "tjobs").mkdir(parents=True)
+    (path / "tjobs" / "__init__.py").write_text("")
+    git(tmp_path, "init", "-q", str(path))
+    git(path, "config", "user.email", "t@example.org")
+    git(path, "config", "user.name", "t")
+    (path / "tjobs" / "job.py").write_text(
+        "VERSION = 'ref'\n\ndef start_query(spark, **options):\n    pass\n"
+    )
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "ref")
+    (path / "tjobs" / "job.py").write_text(
+        "VERSION = 'change'\n\ndef start_query(spark, **options):\n    pass\n"
+    )
+    return path
+
+
+def benchmark_of(module: str, name: str = "start_query") -> Benchmark:
+    def job(spark, **options):
+        raise AssertionError("only its name travels")
+
+    job.__module__, job.__qualname__ = module, name
+    return Benchmark("t", job, lambda keys: Workload(keys=keys))
+
+
+def spec(side: str, root: Path, tmp_path: Path, benchmark: Benchmark):
+    return spec_for(
+        side,
+        root,
+        benchmark,
+        ExperimentSettings(loads=(1,), resources=(1,)),
+        KafkaCluster("127.0.0.1:9"),  # never connected to: no sub-experiment runs here
+        SparkCluster(master_url="local", max_instances=1, jars=[]),
+        tmp_path / "results" / side,
+        "t",
+        {},
+    )
+
+
+def test_each_side_imports_the_job_from_its_own_tree_in_its_own_process(repo, tmp_path):
+    benchmark = benchmark_of("tjobs.job")
+    with RefWorktree(repo, "HEAD") as ref:
+        assert ref.path is not None
+        with (
+            SideProcess(spec("ref", ref.path, tmp_path, benchmark)) as ref_side,
+            SideProcess(spec("change", repo, tmp_path, benchmark)) as change_side,
+        ):
+            assert Path(ref_side.job_file) == (ref.path / "tjobs" / "job.py").resolve()
+            assert Path(change_side.job_file) == (repo / "tjobs" / "job.py").resolve()
+            assert "VERSION = 'ref'" in Path(ref_side.job_file).read_text()
+            assert "VERSION = 'change'" in Path(change_side.job_file).read_text()
+            assert len(multiprocessing.active_children()) == 2
+    assert multiprocessing.active_children() == []  # both driver processes stopped
+
+
+def test_a_tree_without_the_job_is_a_clear_error_and_leaves_no_process(repo, tmp_path):
+    with pytest.raises(
+        SideError, match=r"the job module tjobs.missing cannot be imported from .*ModuleNotFoundError"
+    ):
+        SideProcess(spec("ref", repo, tmp_path, benchmark_of("tjobs.missing"))).__enter__()
+    assert multiprocessing.active_children() == []
+
+
+def test_a_job_without_the_named_function_is_a_clear_error(repo, tmp_path):
+    with pytest.raises(SideError, match="has no other_name"):
+        SideProcess(spec("ref", repo, tmp_path, benchmark_of("tjobs.job", "other_name"))).__enter__()
+
+
+def test_a_lambda_job_cannot_be_imported_by_name():
+    with pytest.raises(SideError, match="module-level function"):
+        job_reference(Benchmark("t", lambda spark, **o: None, lambda keys: Workload(keys=keys)))
