@@ -165,9 +165,9 @@ def serve(connection: Connection, spec: SideSpec) -> None:
         conf = {**spec.settings.spark_conf, "spark.executorEnv.PYTHONPATH": str(spec.job_root)}
         settings = replace(spec.settings, spark_conf=conf)
         benchmark = replace(spec.benchmark, start_query=job)
-        writer = new_writer(
-            spec.results_dir, spec.experiment_id, benchmark, settings, Metric.DEMAND, spec.testbed
-        )
+        job_file = str(Path(sys.modules[spec.job_module].__file__ or "").resolve())
+        testbed = {**spec.testbed, "job_file": job_file}  # the results say which version was measured
+        writer = new_writer(spec.results_dir, spec.experiment_id, benchmark, settings, Metric.DEMAND, testbed)
         runner = ExperimentRunner(
             benchmark,
             settings,
@@ -179,7 +179,7 @@ def serve(connection: Connection, spec: SideSpec) -> None:
     except BaseException as exc:
         connection.send(("error", str(exc) if isinstance(exc, SideError) else traceback.format_exc()))
         return
-    connection.send(("ready", str(Path(sys.modules[spec.job_module].__file__ or "").resolve())))
+    connection.send(("ready", job_file))
     try:
         while True:
             message = connection.recv()
