@@ -1,6 +1,7 @@
 """The benchmark scripts' own formatting, on scripted records (the scripts themselves need a broker)."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
@@ -12,6 +13,7 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "benchmarks" / "scripts"
 def load_script(name: str):
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -30,3 +32,20 @@ def test_demand_grid_prints_an_errored_sub_experiment_without_a_slope():
     assert grid.cell(invalid) == "none (invalid)"
     assert grid.cell(failed) == "+1490/s (fail)"
     assert grid.cell(None) == "not run"
+
+
+def test_gate_quality_reads_ref_and_cpu_change_of_pull_request_mode(tmp_path):
+    quality = load_script("gate_quality")
+    junit = tmp_path / "run.xml"
+    junit.write_text(
+        '<testsuites><testsuite><testcase name="test_uc1_database_storage[load=12000]"><properties>'
+        '<property name="theodolite.demand.12000" value="3"/>'
+        '<property name="theodolite.baseline.12000" value="2"/>'
+        '<property name="theodolite.ref.12000" value="2"/>'
+        '<property name="theodolite.verdict.12000" value="regression"/>'
+        '<property name="theodolite.cpu_change.12000" value="+0.480"/>'
+        "</properties></testcase></testsuite></testsuites>"
+    )
+    (point,) = quality.points_of(junit)
+    assert (point.load, point.baseline, point.measured, point.verdict) == ("12000", "2", "3", "regression")
+    assert point.cpu_change == "+0.480"

@@ -6,6 +6,7 @@ and the wall time of each run.
     python benchmarks/scripts/gate_quality.py --clean 5 --injected 5
     python benchmarks/scripts/gate_quality.py --clean 0 --injected 3 --hash-rounds 12 -k uc1
     python benchmarks/scripts/gate_quality.py --clean 1 --injected 0 -k "uc1 or uc2" --theodolite-protocol
+    python benchmarks/scripts/gate_quality.py --clean 5 --injected 5 -k uc1 --compare-ref HEAD
 
 The injected regression needs no code edit: UC1's job option ``extra_hash_rounds`` (spark_jobs/uc1.py) makes
 every record pay for that many chained SHA-256 hashes (12 rounds: about +50 % CPU per record in the job's
@@ -13,16 +14,25 @@ transform, measured on 1 M records in local mode). ``--theodolite-protocol`` run
 instead of the gates' (60 s warm-up under the limit, 300 s measured, OLS lag trend only), the long reference
 the fast verdicts are compared with. Each run writes its raw results and a JUnit XML under --out; nothing
 else may run beside it (the gates measure CPU-limited instances).
+
+``--compare-ref REF`` measures pull-request mode: clean runs compare the working tree with REF (REF = HEAD:
+the same code on both sides); injected runs compare a scratch worktree of HEAD whose UC1 job hashes every
+record ``--hash-rounds`` times by default -- a code change, as a pull request would bring -- with REF. The
+table then shows REF's demand beside the change's, and the CPU-per-record difference.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,9 +55,10 @@ THEODOLITE_PROTOCOL = [
 class Point:
     test: str
     load: str
-    baseline: str
+    baseline: str  # pull-request mode: REF's demand
     measured: str
     verdict: str
+    cpu_change: str = ""  # pull-request mode: the change's CPU per record relative to REF's
 
 
 @dataclass(frozen=True)
@@ -76,9 +87,12 @@ def points_of(junit: Path) -> tuple[Point, ...]:
                 Point(
                     case.get("name", "?"),
                     load,
-                    properties.get(f"theodolite.baseline.{load}", "?"),
+                    properties.get(
+                        f"theodolite.ref.{load}", properties.get(f"theodolite.baseline.{load}", "?")
+                    ),
                     properties.get(f"theodolite.demand.{load}", "?"),
                     properties[f"theodolite.verdict.{load}"],
+                    properties.get(f"theodolite.cpu_change.{load}", ""),
                 )
             )
         if not loads:  # a point that errored before its comparison (unmeasured)
@@ -103,7 +117,7 @@ def points_of(junit: Path) -> tuple[Point, ...]:
     return tuple(points)
 
 
-def run_gates(kind: str, index: int, out: Path, extra: list[str]) -> Run:
+def run_gates(kind: str, index: int, out: Path, extra: list[str], cwd: Path = ROOT) -> Run:
     results = out / f"{kind}-{index}"
     junit = out / f"{kind}-{index}.xml"
     command = [
@@ -121,7 +135,7 @@ def run_gates(kind: str, index: int, out: Path, extra: list[str]) -> Run:
     print(f"## {kind} run {index}: {' '.join(command[1:])}", flush=True)
     started = time.monotonic()
     with open(out / f"{kind}-{index}.log", "w", encoding="utf-8") as log:
-        code = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        code = subprocess.run(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
     run = Run(kind, index, time.monotonic() - started, code, points_of(junit))
     print(f"   exit {code}, {run.wall_s / 60:.1f} min, {len(run.regressions)} regression(s)", flush=True)
     return run
@@ -137,9 +151,11 @@ def report(runs: list[Run]) -> None:
             mark = {"pass": "", "improvement": " (better)", "regression": " REGRESSION"}.get(
                 point.verdict, f" {point.verdict}"
             )
-            table[key][f"{run.kind[0]}{run.index}"] = f"{point.measured}{mark}"
+            cpu = f" cpu {float(point.cpu_change):+.0%}" if point.cpu_change else ""
+            table[key][f"{run.kind[0]}{run.index}"] = f"{point.measured}{mark}{cpu}"
     columns = [f"{r.kind[0]}{r.index}" for r in runs]
-    print("\n| gate | load | baseline | " + " | ".join(columns) + " |")
+    reference = "REF" if COMPARE else "baseline"
+    print(f"\n| gate | load | {reference} | " + " | ".join(columns) + " |")
     print("|---|---|---|" + "---|" * len(columns))
     for (test, load), cells in sorted(table.items(), key=lambda item: (item[0][0], int(item[0][1] or 0))):
         print(
@@ -160,6 +176,31 @@ def report(runs: list[Run]) -> None:
             )
 
 
+COMPARE: list[str] = []  # the REF of --compare-ref, when given
+
+
+@contextmanager
+def injected_tree(rounds: int) -> Iterator[Path]:
+    """A scratch worktree of HEAD whose UC1 job hashes every record `rounds` times unless told otherwise."""
+    parent = Path(tempfile.mkdtemp(prefix="gate-quality-injected-"))
+    tree = parent / "tree"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), "HEAD"], check=True
+    )
+    try:
+        job = tree / "spark_jobs" / "uc1.py"
+        text = job.read_text()
+        if "extra_hash_rounds: int = 0," not in text:
+            raise SystemExit(
+                "spark_jobs/uc1.py no longer has the extra_hash_rounds default this script edits"
+            )
+        job.write_text(text.replace("extra_hash_rounds: int = 0,", f"extra_hash_rounds: int = {rounds},"))
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(parent, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clean", type=int, default=5, help="runs of unchanged code")
@@ -171,15 +212,35 @@ def main() -> None:
         action="store_true",
         help="Theodolite's long protocol instead of the gates' own (the reference run)",
     )
+    parser.add_argument(
+        "--compare-ref",
+        metavar="REF",
+        help="pull-request mode against REF (e.g. HEAD); injected runs are a code change in a scratch worktree",
+    )
     parser.add_argument("--out", type=Path, default=Path("gate-quality"), help="where runs keep their files")
     args = parser.parse_args()
+    args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     extra = (["-k", args.keyword] if args.keyword else []) + (
         THEODOLITE_PROTOCOL if args.theodolite_protocol else []
     )
-    injected = [f"--theodolite-job-option=uc1-keys:extra_hash_rounds={args.hash_rounds}"]
+    if args.compare_ref:
+        # resolved once: a scratch worktree's HEAD is the same commit, and REF must not move between runs
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{args.compare_ref}^{{commit}}"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        COMPARE.append(commit)
+        extra += [f"--theodolite-compare-ref={commit}"]
     runs = [run_gates("clean", i + 1, args.out, extra) for i in range(args.clean)]
-    runs += [run_gates("injected", i + 1, args.out, extra + injected) for i in range(args.injected)]
+    if args.compare_ref and args.injected:
+        with injected_tree(args.hash_rounds) as tree:
+            runs += [run_gates("injected", i + 1, args.out, extra, cwd=tree) for i in range(args.injected)]
+    else:
+        injected = [f"--theodolite-job-option=uc1-keys:extra_hash_rounds={args.hash_rounds}"]
+        runs += [run_gates("injected", i + 1, args.out, extra + injected) for i in range(args.injected)]
     report(runs)
 
 
