@@ -53,6 +53,10 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
         assert repetition.counters["records_malformed"] == 0
         assert repetition.counters["records_total"] > 0.8 * record.load * settings.duration_s
         assert repetition.counters["setup_ms"] > 0 and repetition.counters["teardown_ms"] > 0
+        if spark_cluster.can_limit_cpu:  # the instances' CPU over the measurement, per offered record
+            assert repetition.counters["records_measured"] > 0.5 * record.load * settings.duration_s
+            assert repetition.counters["instance_cpu_ms"] > 0
+            assert record.cpu_us_per_record is not None and record.cpu_us_per_record > 0
         generator = next(v for v in record.verdicts if v.name == "generator-rate")
         assert generator.outcome is Outcome.PASS, generator
 
