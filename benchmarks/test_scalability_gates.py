@@ -12,7 +12,7 @@ A fixed micro-batch duration bound (``max_batch_duration``) stays available but 
 where a point's steady batch time sits near such a bound, the host's speed decides the verdict.
 
 Loads (recorded on a 2-core CI machine, baselines/): UC1 4 000 / 12 000 / 20 000 -> 1 / 2 / 4 instances;
-UC2 4 000 / 16 000 / 20 000 -> 1 / 2 / 2; UC3 2 000 / 8 000 -> 1 / 1; UC4 depth 2-4 -> 1. Loads at a
+UC2 4 000 / 16 000 / 20 000 -> 1 / 2 / 2; UC3 2 000 -> 1; UC4 depth 2-4 -> 1. Loads at a
 capacity edge flip between runs and were left out: UC2 12 000 measured 2 instances (one instance falling
 behind) in one run and 1 (slope -16 [-515, 483] vs 600 records/s) in the next; UC1 28 000 at 4 instances
 (-889 [-3007, 1228] vs 1 400) and UC2 28 000 at 2 (984 [658, 1310] vs 1 400) sat near the threshold.
@@ -40,10 +40,12 @@ def test_uc2_downsampling(theodolite_gate):
     theodolite_gate.check()
 
 
-# Primed jobs are far faster at a quarter core than cold ones were: one UC3 instance keeps up with 8 000
-# records/s (5 000 sat near the threshold: slope 134 [42, 225] vs 250 records/s, so it is not a gate point).
-# Its points above that are the UC3/UC4 scaling issue's.
-@pytest.mark.theodolite(UC3_KEYS, loads=[2000, 8000], **GATE)
+# UC3's lag keeps a positive trend while its one-minute sliding windows fill, at every load above 2 000: one
+# instance passed 8 000 records/s in 5 of 5 runs, but at 18-85 % of the threshold (72 [-128, 273] ...
+# 342 [155, 530] vs 400 records/s), once only at the measurement bound, and it took 2.5-3 min -- a capacity
+# edge, left out like UC2 12 000 (5 000 too: 134 [42, 225] vs 250). Loads that need more instances are the
+# UC3/UC4 scaling issue's.
+@pytest.mark.theodolite(UC3_KEYS, loads=[2000], **GATE)
 def test_uc3_aggregation_by_time_attribute(theodolite_gate):
     theodolite_gate.check()
 
