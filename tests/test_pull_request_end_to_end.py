@@ -1,0 +1,91 @@
+"""Pull-request mode end to end: a real gate measured at REF and in the working tree, on the embedded broker
+and a local Spark cluster, each side in its own driver process importing its own version of the job."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+# it measures (real gates inside): under pytest-xdist nothing else may run beside it
+pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
+
+JOB = '''
+"""UC1 behind a module of this repository, so that each revision has its own version of it."""
+from spark_jobs import uc1
+
+VERSION = "{version}"
+
+
+def start_query(spark, **options):
+    return uc1.start_query(spark, **options)
+'''
+
+GATE = """
+import pytest
+from generator import Workload
+from pytest_theodolite.runner import Benchmark
+from myjobs import start_query
+
+UC1 = Benchmark("uc1-pr", start_query, lambda keys: Workload(keys=keys), input_partitions=2)
+
+@pytest.mark.theodolite(UC1, loads=[300], resources=[1, 2], duration=8, max_duration=30, max_warmup=40,
+                        threshold="20%")
+def test_uc1(theodolite_gate):
+    theodolite_gate.check()
+"""
+
+
+def git(path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(pytester):
+    """Which verdict is reached depends on the host; that both sides were measured, compared and reported,
+    each from its own tree, and that the worktree is gone afterwards, does not."""
+    pytester.makepyfile(myjobs=JOB.format(version="ref"), test_uc1_gate=GATE)
+    git(pytester.path, "init", "-q", "-b", "main")
+    git(pytester.path, "config", "user.email", "t@example.org")
+    git(pytester.path, "config", "user.name", "t")
+    git(pytester.path, "add", "-A")
+    git(pytester.path, "commit", "-qm", "base")
+    pytester.makepyfile(myjobs=JOB.format(version="change"))  # uncommitted: the working tree differs
+    commit = git(pytester.path, "rev-parse", "HEAD")
+
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--theodolite-results=results",
+        "--theodolite-max-instances=2",
+        "--theodolite-compare-ref=main",
+    )
+    outcomes = result.parseoutcomes()
+    # a pass, a regression, or not comparable (exit 7) -- but measured and reported, never a crash
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, outcomes
+    label = f"REF main ({commit[:7]})"
+    result.stdout.fnmatch_lines(
+        [
+            f"*theodolite: uc1-pr [[]{label}[]] load=300 instances=*: *",
+            "*theodolite: uc1-pr [[]change[]] load=300 instances=*: *",
+            "*theodolite: scalability gates*",
+            "uc1-pr: *",
+            f"*load | {label} | change | verdict | CPU per record",
+            "*300 | * | * | * | *",
+        ]
+    )
+    results = pytester.path / "results"
+    job_files = {}
+    for side in ("ref", "change"):  # each side's raw series and results, as a single-revision run keeps them
+        assert sorted((results / side).glob("expuc1-pr_300_*_lag-trend_0.csv")), side
+        document = json.loads((results / side / "expuc1-pr_results.json").read_text())
+        job_files[side] = Path(document["settings"]["testbed"]["job_file"])
+    # each side measured its own version of the job
+    assert job_files["change"] == (pytester.path / "myjobs.py").resolve()
+    assert job_files["ref"].parent.name == "tree" and job_files["ref"].parent.parent.name.startswith(
+        "theodolite-ref-"
+    )
+    assert not job_files["ref"].exists()  # the worktree was removed
+    # the worktree and its entry are gone, the working tree keeps its uncommitted change
+    assert git(pytester.path, "worktree", "list").count("\n") == 0
+    assert 'VERSION = "change"' in (pytester.path / "myjobs.py").read_text()
