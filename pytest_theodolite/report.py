@@ -284,6 +284,7 @@ def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
     for report in benchmarks:
         parts += [f"### `{report.name}`: {benchmark_status(report.comparison)}", ""]
         headers, rows = _table(report)
+        headers = tuple("status" if header == "verdict" else header for header in headers)
         if rows:
             parts += [
                 "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",

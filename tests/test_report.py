@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.baseline import Baseline, Testbed, compare, compare_point
+from pytest_theodolite.baseline import Baseline, Comparison, Testbed, compare, compare_point
+from pytest_theodolite.compare import compare_sides
 from pytest_theodolite.metrics import DemandResult
 from pytest_theodolite.report import (
     BenchmarkReport,
+    CostFigure,
     PlotDependencyMissing,
     benchmark_status,
     failure_table,
@@ -362,3 +364,30 @@ def test_plot_without_matplotlib_says_how_to_install_it(
     )
     assert isinstance(error.value, ImportError)
     assert not (tmp_path / "uc1.png").exists()
+
+
+def test_pull_request_mode_tables_show_both_sides_and_the_cpu_figure():
+    points = (compare_sides("uc1", 4000, 1, 1), compare_sides("uc1", 12000, 2, 3))
+    comparison = Comparison(benchmark="uc1", points=points)
+    report = BenchmarkReport(
+        "uc1",
+        comparison,
+        DemandResult(demand={4000: 1, 12000: 3}, loads=(4000, 12000), resources=(1, 2, 3, 4)),
+        None,
+        reference="REF main (abc1234)",
+        costs={4000: CostFigure(40.0, 60.0, 0.5), 12000: CostFigure(41.0, 62.0, None)},
+    )
+    lines = terminal_summary([report])
+    assert lines[0] == "uc1: REGRESSION (1 regression)"
+    assert [cell.strip() for cell in lines[1].split(" | ")] == [
+        "load",
+        "REF main (abc1234)",
+        "change",
+        "verdict",
+        "CPU per record",
+    ]
+    assert lines[3].split(" | ")[-1] == "40.0 -> 60.0 us (+50%)"
+    assert lines[4].split(" | ")[-1] == "41.0 -> 62.0 us"  # different instances: no relative figure
+    markdown = markdown_summary([report])
+    assert "| load | REF main (abc1234) | change | status | CPU per record |" in markdown
+    assert "| 4000 | 1 | 1 | PASS | 40.0 -> 60.0 us (+50%) |" in markdown
