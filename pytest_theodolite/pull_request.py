@@ -39,8 +39,10 @@ class CompareTarget:
 
     @property
     def label(self) -> str:
-        """'REF origin/main (3f893a9)' for headers."""
-        return f"REF {self.ref}" + ("" if self.ref.startswith(self.commit[:7]) else f" ({self.commit[:7]})")
+        """'REF origin/main (3f893a9)' for headers; 'REF 3f893a9' where REF was given as a commit id."""
+        if self.commit.startswith(self.ref.lower()):
+            return f"REF {self.commit[:7]}"
+        return f"REF {self.ref} ({self.commit[:7]})"
 
     @classmethod
     def of(cls, worktree: RefWorktree, change_root: Path) -> CompareTarget:

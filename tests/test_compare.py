@@ -1,10 +1,13 @@
 """Pull-request mode's decision logic on scripted outcomes: ABBA order, paired searches, verdicts."""
 
+from pathlib import Path
+
 import pytest
 
 from pytest_theodolite.baseline import Verdict
 from pytest_theodolite.compare import CHANGE, REF, PairedDemandSearch, abba, compare_sides, measured_demand
 from pytest_theodolite.metrics import Metric
+from pytest_theodolite.pull_request import CompareTarget
 from pytest_theodolite.search import IncrementalSearch, Strategy
 from pytest_theodolite.slo import Outcome
 
@@ -123,3 +126,10 @@ def test_each_side_keeps_its_own_lower_bound():
 def test_a_search_per_side_is_required():
     with pytest.raises(ValueError, match="one search per side"):
         PairedDemandSearch({REF: IncrementalSearch(Metric.DEMAND, Strategy.LINEAR, False, (1, 2))})
+
+
+def test_ref_labels_name_the_ref_and_its_short_commit():
+    commit = "5423128106906f402a8e604c768352ccf10f5853"
+    assert CompareTarget("origin/main", commit, Path(), Path()).label == "REF origin/main (5423128)"
+    assert CompareTarget(commit, commit, Path(), Path()).label == "REF 5423128"
+    assert CompareTarget("5423128", commit, Path(), Path()).label == "REF 5423128"
