@@ -20,7 +20,9 @@ from pytest_theodolite.waiting import poll_until
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:
+    """Ask Linux to kill the calling process when its parent dies (run in a child: between fork and exec, or
+    first thing in a spawned interpreter)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the finalizers are the only safety net
@@ -47,7 +49,7 @@ class ManagedProcess:
 
         def preexec() -> None:
             if self.die_with_parent:
-                _die_with_parent()
+                die_with_parent()
             if self.before_exec is not None:
                 self.before_exec()
 

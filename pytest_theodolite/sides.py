@@ -29,6 +29,7 @@ from generator import Workload
 from pytest_theodolite.errors import TheodoliteSetupError
 from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.metrics import Metric
+from pytest_theodolite.process import die_with_parent
 from pytest_theodolite.results import SubExperimentRecord
 from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, PhaseTimings, new_writer
 from pytest_theodolite.spark.cluster import SparkCluster
@@ -156,9 +157,7 @@ def _fixed_workload(workload: Workload) -> Callable[[int], Workload]:
 
 def serve(connection: Connection, spec: SideSpec) -> None:
     """The side's process: import the job, then run sub-experiments as the parent asks until told to stop."""
-    from pytest_theodolite.process import _die_with_parent
-
-    _die_with_parent()  # a parent killed without cleanup takes this driver (and its JVM) with it
+    die_with_parent()  # a parent killed without cleanup takes this driver (and its JVM) with it
     try:
         job = _import_job(spec)
         kafka = KafkaCluster(**spec.kafka)
