@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
-import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -123,8 +122,9 @@ def spec_for(
     )
 
 
-def _import_job(spec: SideSpec) -> Any:
-    """The job function from the side's own tree; raises SideError when it is not there."""
+def _import_job(spec: SideSpec) -> tuple[Any, Path]:
+    """The job function from the side's own tree and the file it came from; raises SideError when it is not
+    there."""
     root = str(spec.job_root)
     sys.path.insert(0, root)
     top = spec.job_module.split(".")[0]
@@ -148,7 +148,7 @@ def _import_job(spec: SideSpec) -> Any:
         job = getattr(job, part, None)
         if job is None:
             raise SideError(f"{spec.side}: {spec.job_module} at {root} has no {spec.job_name}")
-    return job
+    return job, origin
 
 
 def _fixed_workload(workload: Workload) -> Callable[[int], Workload]:
@@ -159,12 +159,12 @@ def serve(connection: Connection, spec: SideSpec) -> None:
     """The side's process: import the job, then run sub-experiments as the parent asks until told to stop."""
     die_with_parent()  # a parent killed without cleanup takes this driver (and its JVM) with it
     try:
-        job = _import_job(spec)
+        job, origin = _import_job(spec)
         kafka = KafkaCluster(**spec.kafka)
         conf = {**spec.settings.spark_conf, "spark.executorEnv.PYTHONPATH": str(spec.job_root)}
         settings = replace(spec.settings, spark_conf=conf)
         benchmark = replace(spec.benchmark, start_query=job)
-        job_file = str(Path(sys.modules[spec.job_module].__file__ or "").resolve())
+        job_file = str(origin)
         testbed = {**spec.testbed, "job_file": job_file}  # the results say which version was measured
         writer = new_writer(spec.results_dir, spec.experiment_id, benchmark, settings, Metric.DEMAND, testbed)
         runner = ExperimentRunner(
@@ -270,8 +270,3 @@ class SideProcess:
                 process.kill()
                 process.join(5)
             process.close()
-
-
-def working_tree_root(rootdir: Path) -> Path:
-    """The working tree's side imports from pytest's rootdir (where the gates' modules are found)."""
-    return Path(os.path.abspath(rootdir))
