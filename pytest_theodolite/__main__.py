@@ -13,6 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TextIO
 
+from pytest_theodolite.cost import (
+    SERIES_INPUT_RECORDS,
+    SERIES_INSTANCE_CPU,
+    cost_from_series,
+    sub_experiment_cost,
+)
 from pytest_theodolite.metrics import (
     CapacityResult,
     DemandResult,
@@ -112,7 +118,14 @@ def reanalyse(
             )
             lag = next(v for v in verdicts if v.name == LAG_TREND)
             protocol["stop"] = stop_of(lag.low, lag.high, lag.threshold, protocol.get("stop"))
-            repetitions.append(RepetitionRecord(repetition, verdicts, counters, protocol))
+            # the CPU per record from the raw series where they were recorded, else as recorded
+            cost = cost_from_series(series.get(SERIES_INSTANCE_CPU), series.get(SERIES_INPUT_RECORDS))
+            recorded_cost = recorded_rep.cost if recorded_rep else {}
+            repetitions.append(
+                RepetitionRecord(
+                    repetition, verdicts, counters, protocol, cost.to_dict() if cost else dict(recorded_cost)
+                )
+            )
         records.append(SubExperimentRecord.from_repetitions(load, resources, target_rate, repetitions))
     metric = metric or results.metric or Metric.DEMAND
     points = [r.as_sub_experiment() for r in records]
@@ -152,6 +165,13 @@ def render(analysis: Reanalysis) -> str:
         generator = next((v for v in record.verdicts if v.name == GENERATOR_RATE), None)
         last = record.repetitions[-1].protocol if record.repetitions else {}
         warmup = last.get("warmup_s")
+        cost = sub_experiment_cost(record)
+        cost_cell = "-" if cost is None else f"{cost.cpu_us_per_record:.1f}"
+        cost_interval = (
+            "-"
+            if cost is None or cost.low is None or cost.high is None
+            else f"{cost.low:.1f}..{cost.high:.1f}"
+        )
         rows.append(
             [
                 str(record.load),
@@ -162,6 +182,8 @@ def render(analysis: Reanalysis) -> str:
                 "-" if lag.threshold is None else f"{lag.threshold:.1f}",
                 "-" if warmup is None else f"{warmup:.0f}s",
                 str(last.get("stop") or "-"),
+                cost_cell,
+                cost_interval,
                 "-" if generator is None else generator.outcome.value,
                 record.outcome.value.upper(),
             ]
@@ -177,6 +199,8 @@ def render(analysis: Reanalysis) -> str:
                 "threshold",
                 "warm-up",
                 "stop",
+                "CPU us/record",
+                "CPU interval",
                 "generator",
                 "outcome",
             ],

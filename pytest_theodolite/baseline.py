@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from pytest_theodolite import host
+from pytest_theodolite.cost import REGRESSION as COST_REGRESSION_STATUS
+from pytest_theodolite.cost import CostCheck, PointCost, check_cost
 from pytest_theodolite.metrics import DemandResult
 from pytest_theodolite.redaction import redact_secrets
 from pytest_theodolite.results import write_atomically
@@ -48,6 +50,8 @@ _TESTBED_KEYS: Final = (
     "python_version",
     "spark_master",
 )
+_CALIBRATION_KEYS: Final = ("calibration_rows_per_s", "calibration_cpu_us_per_row")
+_COST_KEYS: Final = ("resources", "cpu_us_per_record", "low", "high", "blocks")
 _LOAD_KEY = re.compile(r"0|[1-9][0-9]*")  # canonical decimal: "010" or "+5" would be a second spelling
 _BENCHMARK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # becomes a file name
 
@@ -91,6 +95,8 @@ class Testbed:
     python_version: str
     #: rows/s of the reference job on one CPU-limited instance (calibration.py); None: not calibrated
     calibration_rows_per_s: float | None = None
+    #: the reference job's CPU microseconds per row (calibration.py), the cost figure's yardstick; None: unknown
+    calibration_cpu_us_per_row: float | None = None
     #: facts a conftest adds with the ``pytest_theodolite_testbed`` hook (e.g. the CI runner type); compared
     #: like the other fields: a difference is named beside the verdict
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -118,9 +124,7 @@ class Testbed:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        keys = _TESTBED_KEYS + (
-            ("calibration_rows_per_s",) if self.calibration_rows_per_s is not None else ()
-        )
+        keys = _TESTBED_KEYS + tuple(key for key in _CALIBRATION_KEYS if getattr(self, key) is not None)
         document = {key: getattr(self, key) for key in keys}
         if self.extra:
             document["extra"] = dict(sorted(self.extra.items()))
@@ -223,6 +227,8 @@ class Baseline:
     settings: Mapping[str, Any]
     testbed: Testbed
     format_version: int = FORMAT_VERSION
+    #: load -> the CPU per record at its demand (cost.py), where it was measured
+    cost: Mapping[int, PointCost] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_benchmark_name(self.benchmark)
@@ -236,6 +242,7 @@ class Baseline:
                 )
         demand = {int(k): None if v is None else int(v) for k, v in self.demand.items()}
         object.__setattr__(self, "demand", dict(sorted(demand.items())))
+        object.__setattr__(self, "cost", {int(load): self.cost[load] for load in sorted(self.cost)})
         object.__setattr__(self, "settings", _plain_json(redact_secrets(dict(self.settings))))
 
     @property
@@ -251,6 +258,8 @@ class Baseline:
             "settings": _sorted_keys(self.settings),
             "testbed": self.testbed.to_dict(),
         }
+        if self.cost:
+            document["cost"] = {str(load): _sorted_keys(cost.to_dict()) for load, cost in self.cost.items()}
         # sort_keys=True would order loads as text ("10000" < "2000"); the dicts are built in order instead.
         return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -275,22 +284,29 @@ def baseline_from_measurement(
     settings: Mapping[str, Any],
     testbed: Testbed,
     previous: Baseline | None = None,
+    cost: Mapping[int, PointCost | None] | None = None,
 ) -> Baseline:
     """The baseline to write when updating: measured loads replace the previous values.
 
     An unmeasured load (INVALID/ERRORED) keeps its previous value (a broken run must not erase an accepted
-    number) or stays out of the baseline; loads of the previous baseline not run this time are kept.
+    number) or stays out of the baseline; loads of the previous baseline not run this time are kept. `cost`
+    (load -> CPU per record at its demand) replaces the previous figure of every load measured again.
     """
     demand: dict[int, int | None] = dict(previous.demand) if previous is not None else {}
+    costs: dict[int, PointCost] = dict(previous.cost) if previous is not None else {}
     for load, resources in measured.demand.items():
         if load not in measured.unmeasured:
             demand[load] = resources
+            costs.pop(load, None)
+            figure = (cost or {}).get(load)
+            if figure is not None and figure.resources == resources:
+                costs[load] = figure
     if not demand:
         raise ValueError(
             f"benchmark {benchmark}: no load was measured (every sub-experiment was invalid or errored),"
             " so there is no demand function to record as a baseline"
         )
-    return Baseline(benchmark, demand, settings, testbed)
+    return Baseline(benchmark, demand, settings, testbed, cost=costs)
 
 
 def write_baseline(path: str | os.PathLike[str], baseline: Baseline) -> Path:
@@ -342,7 +358,7 @@ def _parse(text: str, shown: str) -> Baseline:
         raise fail(f"not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise fail(f"the top level is {_json_type(document)}, expected an object with keys {_keys_text()}")
-    _check_keys(document, _TOP_LEVEL_KEYS, "", fail)
+    _check_keys(document, _TOP_LEVEL_KEYS, "", fail, optional=("cost",))
 
     version = document["format_version"]
     if not _is_whole(version) or version < 1:
@@ -384,13 +400,45 @@ def _parse(text: str, shown: str) -> Baseline:
         settings=settings,
         testbed=_parse_testbed(document["testbed"], fail),
         format_version=version,
+        cost=_parse_cost(document.get("cost", {}), demand, fail),
     )
+
+
+def _parse_cost(document: Any, demand: Mapping[int, int | None], fail: Any) -> dict[int, PointCost]:
+    """``"cost": {"<load>": {"resources": 2, "cpu_us_per_record": 37.1, "low": .., "high": .., ...}}``."""
+    if not isinstance(document, dict):
+        raise fail(f'cost is {_json_type(document)}, expected an object {{"<load>": {{...}}}}')
+    costs = {}
+    for key, entry in document.items():
+        where = f"cost[{_show(key)}]"
+        if not _LOAD_KEY.fullmatch(key) or int(key) not in demand:
+            raise fail(f"{where}: not a load of demand (cost is recorded only where the demand was measured)")
+        if not isinstance(entry, dict):
+            raise fail(f"{where} is {_json_type(entry)}, expected an object")
+        _check_keys(
+            entry, _COST_KEYS, f"{where}.", fail, optional=("reference_us_per_row", "cpu_utilisation")
+        )
+        if entry["resources"] != demand[int(key)]:
+            raise fail(
+                f"{where}.resources is {_show(entry['resources'])}, but demand[{_show(key)}] is "
+                f"{_show(demand[int(key)])}: the figure belongs to the demand's instance count"
+            )
+        for name in ("cpu_us_per_record", "low", "high", "reference_us_per_row", "cpu_utilisation"):
+            value: Any = entry.get(name)
+            if (name == "cpu_us_per_record" or value is not None) and (
+                not _is_number(value) or not math.isfinite(value) or value < 0
+            ):
+                raise fail(f"{where}.{name} is {_show(value)}, expected a number >= 0")
+        if not _is_whole(entry["blocks"]) or entry["blocks"] < 0:
+            raise fail(f"{where}.blocks is {_show(entry['blocks'])}, expected a whole number >= 0")
+        costs[int(key)] = PointCost.from_dict(entry)
+    return costs
 
 
 def _parse_testbed(document: Any, fail: Any) -> Testbed:
     if not isinstance(document, dict):
         raise fail(f"testbed is {_json_type(document)}, expected an object")
-    _check_keys(document, _TESTBED_KEYS, "testbed.", fail, optional=("calibration_rows_per_s", "extra"))
+    _check_keys(document, _TESTBED_KEYS, "testbed.", fail, optional=(*_CALIBRATION_KEYS, "extra"))
     extra = document.get("extra", {})
     if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
         raise fail(
@@ -425,6 +473,9 @@ def _parse_testbed(document: Any, fail: Any) -> Testbed:
         python_version=text("python_version"),  # type: ignore[arg-type]
         calibration_rows_per_s=positive_or_null("calibration_rows_per_s", "not calibrated")
         if "calibration_rows_per_s" in document
+        else None,
+        calibration_cpu_us_per_row=positive_or_null("calibration_cpu_us_per_row", "not calibrated")
+        if "calibration_cpu_us_per_row" in document
         else None,
         extra=extra,
     )
@@ -532,6 +583,8 @@ class Verdict(str, enum.Enum):
     NEW_LOAD = "new-load"  # no baseline value for this load: nothing to compare, not a failure
     #: the baseline's testbed calibration differs beyond the margin: neither pass nor regression (exit 7)
     NOT_COMPARABLE = "not-comparable"
+    #: the same demand, but the CPU per record rose beyond the gate's cost_tolerance (cost.py)
+    COST_REGRESSION = "cost-regression"
 
     @property
     def label(self) -> str:
@@ -555,6 +608,8 @@ class PointComparison:
     tolerance: int = 0
     skipped: bool = False  # "none" without running (lower-bound restriction after an unsolvable load)
     reason: str = ""  # why the point is NOT_COMPARABLE
+    #: the CPU per record against the baseline's (None: no figure on either side was looked at)
+    cost: CostCheck | None = None
 
     @property
     def passed(self) -> bool:
@@ -598,6 +653,7 @@ class PointComparison:
             Verdict.UNMEASURED: "unmeasured: an invalid or errored sub-experiment left this load unjudged",
             Verdict.NEW_LOAD: "new load: record a baseline to gate it",
             Verdict.NOT_COMPARABLE: f"not comparable: {self.reason}",
+            Verdict.COST_REGRESSION: f"cost regression: CPU per record {self.cost.text if self.cost else ''}",
         }[self.verdict]
         return f"{prefix}: measured {measured}, {baseline}: {why}"
 
@@ -636,11 +692,14 @@ def compare_point(
     *,
     skipped: bool = False,
     not_comparable: str | None = None,
+    measured_cost: PointCost | None = None,
+    cost_tolerance: float | None = None,
 ) -> PointComparison:
     """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED.
 
     `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
-    NOT_COMPARABLE that has a baseline value."""
+    NOT_COMPARABLE that has a baseline value. Where the demand passed, `measured_cost` is checked against the
+    baseline's figure (cost.check_cost): beyond `cost_tolerance` the point is a COST_REGRESSION."""
     _check_tolerance(tolerance)
     if measured is not None and measured is not UNMEASURED and (not _is_whole(measured) or measured < 1):
         raise ValueError(
@@ -652,6 +711,11 @@ def compare_point(
     in_baseline = baseline is not None and load in baseline.demand
     baseline_value = baseline.demand[load] if in_baseline else None  # type: ignore[union-attr]
     verdict = _verdict(measured, baseline_value, in_baseline, tolerance)
+    cost = None
+    if in_baseline and measured is not UNMEASURED and (measured_cost is not None or load in baseline.cost):  # type: ignore[union-attr]
+        cost = check_cost(baseline.cost.get(load), measured_cost, cost_tolerance)  # type: ignore[union-attr]
+        if verdict is Verdict.PASS and cost.status == COST_REGRESSION_STATUS:
+            verdict = Verdict.COST_REGRESSION
     if not_comparable and verdict not in (Verdict.UNMEASURED, Verdict.NEW_LOAD):
         verdict = Verdict.NOT_COMPARABLE
     return PointComparison(
@@ -663,6 +727,7 @@ def compare_point(
         tolerance=tolerance,
         skipped=skipped and measured is None,
         reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else "",
+        cost=cost,
     )
 
 
@@ -676,6 +741,7 @@ class Comparison:
     testbed_differences: tuple[TestbedDifference, ...] = ()
     not_run: tuple[int, ...] = ()  # baseline loads this run did not measure (deselected, or newly dropped)
     has_baseline: bool = True
+    cost_tolerance: float | None = None
 
     def point(self, load: int) -> PointComparison:
         for point in self.points:
@@ -691,6 +757,10 @@ class Comparison:
     @property
     def regressions(self) -> tuple[PointComparison, ...]:
         return self._with(Verdict.REGRESSION)
+
+    @property
+    def cost_regressions(self) -> tuple[PointComparison, ...]:
+        return self._with(Verdict.COST_REGRESSION)
 
     @property
     def improvements(self) -> tuple[PointComparison, ...]:
@@ -730,11 +800,14 @@ def compare(
     measured_testbed: Testbed | None,
     benchmark: str | None = None,
     not_comparable: str | None = None,
+    costs: Mapping[int, PointCost | None] | None = None,
+    cost_tolerance: float | None = None,
 ) -> Comparison:
     """Every load of `measured` (its demand and its unmeasured loads) against `baseline`.
 
     Without a baseline every load is NEW_LOAD (then `benchmark` names it); without `measured_testbed` the
-    testbeds are not compared.
+    testbeds are not compared. `costs` (load -> CPU per record at its demand) are checked against the
+    baseline's with `cost_tolerance`.
     """
     _check_tolerance(tolerance)
     if baseline is not None and benchmark is not None and benchmark != baseline.benchmark:
@@ -749,6 +822,8 @@ def compare(
             tolerance,
             skipped=load in measured.skipped,
             not_comparable=not_comparable,
+            measured_cost=(costs or {}).get(load),
+            cost_tolerance=cost_tolerance,
         )
         for load in loads
     )
@@ -765,6 +840,7 @@ def compare(
         testbed_differences=differences,
         not_run=not_run,
         has_baseline=baseline is not None,
+        cost_tolerance=cost_tolerance,
     )
 
 

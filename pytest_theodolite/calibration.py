@@ -11,6 +11,7 @@ the margin is reported as not comparable instead (exit code 7), never as a regre
 from __future__ import annotations
 
 import itertools
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +29,14 @@ class Calibration:
     rows_per_s: float  # the fastest of the timed runs: interference on a shared host only ever slows a run
     spread: float  # (max - min) / max over the timed runs: the calibration's own noise
     instance_cpu: float | None  # None: the instance was not CPU-limited
+    #: the instance's CPU microseconds per reference row (median of the timed runs, from its cgroup): unlike
+    #: rows/s, CPU time does not change with what else the host runs; None where it cannot be read
+    cpu_us_per_row: float | None = None
 
     def describe(self) -> str:
         cpu = "unlimited" if self.instance_cpu is None else f"{self.instance_cpu:g} CPU"
-        return f"{self.rows_per_s:,.0f} rows/s on one {cpu} instance (spread {self.spread:.0%})"
+        per_row = "" if self.cpu_us_per_row is None else f", {self.cpu_us_per_row:.2f} CPU us per row"
+        return f"{self.rows_per_s:,.0f} rows/s on one {cpu} instance (spread {self.spread:.0%}{per_row})"
 
 
 def reference_job(spark: Any, offset: int, rows: int) -> float:
@@ -53,9 +58,17 @@ def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 4) -> Ca
         for _ in range(2):
             reference_job(spark, next(offsets) * rows, rows)
         spark_cluster.limit_instances(cpu)
-        runs = [reference_job(spark, next(offsets) * rows, rows) for _ in range(repeats)]
+        runs, cpu_per_row = [], []
+        for _ in range(repeats):
+            before = spark_cluster.instance_cpu_seconds()
+            runs.append(reference_job(spark, next(offsets) * rows, rows))
+            after = spark_cluster.instance_cpu_seconds()
+            if before is not None and after is not None:
+                cpu_per_row.append((after - before) / rows * 1e6)
     best = max(runs)
-    return Calibration(best, (best - min(runs)) / best, cpu)
+    return Calibration(
+        best, (best - min(runs)) / best, cpu, statistics.median(cpu_per_row) if cpu_per_row else None
+    )
 
 
 def calibration_mismatch(

@@ -17,6 +17,14 @@ from typing import Any
 from pytest_theodolite.baseline import Baseline, Comparison, Testbed, compare
 from pytest_theodolite.calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
 from pytest_theodolite.compare import CHANGE, REF, SAME_TESTBED, SIDES
+from pytest_theodolite.cost import (
+    PointCost,
+    blind_spot,
+    blind_spot_warning,
+    capacities,
+    parse_cost_tolerance,
+    point_cost,
+)
 from pytest_theodolite.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.metrics import DemandResult, Metric
@@ -56,6 +64,7 @@ GATE_DEFAULTS: dict[str, Any] = {
     "strategy": "baseline-guess+lower-bound",
     "repetitions": 1,
     "tolerance": 0,
+    "cost_tolerance": None,  # e.g. "20%"; None: the CPU per record is reported, not judged (cost.py)
     "sample_interval": 1.0,
     "spark_conf": {},
     "instance_cpu": None,
@@ -75,6 +84,7 @@ class GateSpec:
     benchmark: Benchmark
     settings: ExperimentSettings
     tolerance: int
+    cost_tolerance: float | None = None  # 0.2: fail when the CPU per record rose more than 20 %
 
 
 def parse_threshold(text: Any) -> SlopeThreshold:
@@ -123,6 +133,7 @@ def gate_spec(
         resources = _whole_numbers(values["resources"], "resources")
         strategy, lower_bound = parse_strategy(str(values["strategy"]))
         tolerance = _count(values["tolerance"], "tolerance", minimum=0)
+        cost_tolerance = parse_cost_tolerance(values["cost_tolerance"])
         fixed_warmup = _warmup(values["warmup"])
         # a fixed warm-up is Theodolite's protocol: no early stop for growing batches either
         plan = MeasurementPlan(
@@ -162,7 +173,7 @@ def gate_spec(
     extra = (job_options or {}).get(benchmark.name)
     if extra:
         benchmark = replace(benchmark, job_options={**benchmark.job_options, **extra})
-    return GateSpec(benchmark, settings, tolerance)
+    return GateSpec(benchmark, settings, tolerance, cost_tolerance)
 
 
 def _warmup(value: Any) -> float | None:
@@ -242,6 +253,11 @@ class BenchmarkExperiment:
         assert isinstance(result, DemandResult)
         return result
 
+    def blind_spots(self, costs: Mapping[int, PointCost | None]) -> dict[int, Any]:
+        """load -> how much dearer the job could become there before its demand changes (cost.BlindSpot)."""
+        capacity = capacities(self.runner.records.values())
+        return {load: blind_spot(load, cost, capacity) for load, cost in costs.items()}
+
 
 @dataclass
 class TheodoliteSession:
@@ -263,6 +279,15 @@ class TheodoliteSession:
         if self.calibration is None:
             self.calibration = calibrate(self.spark)
         return self.calibration
+
+    def point_cost(self, experiment: BenchmarkExperiment, load: int) -> PointCost | None:
+        """The CPU per record at `load`'s demand, with this testbed's CPU per reference row beside it."""
+        point = experiment.points.get(load)
+        if point is None:
+            return None
+        instance_cpu = experiment.settings.instance_cpu if self.spark.can_limit_cpu else None
+        reference = self.calibration.cpu_us_per_row if self.calibration is not None else None
+        return point_cost(point.sub_experiments, point.resources, instance_cpu, reference)
 
     def not_comparable(self, baseline: Baseline | None) -> str | None:
         """Why `baseline` cannot be compared with what this session measures, or None."""
@@ -300,6 +325,7 @@ class TheodoliteSession:
             **self.testbed,
             "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None,
             "calibration_rows_per_s": round(calibration.rows_per_s),
+            "calibration_cpu_us_per_row": calibration.cpu_us_per_row,
         }
         if self.compare is not None:
             paired = start_paired_experiment(
@@ -393,7 +419,13 @@ def testbed(
     current = replace(current, extra=dict(extra or {}))
     if calibration is None:
         return current
-    return replace(current, calibration_rows_per_s=float(round(calibration.rows_per_s)))
+    return replace(
+        current,
+        calibration_rows_per_s=float(round(calibration.rows_per_s)),
+        calibration_cpu_us_per_row=None
+        if calibration.cpu_us_per_row is None
+        else round(calibration.cpu_us_per_row, 4),
+    )
 
 
 def calibration_note(session: TheodoliteSession, baseline: Baseline | None) -> str | None:
@@ -416,6 +448,7 @@ def summarise(
     tolerances: Mapping[str, int],
     settings: TheodoliteSettings,
     testbed_extra: Mapping[str, str] | None = None,
+    cost_tolerances: Mapping[str, float | None] | None = None,
 ) -> dict[str, Any]:
     """Terminal lines and Markdown for every benchmark this process measured; plots into the results dir."""
     reports = []
@@ -432,6 +465,7 @@ def summarise(
         measured_testbed = testbed(
             settings, session.spark, experiment.settings.instance_cpu, session.calibration, testbed_extra
         )
+        costs = {load: session.point_cost(experiment, load) for load in sorted(experiment.points)}
         comparison = compare(
             measured,
             baseline,
@@ -439,7 +473,10 @@ def summarise(
             measured_testbed=measured_testbed,
             benchmark=name,
             not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
+            costs=costs,
+            cost_tolerance=(cost_tolerances or {}).get(name),
         )
+        blind_spots = experiment.blind_spots(costs)
         plot = None
         try:
             plot = scalability_plot(
@@ -454,7 +491,16 @@ def summarise(
         calibrated = calibration_note(session, baseline)
         if calibrated:
             notes = (calibrated, *notes)
-        reports.append(BenchmarkReport(name, comparison, measured, baseline, plot, notes))
+        warning = blind_spot_warning(
+            name, [blind_spots[load] for load in measured.demand if load in blind_spots]
+        )
+        if warning:
+            notes += (warning,)
+        reports.append(
+            BenchmarkReport(
+                name, comparison, measured, baseline, plot, notes, point_costs=costs, blind_spots=blind_spots
+            )
+        )
     return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports)}
 
 

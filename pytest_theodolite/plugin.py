@@ -28,9 +28,11 @@ from pytest_theodolite.baseline import (
     write_baseline,
 )
 from pytest_theodolite.compare import CHANGE, REF
+from pytest_theodolite.cost import BlindSpot, PointCost
 from pytest_theodolite.demand_points import DemandPoint
 from pytest_theodolite.errors import TheodoliteSetupError
 from pytest_theodolite.gates import (
+    BenchmarkExperiment,
     GateSpec,
     GateSpecError,
     SubExperimentListener,
@@ -44,6 +46,9 @@ from pytest_theodolite.isolation import MeasurementLock
 from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.pull_request import CompareTarget, PairedPoint
 from pytest_theodolite.report import (
+    cost_junit_properties,
+    cost_text,
+    estimate_text,
     failure_table,
     junit_properties,
     lag_slopes_text,
@@ -242,6 +247,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             state.tolerances,
             session.config.stash[SETTINGS_KEY],
             _testbed_extra(session.config),
+            state.cost_tolerances,
         )
         if xdist.is_xdist_worker(session):
             session.config.workeroutput["theodolite_summary"] = state.summary  # type: ignore[attr-defined]
@@ -326,6 +332,7 @@ class GateState:
     session: TheodoliteSession | None = None
     baselines: dict[str, Baseline | None] = field(default_factory=dict)
     tolerances: dict[str, int] = field(default_factory=dict)
+    cost_tolerances: dict[str, float | None] = field(default_factory=dict)
     spec_errors: list[str] = field(default_factory=list)
     summary: dict[str, Any] | None = None  # rendered summaries; from xdist workers via workeroutput
     worker_summaries: list[dict[str, Any]] = field(default_factory=list)
@@ -557,6 +564,9 @@ class TheodoliteGate:
     #: pull-request mode: this load on both sides; the change is judged against REF, not the baseline
     paired: PairedPoint | None = None
     reference: str = "baseline"  # what the verdict compares with, for messages
+    #: the CPU per record at the demand (cost.py) and how much dearer the job could become before it changes
+    cost: PointCost | None = None
+    blind_spot: BlindSpot | None = None
 
     @property
     def comparison(self) -> PointComparison:
@@ -575,6 +585,8 @@ class TheodoliteGate:
             self.spec.tolerance,
             skipped=self.point.status == SKIPPED,
             not_comparable=self.not_comparable,
+            measured_cost=self.cost,
+            cost_tolerance=self.spec.cost_tolerance,
         )
 
     def check(self) -> PointComparison:
@@ -592,6 +604,14 @@ class TheodoliteGate:
             properties += paired_junit_properties(
                 self.point.load, self.reference, comparison.baseline_text, self.paired.cost_figure(), against
             )
+        else:
+            properties += cost_junit_properties(
+                self.point.load,
+                self.cost,
+                self.baseline.cost.get(self.point.load) if self.baseline is not None else None,
+                self.blind_spot,
+                self.spec.cost_tolerance,
+            )
         for key, value in properties:
             self.record_property(key, value)
         if comparison.verdict is Verdict.NOT_COMPARABLE:
@@ -608,7 +628,23 @@ class TheodoliteGate:
                 message += f"\n{self.reference}: {lag_slopes_text(self.point.load, ref_slopes, ref_outcomes)}"
                 message += f"\nCPU per record: {self.paired.cost_figure().text}"
             pytest.fail(message, pytrace=False)
+        if comparison.verdict is Verdict.COST_REGRESSION:
+            self.record_property("theodolite.regression", self.point.load)
+            assert self.baseline is not None  # a cost regression needs the baseline's figure
+            before = self.baseline.cost[self.point.load]
+            pytest.fail(
+                f"{comparison.describe(name, self.reference)}\n"
+                f"CPU per record at {_count_instances(before.resources)}: baseline "
+                f"{estimate_text(before)}, measured {cost_text(comparison, self.cost)}; "
+                "a regression needs the rise beyond the tolerance and the measured interval wholly above the "
+                "baseline's",
+                pytrace=False,
+            )
         return comparison
+
+
+def _count_instances(resources: int) -> str:
+    return f"{resources} instance" + ("" if resources == 1 else "s")
 
 
 @pytest.fixture
@@ -634,6 +670,7 @@ def theodolite_gate(
             pytest.fail(f"pytest-theodolite: {exc}", pytrace=False)
     baseline = state.baselines[name]
     state.tolerances[name] = spec.tolerance
+    state.cost_tolerances[name] = spec.cost_tolerance
     if baseline is None and not theodolite_settings.update_baselines and not theodolite_settings.compare_ref:
         pytest.skip(
             f"no baseline for {name} at {baseline_path(theodolite_settings.baselines_dir, name)}: "
@@ -647,6 +684,10 @@ def theodolite_gate(
     measured = _start(request, lambda: experiment.measure(theodolite_load, baseline))
     paired = measured if isinstance(measured, PairedPoint) else None
     point = measured.sides[CHANGE] if isinstance(measured, PairedPoint) else measured
+    cost = spot = None
+    if paired is None and isinstance(experiment, BenchmarkExperiment):
+        cost = session.point_cost(experiment, theodolite_load)
+        spot = experiment.blind_spots({theodolite_load: cost})[theodolite_load]
     if point.status == UNMEASURED:
         request.node.user_properties.append(("theodolite.unmeasured", theodolite_load))
         pytest.fail(
@@ -671,6 +712,10 @@ def theodolite_gate(
             },
             current,
             previous=baseline,
+            # every load measured so far: each update rewrites the whole file
+            cost={load: session.point_cost(experiment, load) for load in experiment.points}
+            if isinstance(experiment, BenchmarkExperiment)
+            else None,
         )
         write_baseline(baseline_path(theodolite_settings.baselines_dir, name), updated)
         state.baselines[name] = baseline = updated
@@ -682,6 +727,8 @@ def theodolite_gate(
         None if theodolite_settings.update_baselines else session.not_comparable(baseline),
         paired=paired,
         reference=session.compare.label if session.compare is not None else "baseline",
+        cost=cost,
+        blind_spot=spot,
     )
 
 

@@ -1,9 +1,9 @@
 """What the gates show people: failure tables, the terminal summary, Markdown for CI pages, JUnit properties
 and the scalability plot. Pure rendering over the comparison data: no pytest, Kafka or Spark imports.
 
-Words are the same everywhere: a load's status is PASS, IMPROVEMENT, REGRESSION, UNMEASURED or NEW LOAD
-(`Verdict.label`); a sub-experiment's mark is `ok`, `FAIL`, `INVALID` or `ERRORED`. Plain ASCII, no emoji,
-so tables line up in any terminal and log.
+Words are the same everywhere: a load's status is PASS, IMPROVEMENT, REGRESSION, COST REGRESSION, UNMEASURED,
+NOT COMPARABLE or NEW LOAD (`Verdict.label`); a sub-experiment's mark is `ok`, `FAIL`, `INVALID` or
+`ERRORED`. Plain ASCII, no emoji, so tables line up in any terminal and log.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_theodolite.baseline import Baseline, Comparison, PointComparison, Verdict
+from pytest_theodolite.cost import BlindSpot, PointCost
 from pytest_theodolite.metrics import DemandResult
 from pytest_theodolite.results import SubExperimentRecord
 from pytest_theodolite.slo import Outcome
@@ -72,6 +73,10 @@ class BenchmarkReport:
     costs: Mapping[int, CostFigure] | None = None
     #: pull-request mode with a stored baseline: the change against it too
     baseline_comparison: Comparison | None = None
+    #: single-revision gates: the CPU per record at each load's demand, and how much dearer the job could
+    #: become there before the demand changes
+    point_costs: Mapping[int, PointCost | None] | None = None
+    blind_spots: Mapping[int, BlindSpot | None] | None = None
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -120,9 +125,11 @@ def lag_slopes_text(
 
 
 def benchmark_status(comparison: Comparison) -> str:
-    """One word for a benchmark: REGRESSION > NOT COMPARABLE > UNMEASURED > IMPROVEMENT > NEW LOAD > PASS."""
+    """One word for a benchmark: REGRESSION > COST REGRESSION > NOT COMPARABLE > UNMEASURED > IMPROVEMENT >
+    NEW LOAD > PASS."""
     for verdict in (
         Verdict.REGRESSION,
+        Verdict.COST_REGRESSION,
         Verdict.NOT_COMPARABLE,
         Verdict.UNMEASURED,
         Verdict.IMPROVEMENT,
@@ -209,12 +216,15 @@ def _headline(report: BenchmarkReport) -> str:
         _count(len(points), noun) + suffix
         for points, noun, suffix in (
             (comparison.regressions, "regression", ""),
+            (comparison.cost_regressions, "cost regression", ""),
             (comparison.unmeasured, "unmeasured load", ""),
             (comparison.not_comparable, "load", " not comparable"),
         )
         if points
     ]
     details = problems + ([f"tolerance +{comparison.tolerance}"] if comparison.tolerance else [])
+    if comparison.cost_tolerance is not None:
+        details.append(f"cost tolerance {comparison.cost_tolerance:.0%}")
     return f"{report.name}: {benchmark_status(comparison)}" + (f" ({', '.join(details)})" if details else "")
 
 
@@ -252,7 +262,39 @@ def _table(report: BenchmarkReport) -> tuple[tuple[str, ...], list[tuple[str, ..
         costs = report.costs
         headers += ("CPU per record",)
         rows = [(*row, costs[int(row[0])].text if int(row[0]) in costs else "n/a") for row in rows]
+    elif report.point_costs is not None:
+        spots = report.blind_spots or {}
+        headers += ("CPU per record", "blind spot")
+        rows = [
+            (
+                *row,
+                cost_text(p, report.point_costs.get(p.load)),
+                spot.text if (spot := spots.get(p.load)) else "n/a",
+            )
+            for row, p in zip(rows, report.comparison.points, strict=True)
+        ]
     return headers, rows
+
+
+def estimate_text(cost: PointCost) -> str:
+    """'52.1 us [50.3, 53.9]': the CPU per record and its interval (where the window allowed one)."""
+    estimate = cost.estimate
+    text = f"{estimate.cpu_us_per_record:.1f} us"
+    if estimate.low is not None and estimate.high is not None:
+        text += f" [{estimate.low:.1f}, {estimate.high:.1f}]"
+    return text
+
+
+def cost_text(point: PointComparison, cost: PointCost | None) -> str:
+    """'52.1 us [50.3, 53.9] (+3% vs 50.6)': the CPU per record at the demand, its interval, and the change
+    against the baseline's figure where both ran the same instances; 'n/a' without a figure."""
+    if cost is None:
+        return "n/a"
+    text = estimate_text(cost)
+    check = point.cost
+    if check is not None and check.relative is not None:
+        text += f" ({check.relative:+.0%}{' normalised' if check.normalised else ''})"
+    return text
 
 
 def terminal_summary(benchmarks: Sequence[BenchmarkReport]) -> list[str]:
@@ -264,7 +306,9 @@ def terminal_summary(benchmarks: Sequence[BenchmarkReport]) -> list[str]:
         lines.append(_headline(report))
         headers, rows = _table(report)
         if rows:
-            table = _fixed_width_table(headers, rows, right=(True, True, True, False, False)[: len(headers)])
+            table = _fixed_width_table(
+                headers, rows, right=(True, True, True) + (False,) * (len(headers) - 3)
+            )
             lines.extend(f"  {line}" for line in table)
         else:
             lines.append("  no load was measured")
@@ -288,7 +332,7 @@ def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
         if rows:
             parts += [
                 "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",
-                "| ---: | ---: | ---: | :--- |" + (" :--- |" if len(headers) > 4 else ""),
+                "| ---: | ---: | ---: |" + " :--- |" * (len(headers) - 3),
             ]
             parts += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in rows]
         else:
@@ -297,6 +341,8 @@ def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
         commentary = [s for s in _commentary(report) if not s.startswith("plot: ")]  # a local path
         if report.comparison.tolerance:
             commentary.insert(0, f"tolerance: +{_count(report.comparison.tolerance, 'instance')}")
+        if report.comparison.cost_tolerance is not None:
+            commentary.insert(0, f"cost tolerance: {report.comparison.cost_tolerance:.0%} CPU per record")
         if commentary:
             parts += [f"- {_markdown_cell(sentence)}" for sentence in commentary] + [""]
     return "\n".join(parts)
@@ -319,9 +365,42 @@ def paired_junit_properties(
     return properties
 
 
+def cost_junit_properties(
+    load: int,
+    cost: PointCost | None,
+    baseline: PointCost | None,
+    spot: BlindSpot | None,
+    tolerance: float | None,
+) -> list[tuple[str, str]]:
+    """The CPU per record at one load (theodolite.cpu_us_per_record.<load>, with .low/.high), the baseline's,
+    the blind spot (theodolite.blind_spot.<load>: 0.5 = the job could become 50 % dearer before the demand
+    changes) and the cost tolerance."""
+    properties = []
+    for prefix, figure in (
+        ("theodolite.cpu_us_per_record", cost),
+        ("theodolite.baseline_cpu_us_per_record", baseline),
+    ):
+        if figure is not None:
+            properties.append((f"{prefix}.{load}", f"{figure.cpu_us_per_record:.3f}"))
+            if figure.estimate.low is not None and figure.estimate.high is not None:
+                properties += [
+                    (f"{prefix}.{load}.low", f"{figure.estimate.low:.3f}"),
+                    (f"{prefix}.{load}.high", f"{figure.estimate.high:.3f}"),
+                ]
+    if spot is not None:
+        properties += [
+            (f"theodolite.blind_spot.{load}", f"{spot.share:.3f}"),
+            (f"theodolite.blind_spot_source.{load}", spot.source),
+        ]
+    if tolerance is not None:
+        properties.append(("theodolite.cost_tolerance", f"{tolerance:.3f}"))
+    return properties
+
+
 def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -> list[tuple[str, str]]:
     """(name, value) pairs for JUnit XML: theodolite.demand.<load> is the measured value, 'none' or
-    'unmeasured'; theodolite.baseline.<load> the baseline value, 'none' or 'missing'."""
+    'unmeasured'; theodolite.baseline.<load> the baseline value, 'none' or 'missing';
+    theodolite.cpu_change.<load> the CPU per record's change against the baseline's (0.1 = 10 % dearer)."""
     properties = [("theodolite.benchmark", benchmark)]
     tolerance = comparison.tolerance
     for point in _points(comparison):
@@ -338,6 +417,8 @@ def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -
             (f"theodolite.baseline.{point.load}", baseline),
             (f"theodolite.verdict.{point.load}", point.verdict.value),
         ]
+        if point.cost is not None and point.cost.relative is not None:
+            properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
     properties.append(("theodolite.tolerance", str(tolerance)))
     if isinstance(comparison, Comparison) and comparison.testbed_differs:
         properties.append(("theodolite.testbed", comparison.testbed_sentence))

@@ -85,6 +85,8 @@ class RepetitionRecord:
     counters: Mapping[str, int] = field(default_factory=dict)
     #: how the repetition was measured (protocol.MeasurementProtocol.summary): warm-up used, stop reason, ...
     protocol: Mapping[str, Any] = field(default_factory=dict)
+    #: the instances' CPU per offered record with its interval (cost.CostEstimate.to_dict); empty: not read
+    cost: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def warmup_s(self) -> float | None:
@@ -103,6 +105,7 @@ class RepetitionRecord:
             "verdicts": [v.to_dict() for v in self.verdicts],
             "counters": dict(self.counters),
             "protocol": _json_safe(dict(self.protocol)),
+            "cost": _json_safe(dict(self.cost)),
         }
 
     @classmethod
@@ -112,6 +115,7 @@ class RepetitionRecord:
             verdicts=tuple(SloVerdict.from_dict(v) for v in data["verdicts"]),
             counters={str(k): int(v) for k, v in data.get("counters", {}).items()},
             protocol=dict(data.get("protocol") or {}),
+            cost=dict(data.get("cost") or {}),
         )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from generator import LoadGenerator, Workload, WorkloadError
 from pytest_theodolite import monitor
+from pytest_theodolite.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU, cost_estimate
 from pytest_theodolite.errors import TheodoliteLeakWarning
 from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.metrics import DemandResult, Metric
@@ -143,19 +144,27 @@ class _Sampled:
     ids_t: list[float] = field(default_factory=list)
     ids: list[float] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
-    #: (instance CPU seconds, input records so far) when the measurement started, and at its last sample
-    cost_from: tuple[float, int] | None = None
-    cost_to: tuple[float, int] | None = None
+    #: while measuring: (time, instance CPU seconds, input records so far) at every sample
+    cost_samples: list[tuple[float, float, int]] = field(default_factory=list)
 
     def cost_counters(self) -> dict[str, int]:
-        """What the instances spent on the records offered while measuring (pull-request mode's continuous
-        figure): ``instance_cpu_ms`` over ``records_measured``; empty where the CPU could not be read."""
-        if self.cost_from is None or self.cost_to is None or self.cost_to[1] <= self.cost_from[1]:
+        """What the instances spent on the records offered while measuring (the continuous cost figure):
+        ``instance_cpu_ms`` over ``records_measured`` in ``cost_window_ms``; empty where the CPU could not be
+        read."""
+        if len(self.cost_samples) < 2 or self.cost_samples[-1][2] <= self.cost_samples[0][2]:
             return {}
+        (t0, cpu0, records0), (t1, cpu1, records1) = self.cost_samples[0], self.cost_samples[-1]
         return {
-            "instance_cpu_ms": round((self.cost_to[0] - self.cost_from[0]) * 1000),
-            "records_measured": self.cost_to[1] - self.cost_from[1],
+            "instance_cpu_ms": round((cpu1 - cpu0) * 1000),
+            "records_measured": records1 - records0,
+            "cost_window_ms": round((t1 - t0) * 1000),
         }
+
+    def cost(self) -> dict[str, Any]:
+        """The cost figure with its interval (cost.CostEstimate); empty where the CPU could not be read."""
+        times, cpu, records = ([sample[i] for sample in self.cost_samples] for i in range(3))
+        estimate = cost_estimate(times, cpu, records)
+        return {} if estimate is None else estimate.to_dict()
 
     def add(self, sample: monitor.LagSample) -> None:
         self.lag_t.append(sample.timestamp_s)
@@ -235,7 +244,15 @@ class ExperimentRunner:
         lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
         series_writers = {
             name: self.writer.open_series(load, resources, name, repetition)
-            for name in ("input-rate", "processed-rate", "batch-duration", SERIES_BATCH_ID, SERIES_BATCH_END)
+            for name in (
+                "input-rate",
+                "processed-rate",
+                "batch-duration",
+                SERIES_BATCH_ID,
+                SERIES_BATCH_END,
+                SERIES_INSTANCE_CPU,
+                SERIES_INPUT_RECORDS,
+            )
         }
         plan = self.settings.measurement_plan
         protocol = MeasurementProtocol(
@@ -334,7 +351,7 @@ class ExperimentRunner:
             generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
         verdicts = self._verdicts(abort, protocol, sampled, workload.target_rate, generator_series, counters)
-        return RepetitionRecord(repetition, verdicts, counters, protocol.summary())
+        return RepetitionRecord(repetition, verdicts, counters, protocol.summary(), sampled.cost())
 
     def _sample(
         self,
@@ -406,13 +423,11 @@ class ExperimentRunner:
                 if phase is not Phase.PRIMING and phase is not Phase.SETTLING:
                     cpu = self.spark.instance_cpu_seconds()
                     if cpu is not None:
-                        mark = (cpu, sample.end_offset)
                         # the records the generator wrote to the input topic: smooth, unlike the processed
                         # offsets, which move by whole micro-batches
-                        if sampled.cost_from is None:
-                            sampled.cost_from = mark
-                        else:
-                            sampled.cost_to = mark
+                        sampled.cost_samples.append((sample.timestamp_s, cpu, sample.end_offset))
+                        series_writers[SERIES_INSTANCE_CPU].append(sample.timestamp_s, cpu)
+                        series_writers[SERIES_INPUT_RECORDS].append(sample.timestamp_s, sample.end_offset)
                 if phase is Phase.DONE:
                     break
                 if time.monotonic() > deadline:

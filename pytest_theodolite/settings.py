@@ -173,6 +173,12 @@ GATE_OPTIONS: list[tuple[str, str, str]] = [
         "tolerance",
         "instances a load's demand may exceed its baseline before failing",
     ),
+    (
+        "--theodolite-cost-tolerance",
+        "cost_tolerance",
+        "fail a load whose CPU per record rose beyond this share of the baseline's (e.g. 20%%) and beyond its "
+        "noise, at the same demand; off: reported only",
+    ),
 ]
 
 

@@ -72,10 +72,18 @@ def scripted_record(
         slope = load - capacity_per_instance * resources
         outcome = Outcome.PASS if slope <= 0 else Outcome.FAIL
         verdicts = (SloVerdict(LAG_TREND, outcome, float(slope), 100.0),)
-    # a CPU cost per record that grows as the capacity per instance shrinks (pull-request mode's figure)
-    counters = {"instance_cpu_ms": round(1e6 / capacity_per_instance), "records_measured": 1000}
+    # a CPU cost per record that grows as the capacity per instance shrinks (pull-request mode's figure);
+    # SCRIPTED_CPU_US (with SCRIPTED_CPU_HALF_WIDTH, its interval) scripts it directly
+    us = (
+        float(os.environ["SCRIPTED_CPU_US"])
+        if os.environ.get("SCRIPTED_CPU_US")
+        else 1e6 / capacity_per_instance
+    )
+    counters = {"instance_cpu_ms": round(us), "records_measured": 1000, "cost_window_ms": 20_000}
+    half = float(os.environ.get("SCRIPTED_CPU_HALF_WIDTH", "0"))
+    cost = {"cpu_us_per_record": us, "low": us - half, "high": us + half, "blocks": 5} if half else {}
     return SubExperimentRecord.from_repetitions(
-        load, resources, float(load), [RepetitionRecord(0, verdicts, counters)]
+        load, resources, float(load), [RepetitionRecord(0, verdicts, counters, {}, cost)]
     )
 
 

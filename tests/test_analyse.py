@@ -73,9 +73,9 @@ def results_dir(tmp_path):
 
 
 def verdict_rows(out):
-    """The verdict table's rows by (load, resources); its 10 columns tell it apart from the demand table."""
+    """The verdict table's rows by (load, resources); its 12 columns tell it apart from the demand table."""
     rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
-    return {tuple(row[:2]): row for row in rows if len(row) == 10}
+    return {tuple(row[:2]): row for row in rows if len(row) == 12}
 
 
 def run_main(argv):
@@ -200,7 +200,7 @@ def test_capacity_metric_is_taken_from_the_option(results_dir):
     assert Outcome.INVALID.value in out
 
 
-def write_protocol_experiment(results_dir: Path) -> None:
+def write_protocol_experiment(results_dir: Path) -> ResultsWriter:
     """Two sub-experiments as the adaptive protocol records them: one settled after 30 s (a start backlog being
     worked off before that) and measured with batch ids and commit times; one that never settled."""
     from pytest_theodolite.results import SERIES_BATCH_END, SERIES_BATCH_ID
@@ -239,6 +239,7 @@ def write_protocol_experiment(results_dir: Path) -> None:
                 1000, resources, 1000.0, [RepetitionRecord(0, verdicts, {}, protocol)]
             )
         )
+    return writer
 
 
 def test_analyse_cuts_each_repetition_at_its_recorded_warmup_and_keeps_a_not_settled_fail(tmp_path):
@@ -267,8 +268,8 @@ def test_analyse_prints_interval_warmup_and_stop(tmp_path):
     settled, unsettled = rows[("1000", "2")], rows[("1000", "1")]
     low, high = (float(x) for x in settled[4].split(".."))
     assert low <= float(settled[3]) <= high
-    assert settled[5:] == ["2000.0", "30s", "certain", "-", "PASS"]
-    assert unsettled[3:] == ["-", "-", "2000.0", "-", "not-settled", "-", "FAIL"]
+    assert settled[5:] == ["2000.0", "30s", "certain", "-", "-", "-", "PASS"]  # no CPU series: no figure
+    assert unsettled[3:] == ["-", "-", "2000.0", "-", "not-settled", "-", "-", "-", "FAIL"]
 
 
 def test_raw_series_of_an_unfinished_sub_experiment_are_errored_not_judged(results_dir):
@@ -286,3 +287,25 @@ def test_raw_series_of_an_unfinished_sub_experiment_are_errored_not_judged(resul
     )
     assert rows[("200", "2")][-1] == "PASS"  # the finished ones are read back as before
     assert "500   unmeasured" in out
+
+
+def test_analyse_recomputes_the_cpu_per_record_from_the_raw_series(tmp_path):
+    from pytest_theodolite.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU
+
+    writer = write_protocol_experiment(tmp_path)
+    # the settled run's instances spent 50 us per record on 1 000 records/s while it was measured
+    t = T0 + np.arange(30.0, 90.0)
+    cpu = 7.0 + 0.05 * (t - t[0]) * (1 + 0.02 * np.random.default_rng(3).standard_normal(t.size))
+    writer.write_series(1000, 2, SERIES_INSTANCE_CPU, 0, TimeSeries.of(t, cpu))
+    writer.write_series(1000, 2, SERIES_INPUT_RECORDS, 0, TimeSeries.of(t, 1000.0 * (t - T0)))
+    analysis = reanalyse(read_results(tmp_path), read_results(tmp_path).slo_settings)
+    settled = next(r for r in analysis.sub_experiments if r.resources == 2)
+    recomputed = settled.repetitions[0].cost
+    assert recomputed["cpu_us_per_record"] == pytest.approx(50.0, rel=0.05)
+    assert recomputed["low"] < recomputed["cpu_us_per_record"] < recomputed["high"]
+    code, out, _ = run_main(["analyse", str(tmp_path)])
+    assert code == 0
+    row = verdict_rows(out)[("1000", "2")]
+    assert float(row[8]) == pytest.approx(50.0, rel=0.05)
+    low, high = (float(x) for x in row[9].split(".."))
+    assert low < float(row[8]) < high

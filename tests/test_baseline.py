@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from pytest_theodolite.baseline import (
     load_baseline,
     write_baseline,
 )
+from pytest_theodolite.cost import CostEstimate, PointCost
 from pytest_theodolite.metrics import DemandResult
 from pytest_theodolite.redaction import REDACTED
 
@@ -419,6 +421,7 @@ def test_verdict_labels() -> None:
         "UNMEASURED",
         "NEW LOAD",
         "NOT COMPARABLE",
+        "COST REGRESSION",
     ]
 
 
@@ -677,3 +680,90 @@ def test_not_comparable_replaces_pass_regression_and_improvement_but_not_unmeasu
         not_comparable="host differs",
     )
     assert [p.load for p in comparison.not_comparable] == [1000, 2000] and not comparison.regressions
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The CPU per record beside the demand
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _cost_entry(resources: int = 2, **changes: object) -> dict:
+    entry = {"resources": resources, "cpu_us_per_record": 37.1, "low": 36.0, "high": 38.2, "blocks": 5}
+    entry.update(changes)
+    return entry
+
+
+def test_cost_and_cpu_calibration_round_trip(tmp_path: Path) -> None:
+    document = valid_document()
+    document["cost"] = {"2000": _cost_entry(reference_us_per_row=2.5, cpu_utilisation=0.88)}
+    document["testbed"]["calibration_cpu_us_per_row"] = 2.5
+    baseline = load_baseline(write_document(tmp_path, document))
+    assert baseline is not None
+    assert baseline.cost == {2000: PointCost(2, CostEstimate(37.1, 36.0, 38.2, 5), 2.5, 0.88)}
+    assert baseline.testbed.calibration_cpu_us_per_row == 2.5
+    path = write_baseline(tmp_path / "again.json", baseline)
+    assert load_baseline(path) == baseline
+    assert '"cost"' not in make_baseline().to_json()  # a baseline without figures keeps the old layout
+
+
+@pytest.mark.parametrize(
+    ("cost", "problem"),
+    [
+        ({"3000": _cost_entry()}, 'cost["3000"]: not a load of demand'),
+        ({"2000": _cost_entry(resources=3)}, 'cost["2000"].resources is 3, but demand["2000"] is 2'),
+        (
+            {"2000": _cost_entry(cpu_us_per_record=-1)},
+            'cost["2000"].cpu_us_per_record is -1, expected a number',
+        ),
+        ({"2000": _cost_entry(low="x")}, 'cost["2000"].low is "x", expected a number >= 0'),
+        ({"2000": _cost_entry(blocks=1.5)}, 'cost["2000"].blocks is 1.5, expected a whole number >= 0'),
+        ({"2000": _cost_entry(typo=1)}, 'unknown key cost["2000"].typo'),
+        ({"2000": 37.1}, 'cost["2000"] is the number 37.1, expected an object'),
+        ([], "cost is a list, expected an object"),
+    ],
+)
+def test_a_broken_cost_entry_names_the_problem(tmp_path: Path, cost: object, problem: str) -> None:
+    with pytest.raises(BaselineError, match=re.escape(problem)):
+        load_baseline(write_document(tmp_path, _with(cost=cost)))
+
+
+def test_update_stores_each_measured_loads_cost_and_keeps_the_others() -> None:
+    old = PointCost(3, CostEstimate(50.0))
+    previous = Baseline("uc1", {1000: 2, 2000: 3, 4000: 4}, {}, TESTBED, cost={2000: old, 4000: old})
+    measured = DemandResult(demand={1000: 1, 2000: 2, 4000: 4}, unmeasured=(4000,))
+    new = PointCost(1, CostEstimate(40.0, 39.0, 41.0, 5))
+    at_old_demand = PointCost(3, CostEstimate(45.0))  # measured at an instance count that is not the demand
+    updated = baseline_from_measurement(
+        "uc1", measured, {}, TESTBED, previous, cost={1000: new, 2000: at_old_demand}
+    )
+    # 1000: the new figure; 2000: re-measured without a figure at its demand, the old one is dropped;
+    # 4000: unmeasured, keeps its figure
+    assert updated.cost == {1000: new, 4000: old}
+
+
+def test_a_cost_regression_needs_the_same_demand_and_fails_the_gate() -> None:
+    baseline = Baseline(
+        "uc1", {1000: 1, 2000: 2}, {}, TESTBED, cost={1000: PointCost(1, CostEstimate(50.0, 49.0, 51.0, 5))}
+    )
+    dearer = PointCost(1, CostEstimate(60.0, 59.0, 61.0, 5))
+    point = compare_point(1000, 1, baseline, measured_cost=dearer, cost_tolerance=0.1)
+    assert point.verdict is Verdict.COST_REGRESSION and not point.passed
+    assert point.describe("uc1") == (
+        "uc1 load 1000: measured 1 instance, baseline 1 instance: cost regression: CPU per record "
+        "+20% (tolerance 10%)"
+    )
+    # no tolerance: reported only; a demand regression stays a demand regression
+    assert compare_point(1000, 1, baseline, measured_cost=dearer).verdict is Verdict.PASS
+    assert (
+        compare_point(1000, 2, baseline, measured_cost=dearer, cost_tolerance=0.1).verdict
+        is Verdict.REGRESSION
+    )
+    comparison = compare(
+        DemandResult(demand={1000: 1, 2000: 2}),
+        baseline,
+        measured_testbed=None,
+        costs={1000: dearer},
+        cost_tolerance=0.1,
+    )
+    assert [p.load for p in comparison.cost_regressions] == [1000] and not comparison.passed
+    assert comparison.point(2000).cost is None  # neither side has a figure there

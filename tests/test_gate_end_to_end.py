@@ -86,6 +86,8 @@ def test_a_real_gate_reaches_records_and_reports_a_verdict(pytester):
     document = json.loads((results / "expuc1-e2e_results.json").read_text())
     assert document["settings"]["benchmark"] == "uc1-e2e"
     assert document["settings"]["testbed"]["calibration_rows_per_s"] > 0
+    # the CPU per record at the demand, and the blind spot, beside every verdict
+    result.stdout.fnmatch_lines(["*load | baseline | measured | verdict*| CPU per record*| blind spot"])
     for sub in document["sub_experiments"]:
         assert sub["outcome"] in ("pass", "fail"), sub
         protocol = sub["repetitions"][0]["protocol"]

@@ -52,8 +52,12 @@ def gate_project(pytester):
 
 
 def baseline_of(
-    demand: dict[int, int | None], cores: int | None = None, calibration: float | None = None
+    demand: dict[int, int | None],
+    cores: int | None = None,
+    calibration: float | None = None,
+    cost: dict[int, tuple[float, float]] | None = None,
 ) -> dict:
+    """A baseline file's content; `cost`: load -> (CPU us per record, its interval's half width)."""
     testbed = {
         "cores": cores,
         "memory_gib": None,
@@ -65,13 +69,25 @@ def baseline_of(
     }
     if calibration is not None:
         testbed.update(calibration_rows_per_s=calibration, instance_cpu=0.25)
-    return {
+    document = {
         "benchmark": "scripted",
         "format_version": 1,
         "settings": {},
         "demand": {str(load): value for load, value in demand.items()},
         "testbed": testbed,
     }
+    if cost:
+        document["cost"] = {
+            str(load): {
+                "resources": demand[load],
+                "cpu_us_per_record": us,
+                "low": us - half,
+                "high": us + half,
+                "blocks": 5,
+            }
+            for load, (us, half) in cost.items()
+        }
+    return document
 
 
 def test_each_load_is_its_own_test_with_a_stable_id(gate_project):
@@ -278,10 +294,10 @@ def test_improvement_passes_and_is_reported(gate_project, monkeypatch, tmp_path)
     markdown = summary_file.read_text()
     assert "scripted" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert rows == [
-        "| 1000 | 1 | 1 | PASS |",
-        "| 2000 | 2 | 1 | IMPROVEMENT |",
-        "| 3000 | 3 | 1 | IMPROVEMENT |",
+    assert [row.split(" | ")[:4] for row in rows] == [
+        ["| 1000", "1", "1", "PASS"],
+        ["| 2000", "2", "1", "IMPROVEMENT"],
+        ["| 3000", "3", "1", "IMPROVEMENT"],
     ]
 
 
@@ -471,3 +487,94 @@ def test_a_malformed_job_option_is_a_usage_error(gate_project, entry):
     result = gate_project().runpytest(f"--theodolite-job-option={entry}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--theodolite-job-option {entry!r} is not BENCHMARK:KEY=VALUE*"])
+
+
+def literal(pattern: str) -> str:
+    """An fnmatch pattern whose square brackets are text (the CPU figure's interval), not a character set."""
+    return pattern.replace("[", "[[]")
+
+
+def test_a_cpu_per_record_beyond_the_cost_tolerance_fails_at_an_unchanged_demand(gate_project, monkeypatch):
+    # capacity 1000 per instance: demand {1000: 1, 2000: 2, 3000: 3} as in the baseline; the job now spends
+    # 130 us per record where the baseline spent 100 (both +-2)
+    monkeypatch.setenv("SCRIPTED_CPU_US", "130")
+    monkeypatch.setenv("SCRIPTED_CPU_HALF_WIDTH", "2")
+    baseline = baseline_of({1000: 1, 2000: 2, 3000: 3}, cost={1000: (100.0, 2.0), 2000: (125.0, 2.0)})
+    project = gate_project(extra="duration=1, cost_tolerance='20%'", baseline=baseline)
+    result = project.runpytest("--junitxml=junit.xml")
+    # 1000: +30 % > 20 % -> cost regression; 2000: +4 %; 3000: no baseline figure, reported only
+    result.assert_outcomes(passed=2, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*scripted load 1000: measured 1 instance, baseline 1 instance: cost regression: CPU per record "
+            "+30% (tolerance 20%)",
+            literal(
+                "CPU per record at 1 instance: baseline 100.0 us [98.0, 102.0], measured 130.0 us [128.0, 132.0]*"
+            ),
+            "*scripted: COST REGRESSION (1 cost regression, cost tolerance 20%)",
+            literal("  1000 |*1 |*1 | COST REGRESSION | 130.0 us [128.0, 132.0] (+30%) | +0% (capacity)"),
+            literal("  2000 |*2 |*2 | PASS            | 130.0 us [128.0, 132.0] (+4%)  | +0% (capacity)"),
+            literal("  3000 |*3 |*3 | PASS            | 130.0 us [128.0, 132.0]        | n/a"),
+        ]
+    )
+    junit = (project.path / "junit.xml").read_text()
+    for prop in (
+        'name="theodolite.verdict.1000" value="cost-regression"',
+        'name="theodolite.cpu_us_per_record.1000" value="130.000"',
+        'name="theodolite.baseline_cpu_us_per_record.1000" value="100.000"',
+        'name="theodolite.cpu_change.1000" value="+0.300"',
+        'name="theodolite.cost_tolerance" value="0.200"',
+    ):
+        assert prop in junit, prop
+
+
+def test_a_rise_within_its_noise_passes_and_without_a_tolerance_the_figure_is_only_reported(
+    gate_project, monkeypatch
+):
+    monkeypatch.setenv("SCRIPTED_CPU_US", "130")
+    monkeypatch.setenv("SCRIPTED_CPU_HALF_WIDTH", "20")  # [110, 150] reaches into the baseline's [90, 110]
+    baseline = baseline_of({1000: 1, 2000: 2, 3000: 3}, cost={1000: (100.0, 10.0)})
+    gate_project(extra="duration=1, cost_tolerance='20%'", baseline=baseline).runpytest().assert_outcomes(
+        passed=3
+    )
+    monkeypatch.setenv("SCRIPTED_CPU_HALF_WIDTH", "2")
+    result = gate_project(extra="duration=1", baseline=baseline).runpytest()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([literal("  1000 |*1 |*1 | PASS    | 130.0 us [128.0, 132.0] (+30%) | *")])
+
+
+def test_the_cost_tolerance_from_the_command_line_and_a_bad_one(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CPU_US", "130")
+    baseline = baseline_of({1000: 1, 2000: 2, 3000: 3}, cost={1000: (100.0, 0.0)})
+    project = gate_project(baseline=baseline)
+    project.runpytest("--theodolite-cost-tolerance=10%").assert_outcomes(passed=2, failed=1)
+    result = project.runpytest("--theodolite-cost-tolerance=10")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*cost_tolerance '10' is not a percentage: write e.g. cost_tolerance='20%'*"]
+    )
+
+
+def test_updating_a_baseline_records_the_cpu_per_record_at_each_demand(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CPU_US", "80")
+    monkeypatch.setenv("SCRIPTED_CPU_HALF_WIDTH", "3")
+    project = gate_project()
+    project.runpytest("--theodolite-update-baselines").assert_outcomes(passed=3)
+    stored = json.loads((project.path / "baselines" / "scripted.json").read_text())
+    assert stored["demand"] == {"1000": 1, "2000": 2, "3000": 3}
+    assert stored["cost"] == {
+        str(load): {
+            "blocks": 5,
+            "cpu_us_per_record": 80.0,
+            "cpu_utilisation": None,  # the scripted cluster cannot limit CPU
+            "high": 83.0,
+            "low": 77.0,
+            "reference_us_per_row": None,
+            "resources": resources,
+        }
+        for load, resources in ((1000, 1), (2000, 2), (3000, 3))
+    }
+    # and the next run compares with it
+    monkeypatch.setenv("SCRIPTED_CPU_US", "120")
+    project.runpytest("--theodolite-cost-tolerance=20%").assert_outcomes(failed=3)

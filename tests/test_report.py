@@ -391,3 +391,22 @@ def test_pull_request_mode_tables_show_both_sides_and_the_cpu_figure():
     markdown = markdown_summary([report])
     assert "| load | REF main (abc1234) | change | status | CPU per record |" in markdown
     assert "| 4000 | 1 | 1 | PASS | 40.0 -> 60.0 us (+50%) |" in markdown
+
+
+def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_tolerance() -> None:
+    from pytest_theodolite.cost import BlindSpot, CostEstimate, PointCost
+    from pytest_theodolite.report import cost_junit_properties
+
+    measured = PointCost(2, CostEstimate(41.25, 40.0, 42.5, 5))
+    baseline = PointCost(2, CostEstimate(37.0))
+    properties = cost_junit_properties(12000, measured, baseline, BlindSpot(12000, 2, 0.25, "cpu"), 0.1)
+    assert properties == [
+        ("theodolite.cpu_us_per_record.12000", "41.250"),
+        ("theodolite.cpu_us_per_record.12000.low", "40.000"),
+        ("theodolite.cpu_us_per_record.12000.high", "42.500"),
+        ("theodolite.baseline_cpu_us_per_record.12000", "37.000"),
+        ("theodolite.blind_spot.12000", "0.250"),
+        ("theodolite.blind_spot_source.12000", "cpu"),
+        ("theodolite.cost_tolerance", "0.100"),
+    ]
+    assert cost_junit_properties(12000, None, None, None, None) == []

@@ -6,8 +6,9 @@ import pytest
 
 from generator import Workload
 from pytest_theodolite import __main__ as analyse_cli
+from pytest_theodolite.cost import cost_from_series
 from pytest_theodolite.metrics import Metric
-from pytest_theodolite.results import read_results
+from pytest_theodolite.results import read_results, read_series
 from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
 from pytest_theodolite.slo import Outcome, SlopeThreshold, SloSettings
 from spark_jobs import uc1
@@ -57,6 +58,14 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
             assert repetition.counters["records_measured"] > 0.5 * record.load * settings.duration_s
             assert repetition.counters["instance_cpu_ms"] > 0
             assert record.cpu_us_per_record is not None and record.cpu_us_per_record > 0
+            # the same figure, with its interval where the window held enough blocks, from the raw series
+            assert repetition.cost["cpu_us_per_record"] == pytest.approx(record.cpu_us_per_record, rel=0.01)
+            cpu_file = tmp_path / f"exp1_{record.load}_{record.resources}_instance-cpu_0.csv"
+            records_file = tmp_path / f"exp1_{record.load}_{record.resources}_input-records_0.csv"
+            assert cpu_file.exists() and records_file.exists()
+            recomputed = cost_from_series(read_series(cpu_file), read_series(records_file))
+            assert recomputed is not None and recomputed.blocks == repetition.cost["blocks"]
+            assert recomputed.cpu_us_per_record == pytest.approx(repetition.cost["cpu_us_per_record"])
         generator = next(v for v in record.verdicts if v.name == "generator-rate")
         assert generator.outcome is Outcome.PASS, generator
 

@@ -1,6 +1,8 @@
 """How steady is the testbed calibration? Runs it N times in one session (the variants side by side) and prints
 each figure, the spread within each calibration, and the run-to-run coefficient of variation -- the figure the
-calibration margin (pytest_theodolite/calibration.py, DEFAULT_MARGIN) must stay well above.
+calibration margin (pytest_theodolite/calibration.py, DEFAULT_MARGIN) must stay well above. Both figures: the
+rows/s (wall clock) and the instance's CPU microseconds per row (cgroup accounting), which the CPU-per-record
+cost figure is normalised by (pytest_theodolite/cost.py).
 
     python benchmarks/scripts/calibration_spread.py [--runs 6] [--rows 1000000]
 """
@@ -21,16 +23,23 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
     with open_spark(TheodoliteSettings(max_instances=1)) as cluster:
-        figures = []
+        figures, cpu_figures = [], []
         for run in range(args.runs):
             result = calibration.calibrate(cluster, rows=args.rows)
             figures.append(result.rows_per_s)
+            if result.cpu_us_per_row is not None:
+                cpu_figures.append(result.cpu_us_per_row)
             print(f"run {run + 1}: {result.describe()}", flush=True)
-    mean = statistics.mean(figures)
-    print(
-        f"\n{args.runs} calibrations: mean {mean:,.0f} rows/s, min {min(figures):,.0f}, max {max(figures):,.0f}, "
-        f"coefficient of variation {statistics.stdev(figures) / mean:.1%}, max/min {max(figures) / min(figures):.2f}"
-    )
+    print()
+    for values, unit in ((figures, "rows/s"), (cpu_figures, "CPU us per row")):
+        if len(values) < 2:
+            print(f"{unit}: fewer than 2 figures (the instance's CPU could not be read)")
+            continue
+        mean = statistics.mean(values)
+        print(
+            f"{len(values)} calibrations, {unit}: mean {mean:,.3f}, min {min(values):,.3f}, max {max(values):,.3f}, "
+            f"coefficient of variation {statistics.stdev(values) / mean:.1%}, max/min {max(values) / min(values):.3f}"
+        )
 
 
 if __name__ == "__main__":

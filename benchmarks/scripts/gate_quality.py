@@ -58,7 +58,7 @@ class Point:
     baseline: str  # pull-request mode: REF's demand
     measured: str
     verdict: str
-    cpu_change: str = ""  # pull-request mode: the change's CPU per record relative to REF's
+    cpu_change: str = ""  # the CPU per record relative to the baseline's (pull-request mode: REF's)
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,12 @@ class Run:
 
     @property
     def regressions(self) -> list[Point]:
-        return [p for p in self.points if p.verdict == "regression"]
+        """Points that failed the gate: a demand regression or a CPU per record beyond the cost tolerance."""
+        return [p for p in self.points if p.verdict in ("regression", "cost-regression")]
+
+    @property
+    def cost_regressions(self) -> list[Point]:
+        return [p for p in self.points if p.verdict == "cost-regression"]
 
 
 def points_of(junit: Path) -> tuple[Point, ...]:
@@ -148,9 +153,12 @@ def report(runs: list[Run]) -> None:
         for point in run.points:
             key = (point.test.split("[")[0], point.load)
             baselines[key] = point.baseline
-            mark = {"pass": "", "improvement": " (better)", "regression": " REGRESSION"}.get(
-                point.verdict, f" {point.verdict}"
-            )
+            mark = {
+                "pass": "",
+                "improvement": " (better)",
+                "regression": " REGRESSION",
+                "cost-regression": " COST REGRESSION",
+            }.get(point.verdict, f" {point.verdict}")
             cpu = f" cpu {float(point.cpu_change):+.0%}" if point.cpu_change else ""
             table[key][f"{run.kind[0]}{run.index}"] = f"{point.measured}{mark}{cpu}"
     columns = [f"{r.kind[0]}{r.index}" for r in runs]
@@ -170,8 +178,9 @@ def report(runs: list[Run]) -> None:
         chosen = [r for r in runs if r.kind == kind]
         if chosen:
             flagged = sum(1 for r in chosen if r.regressions)
+            by_cost = sum(1 for r in chosen if r.cost_regressions)
             print(
-                f"\n{label}: {flagged} of {len(chosen)}; wall time per run: "
+                f"\n{label}: {flagged} of {len(chosen)} ({by_cost} with a cost regression); wall time per run: "
                 + ", ".join(f"{r.wall_s / 60:.1f} min" for r in chosen)
             )
 

@@ -1,0 +1,235 @@
+"""The continuous cost figure (cost.py): its estimate and interval, the check against a baseline's figure, and
+blind spots -- on scripted samples and records, no broker."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_theodolite.cost import (
+    NOT_COMPARED,
+    PASS,
+    REGRESSION,
+    CostEstimate,
+    CostToleranceError,
+    PointCost,
+    blind_spot,
+    blind_spot_warning,
+    capacities,
+    check_cost,
+    cost_estimate,
+    cost_from_series,
+    parse_cost_tolerance,
+    point_cost,
+    sub_experiment_cost,
+)
+from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
+from pytest_theodolite.slo import LAG_TREND, Outcome, SloVerdict, TimeSeries
+
+
+def samples(us_per_record: float, seconds: int = 30, rate: float = 4000, jitter: float = 0.0, seed: int = 1):
+    """Per-second (time, cumulative CPU s, cumulative records) of a job spending `us_per_record`."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(seconds + 1, dtype=float) + 1_700_000_000
+    records = np.floor(np.arange(seconds + 1) * rate)
+    step_cpu = us_per_record * rate / 1e6 * (1 + jitter * rng.standard_normal(seconds))
+    cpu = np.concatenate([[12.0], 12.0 + np.cumsum(step_cpu)])
+    return t, cpu, records
+
+
+def test_the_estimate_is_cpu_over_records_with_an_interval_that_holds_it() -> None:
+    estimate = cost_estimate(*samples(50.0, jitter=0.05))
+    assert estimate is not None
+    assert estimate.cpu_us_per_record == pytest.approx(50.0, rel=0.03)
+    assert estimate.blocks == 6
+    assert estimate.low < estimate.cpu_us_per_record < estimate.high
+    assert estimate.low < 50.0 < estimate.high
+
+
+def test_a_steady_job_has_a_narrow_interval_and_a_noisy_one_a_wide_one() -> None:
+    steady = cost_estimate(*samples(50.0, jitter=0.01))
+    noisy = cost_estimate(*samples(50.0, jitter=0.3))
+    assert steady is not None and noisy is not None
+    assert (steady.high - steady.low) * 5 < noisy.high - noisy.low
+
+
+def test_a_short_window_has_a_figure_but_no_interval() -> None:
+    estimate = cost_estimate(*samples(40.0, seconds=8))
+    assert estimate == CostEstimate(pytest.approx(40.0), None, None, 0)
+
+
+def test_no_records_offered_gives_no_figure() -> None:
+    t, cpu, _ = samples(40.0)
+    assert cost_estimate(t, cpu, np.zeros_like(t)) is None
+    assert cost_estimate(t[:1], cpu[:1], t[:1]) is None
+
+
+def test_samples_of_different_lengths_are_refused() -> None:
+    t, cpu, records = samples(40.0)
+    with pytest.raises(ValueError, match="different lengths"):
+        cost_estimate(t, cpu[:-1], records)
+
+
+def test_the_figure_is_recomputed_from_the_raw_series() -> None:
+    t, cpu, records = samples(45.0, jitter=0.05)
+    recorded = cost_estimate(t, cpu, records)
+    # a CPU sample without its records sample (e.g. the last one written before an interruption) is dropped
+    recomputed = cost_from_series(
+        TimeSeries.of(np.append(t, t[-1] + 1), np.append(cpu, cpu[-1] + 1)), TimeSeries.of(t, records)
+    )
+    assert recomputed == recorded
+    assert cost_from_series(None, TimeSeries.of(t, records)) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "share"), [("20%", 0.2), (" 7.5% ", 0.075), (None, None), ("", None), ("off", None)]
+)
+def test_parse_cost_tolerance(text: str | None, share: float | None) -> None:
+    assert parse_cost_tolerance(text) == share
+
+
+@pytest.mark.parametrize("text", ["20", "0.2", "-5%", "0%", "abc%", "5000%"])
+def test_a_cost_tolerance_that_is_not_a_positive_percentage_says_how_to_write_it(text: str) -> None:
+    with pytest.raises(CostToleranceError, match="cost_tolerance") as error:
+        parse_cost_tolerance(text)
+    assert "'20%'" in str(error.value)
+
+
+def cost(us: float, low: float | None = None, high: float | None = None, resources: int = 1, reference=None):
+    return PointCost(resources, CostEstimate(us, low, high, 0 if low is None else 5), reference)
+
+
+def test_a_rise_beyond_the_tolerance_and_the_noise_is_a_regression() -> None:
+    check = check_cost(cost(50, 49, 51), cost(60, 58, 62), tolerance=0.1)
+    assert check.status == REGRESSION
+    assert check.relative == pytest.approx(0.2)
+    assert check.text == "+20% (tolerance 10%)"
+
+
+def test_a_rise_within_the_tolerance_passes() -> None:
+    assert check_cost(cost(50, 49, 51), cost(54, 53, 55), tolerance=0.1).status == PASS
+
+
+def test_a_rise_beyond_the_tolerance_but_within_the_noise_passes() -> None:
+    # the measured interval reaches below the baseline's upper end: not significant (asv's rule)
+    check = check_cost(cost(50, 40, 60), cost(58, 50, 66), tolerance=0.1)
+    assert check.status == PASS
+    assert check.relative == pytest.approx(0.16)
+
+
+def test_without_intervals_the_tolerance_alone_decides() -> None:
+    assert check_cost(cost(50), cost(56), tolerance=0.1).status == REGRESSION
+    assert check_cost(cost(50), cost(54), tolerance=0.1).status == PASS
+
+
+def test_without_a_tolerance_the_change_is_reported_not_judged() -> None:
+    check = check_cost(cost(50, 49, 51), cost(100, 99, 101), tolerance=None)
+    assert (check.status, check.relative, check.text) == (PASS, pytest.approx(1.0), "+100%")
+
+
+def test_a_cheaper_job_passes() -> None:
+    assert check_cost(cost(50, 49, 51), cost(30, 29, 31), tolerance=0.1).status == PASS
+
+
+def test_figures_at_different_instance_counts_are_not_compared() -> None:
+    check = check_cost(cost(50, resources=2), cost(80, resources=3), tolerance=0.1)
+    assert check.status == NOT_COMPARED
+    assert check.relative is None
+    assert "3 instances" in check.reason and "2" in check.reason
+
+
+def test_a_missing_figure_is_not_compared() -> None:
+    assert "baseline has no CPU figure" in check_cost(None, cost(50), 0.1).reason
+    assert "this run has no CPU figure" in check_cost(cost(50), None, 0.1).reason
+
+
+def test_figures_are_normalised_by_each_hosts_cpu_per_reference_row() -> None:
+    # a host whose CPU is 25 % slower per reference row spends 25 % more per record: no cost change
+    check = check_cost(cost(40, 39, 41, reference=2.0), cost(50, 49, 51, reference=2.5), tolerance=0.1)
+    assert check.normalised
+    assert check.relative == pytest.approx(0.0)
+    assert check.status == PASS
+    # only one side calibrated by CPU: the raw figures are compared
+    raw = check_cost(cost(40, 39, 41, reference=2.0), cost(50, 49, 51), tolerance=0.1)
+    assert not raw.normalised and raw.status == REGRESSION
+
+
+def repetition(outcome: Outcome, slope: float | None, cpu_ms: int | None = None, records: int = 0, **extra):
+    counters = {} if cpu_ms is None else {"instance_cpu_ms": cpu_ms, "records_measured": records, **extra}
+    verdict = SloVerdict(LAG_TREND, outcome, slope, 200.0)
+    return RepetitionRecord(0, (verdict,), counters, {"measured_s": 20.0})
+
+
+def record(load: int, resources: int, *repetitions: RepetitionRecord) -> SubExperimentRecord:
+    return SubExperimentRecord.from_repetitions(load, resources, float(load), repetitions)
+
+
+def test_the_point_cost_is_the_passing_run_at_the_demand() -> None:
+    runs = [
+        record(4000, 1, repetition(Outcome.FAIL, 900.0, 5000, 80000)),
+        record(4000, 2, repetition(Outcome.PASS, -10.0, 8000, 80000, cost_window_ms=20000)),
+    ]
+    figure = point_cost(runs, 2, instance_cpu=0.25, reference_us_per_row=3.0)
+    assert figure is not None
+    assert (figure.resources, figure.cpu_us_per_record, figure.reference_us_per_row) == (2, 100.0, 3.0)
+    assert figure.cpu_utilisation == pytest.approx(8.0 / (20 * 0.25 * 2))
+    assert point_cost(runs, None, 0.25, None) is None  # "none": no instance count passed
+    assert point_cost(runs, 1, 0.25, None) is None  # the run at 1 instance failed
+    assert point_cost(runs, 2, None, None).cpu_utilisation is None  # not CPU-limited
+
+
+def test_repetitions_give_their_mean_with_an_interval_over_runs() -> None:
+    runs = record(
+        4000,
+        1,
+        *(
+            RepetitionRecord(
+                i, (SloVerdict(LAG_TREND, Outcome.PASS, 0.0, 200.0),), {}, {}, {"cpu_us_per_record": us}
+            )
+            for i, us in enumerate((50.0, 52.0, 54.0))
+        ),
+    )
+    estimate = sub_experiment_cost(runs)
+    assert estimate is not None
+    assert estimate.cpu_us_per_record == pytest.approx(52.0)
+    assert estimate.low < 50.0 and estimate.high > 54.0  # t(0.975, 2) * 2 / sqrt(3) = 4.97
+    assert estimate.blocks == 3
+
+
+def test_capacity_is_the_load_minus_the_lag_slope_of_overloaded_runs() -> None:
+    runs = [
+        record(12000, 1, repetition(Outcome.FAIL, 6000.0)),
+        record(16000, 1, repetition(Outcome.FAIL, 9000.0)),
+        record(20000, 3, repetition(Outcome.FAIL, None)),  # stopped as falling behind: no slope
+        record(20000, 4, repetition(Outcome.PASS, -100.0)),
+    ]
+    assert capacities(runs) == {1: 6500.0}
+
+
+def test_a_blind_spot_from_capacity_else_from_the_cpu_left() -> None:
+    spot = blind_spot(4000, PointCost(1, CostEstimate(50.0), None, 0.8), {1: 6000.0})
+    assert (spot.share, spot.source, spot.text) == (pytest.approx(0.5), "capacity", "+50% (capacity)")
+    spot = blind_spot(12000, PointCost(2, CostEstimate(37.0), None, 0.8), {1: 6000.0})
+    assert (spot.share, spot.source) == (pytest.approx(0.25), "cpu")
+    assert spot.text == "+25% (CPU headroom)"
+    assert blind_spot(12000, PointCost(2, CostEstimate(37.0)), {}) is None
+    assert blind_spot(12000, None, {1: 6000.0}) is None
+
+
+def test_a_warning_when_every_load_sits_far_below_capacity() -> None:
+    def spot(share: float):
+        return blind_spot(1000, PointCost(1, CostEstimate(1.0), None, 1 / (1 + share)), {})
+
+    warning = blind_spot_warning("uc4", [spot(2.0), spot(0.9)])
+    assert warning is not None and "uc4" in warning and "+90%" in warning and "cost_tolerance" in warning
+    assert blind_spot_warning("uc1", [spot(2.0), spot(0.2)]) is None  # one load is near its capacity
+    assert blind_spot_warning("uc1", [spot(2.0), None]) is None  # one load's headroom is unknown
+    assert blind_spot_warning("uc1", []) is None
+
+
+def test_the_figure_round_trips_through_a_dict() -> None:
+    figure = PointCost(2, CostEstimate(37.1, 36.0, 38.2, 5), 2.5, 0.88)
+    assert PointCost.from_dict(figure.to_dict()) == figure
+    assert math.isclose(PointCost.from_dict(figure.to_dict()).cpu_us_per_record, 37.1)
