@@ -44,6 +44,7 @@ from pytest_theodolite.gates import (
 )
 from pytest_theodolite.isolation import MeasurementLock
 from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.process import terminate_as_interrupt
 from pytest_theodolite.pull_request import CompareTarget, PairedPoint
 from pytest_theodolite.report import (
     cost_junit_properties,
@@ -139,8 +140,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "theodolite(benchmark, *, loads, resources=(1, 2, 3, 4), duration=60, warmup=30, threshold=2000, "
-        "strategy='baseline-guess+lower-bound', repetitions=1, tolerance=0, sample_interval=1, spark_conf=None, "
-        "instance_cpu=None): a "
+        "strategy='baseline-guess+lower-bound', repetitions=1, tolerance=0, cost_tolerance=None, sample_interval=1, "
+        "spark_conf=None, instance_cpu=None): a "
         "scalability gate; a test with this marker that uses the theodolite_gate fixture runs once per load",
     )
     config.addinivalue_line(
@@ -171,6 +172,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
     config.stash[STATE_KEY] = GateState()
     config.pluginmanager.register(config.stash[STATE_KEY], "theodolite-gate-state")
+    # a cancelled CI job gets SIGTERM: clean up as after Ctrl-C instead of leaving JVMs and temp dirs
+    config.add_cleanup(terminate_as_interrupt())
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

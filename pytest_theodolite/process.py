@@ -11,6 +11,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,35 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the finalizers are the only safety net
         pass
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def terminate_as_interrupt() -> Callable[[], None]:
+    """Make SIGTERM (a CI job cancelled, ``timeout``, ``kill``) raise KeyboardInterrupt as Ctrl-C does, so that
+    the same finalizers stop every process and remove every temp dir; returns what restores the previous
+    handler. Only where SIGTERM still has its default action, and only in the main thread (the one Python
+    delivers signals to): a handler someone else installed is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+    signal.signal(signal.SIGTERM, _interrupt)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return restore
+
+
+def interruptible_child() -> None:
+    """First thing in a spawned helper process: Ctrl-C and SIGTERM raise KeyboardInterrupt there, whatever the
+    parent's dispositions (a SIGINT ignored by a background shell is inherited across exec), so that the
+    helper can clean up what it started when the parent interrupts it."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 @dataclass

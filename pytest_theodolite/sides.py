@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -28,13 +30,16 @@ from generator import Workload
 from pytest_theodolite.errors import TheodoliteSetupError
 from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.metrics import Metric
-from pytest_theodolite.process import die_with_parent
+from pytest_theodolite.process import die_with_parent, interruptible_child
 from pytest_theodolite.results import SubExperimentRecord
 from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, PhaseTimings, new_writer
 from pytest_theodolite.spark.cluster import SparkCluster
 
 #: how long a side may take to start (interpreter, imports) before it counts as broken
 START_TIMEOUT_S = 120.0
+#: how long a driver process that waits for work takes to act on "stop"; one still busy after this is in the
+#: middle of a sub-experiment and gets SIGINT
+IDLE_STOP_S = 3.0
 
 
 class SideError(TheodoliteSetupError):
@@ -158,6 +163,7 @@ def _fixed_workload(workload: Workload) -> Callable[[int], Workload]:
 def serve(connection: Connection, spec: SideSpec) -> None:
     """The side's process: import the job, then run sub-experiments as the parent asks until told to stop."""
     die_with_parent()  # a parent killed without cleanup takes this driver (and its JVM) with it
+    interruptible_child()  # the parent interrupts a running sub-experiment with SIGINT (close())
     try:
         job, origin = _import_job(spec)
         kafka = KafkaCluster(**spec.kafka)
@@ -192,6 +198,10 @@ def serve(connection: Connection, spec: SideSpec) -> None:
                 connection.send(("record", record, timings))
             except Exception:
                 connection.send(("error", traceback.format_exc()))
+    except (
+        KeyboardInterrupt
+    ):  # the runner has stopped what the sub-experiment started; what finished is saved
+        pass
     finally:
         kafka.close()
 
@@ -253,6 +263,8 @@ class SideProcess:
         return message[1], message[2]
 
     def close(self) -> None:
+        """Stop the driver process: at once when it waits for work; in the middle of a sub-experiment
+        (Ctrl-C, a failure on the other side), interrupted as Ctrl-C would, so that it stops what it started."""
         process, connection = self._process, self._connection
         self._process = self._connection = None
         if connection is not None:
@@ -262,6 +274,9 @@ class SideProcess:
                 pass
             connection.close()
         if process is not None:
+            process.join(IDLE_STOP_S)
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signal.SIGINT)
             process.join(self.stop_timeout_s)
             if process.is_alive():
                 process.terminate()

@@ -242,7 +242,11 @@ def test_uc1(theodolite_gate):
 """
 
 
-def test_ctrl_c_during_a_sub_experiment_keeps_what_finished_and_leaves_nothing(pytester, tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_during_a_sub_experiment_keeps_what_finished_and_leaves_nothing(
+    pytester, tmp_path, stop_signal
+):
+    """Ctrl-C, and SIGTERM (a cancelled CI job, ``timeout``), which the plugin turns into the same interrupt."""
     pytester.makepyfile(test_uc1_gate=GATE)
     (pytester.path / "baselines").mkdir()
     temp = tmp_path / "inner-tmp"  # where the inner session's own temp dirs go (checkpoints, broker, Spark)
@@ -298,7 +302,7 @@ def test_ctrl_c_during_a_sub_experiment_keeps_what_finished_and_leaves_nothing(p
             time.sleep(0.3)
         assert inner.poll() is None, (tmp_path / "inner.log").read_text(errors="replace")
         assert finished, "no sub-experiment finished within 300 s"
-        inner.send_signal(signal.SIGINT)
+        inner.send_signal(stop_signal)
         inner.wait(timeout=180)  # bounded: a hang fails here
     finally:
         if inner.poll() is None:

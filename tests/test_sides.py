@@ -1,7 +1,9 @@
 """Each side of pull-request mode imports its own version of the job, in its own process, and is stopped."""
 
 import multiprocessing
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,38 @@ def test_a_job_without_the_named_function_is_a_clear_error(repo, tmp_path):
 def test_a_lambda_job_cannot_be_imported_by_name():
     with pytest.raises(SideError, match="module-level function"):
         job_reference(Benchmark("t", lambda spark, **o: None, lambda keys: Workload(keys=keys)))
+
+
+def busy_side(connection, marker: str) -> None:
+    """A side driver in the middle of a sub-experiment: busy until interrupted, then it cleans up."""
+    from pytest_theodolite.process import interruptible_child
+
+    interruptible_child()
+    connection.send(("ready", "busy"))
+    try:
+        time.sleep(600)
+    except KeyboardInterrupt as interrupt:
+        Path(marker).write_text(f"cleaned up after {interrupt!s}")  # SIGINT: empty, SIGTERM: its name
+
+
+def test_a_side_busy_with_a_sub_experiment_is_interrupted_as_by_ctrl_c(tmp_path):
+    """close() on a side that is running a sub-experiment (Ctrl-C in the parent, or the other side failed)
+    interrupts it with SIGINT, so that its runner stops what it started; a SIGINT the parent ignores (a
+    background job's) does not reach into the side."""
+    marker = tmp_path / "marker"
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the spawned interpreter
+    try:
+        process = context.Process(target=busy_side, args=(child, str(marker)))
+        process.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    child.close()
+    assert parent.poll(60) and parent.recv() == ("ready", "busy")
+    side = SideProcess(spec=None, stop_timeout_s=120)  # type: ignore[arg-type]
+    side._process, side._connection = process, parent
+    side.close()  # joins and closes the process
+    assert marker.read_text() == "cleaned up after ", (
+        "interrupted by SIGINT, not terminated after the timeout"
+    )
