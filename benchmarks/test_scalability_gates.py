@@ -21,12 +21,17 @@ behind) in one run and 1 (slope -16 [-515, 483] vs 600 records/s) in the next; U
 import pytest
 from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
 
+# cost_tolerance: the CPU per record at each load's demand may rise this much over the baseline's before a
+# point fails even at the same demand (and only when its interval lies wholly above the baseline's). Set from
+# the figure's run-to-run spread on one 2-core host (3 runs, benchmarks/scripts/gate_quality.py): UC1-UC3
+# points varied by a coefficient of variation of 0.5-4 % (UC1 20 000 at 4 instances the most), UC4's by 3-10 %.
 GATE = dict(
     resources=[1, 2, 3, 4],
     instance_cpu=0.25,
     threshold="5%",
     strategy="baseline-guess+lower-bound",
     spark_conf=QUICK_WARMUP_EXECUTORS,
+    cost_tolerance="8%",
 )
 
 
@@ -53,6 +58,6 @@ def test_uc3_aggregation_by_time_attribute(theodolite_gate):
 # UC4 joins every reading with the registry, re-reads the registry and feeds results back each micro-batch, so
 # it gets half a core per instance. Its per-batch costs dominate: at depth 5 and 6 (1 024 and 4 096
 # records/s) one half-core instance still kept up, so this gate does not yet exercise more instances.
-@pytest.mark.theodolite(UC4_DEPTH, loads=[2, 3, 4], **{**GATE, "instance_cpu": 0.5})
+@pytest.mark.theodolite(UC4_DEPTH, loads=[2, 3, 4], **{**GATE, "instance_cpu": 0.5, "cost_tolerance": "30%"})
 def test_uc4_hierarchical_aggregation(theodolite_gate):
     theodolite_gate.check()
