@@ -18,6 +18,7 @@ from pytest_theodolite.baseline import Baseline, Comparison, Testbed, compare
 from pytest_theodolite.calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
 from pytest_theodolite.compare import CHANGE, REF, SAME_TESTBED, SIDES
 from pytest_theodolite.cost import (
+    BlindSpot,
     PointCost,
     blind_spot,
     blind_spot_warning,
@@ -253,7 +254,7 @@ class BenchmarkExperiment:
         assert isinstance(result, DemandResult)
         return result
 
-    def blind_spots(self, costs: Mapping[int, PointCost | None]) -> dict[int, Any]:
+    def blind_spots(self, costs: Mapping[int, PointCost | None]) -> dict[int, BlindSpot | None]:
         """load -> how much dearer the job could become there before its demand changes (cost.BlindSpot)."""
         capacity = capacities(self.runner.records.values())
         return {load: blind_spot(load, cost, capacity) for load, cost in costs.items()}
