@@ -26,6 +26,7 @@ from pytest_theodolite.baseline import (
     Testbed,
     compare_point,
 )
+from pytest_theodolite.cost import PointCost
 from pytest_theodolite.search import MEASURED, NONE, SKIPPED, IncrementalSearch, Step, _outcome_of
 
 REF: Final = "ref"
@@ -92,11 +93,25 @@ def compare_sides(
     tolerance: int = 0,
     *,
     skipped: bool = False,
+    ref_cost: PointCost | None = None,
+    change_cost: PointCost | None = None,
+    cost_tolerance: float | None = None,
 ) -> PointComparison:
-    """The change's demand at one load against REF's (REF in the result's `baseline` fields)."""
+    """The change's demand at one load against REF's (REF in the result's `baseline` fields); where both
+    sides need the same instances, the change's CPU per record against REF's with `cost_tolerance`."""
     not_comparable = None
     if ref is UNMEASURED:
         not_comparable = "REF could not be measured at this load (an invalid or errored sub-experiment)"
         ref = None
-    as_baseline = Baseline(benchmark, {load: ref}, {}, SAME_TESTBED)
-    return compare_point(load, change, as_baseline, tolerance, skipped=skipped, not_comparable=not_comparable)
+    costs = {load: ref_cost} if ref_cost is not None and ref_cost.resources == ref else {}
+    as_baseline = Baseline(benchmark, {load: ref}, {}, SAME_TESTBED, cost=costs)
+    return compare_point(
+        load,
+        change,
+        as_baseline,
+        tolerance,
+        skipped=skipped,
+        not_comparable=not_comparable,
+        measured_cost=change_cost,
+        cost_tolerance=cost_tolerance,
+    )

@@ -457,7 +457,13 @@ def summarise(
         if isinstance(experiment, PairedExperiment):
             reports.append(
                 _paired_report(
-                    name, experiment, baselines.get(name), tolerances.get(name, 0), settings, session
+                    name,
+                    experiment,
+                    baselines.get(name),
+                    tolerances.get(name, 0),
+                    settings,
+                    session,
+                    (cost_tolerances or {}).get(name),
                 )
             )
             continue
@@ -512,6 +518,7 @@ def _paired_report(
     tolerance: int,
     settings: TheodoliteSettings,
     session: TheodoliteSession,
+    cost_tolerance: float | None = None,
 ) -> BenchmarkReport:
     """Pull-request mode: the change against REF per load, both sides' CPU per record, and the change
     against the stored baseline where there is one."""
@@ -519,7 +526,10 @@ def _paired_report(
     measured, ref = experiment.demand_result(CHANGE), experiment.demand_result(REF)
     points = [experiment.points[load] for load in sorted(experiment.points)]
     comparison = Comparison(
-        benchmark=name, points=tuple(p.comparison(name, tolerance) for p in points), tolerance=tolerance
+        benchmark=name,
+        points=tuple(p.comparison(name, tolerance, cost_tolerance) for p in points),
+        tolerance=tolerance,
+        cost_tolerance=cost_tolerance,
     )
     against = (
         compare(

@@ -574,7 +574,9 @@ class TheodoliteGate:
     @property
     def comparison(self) -> PointComparison:
         if self.paired is not None:
-            return self.paired.comparison(self.spec.benchmark.name, self.spec.tolerance)
+            return self.paired.comparison(
+                self.spec.benchmark.name, self.spec.tolerance, self.spec.cost_tolerance
+            )
         return self.baseline_comparison
 
     @property
@@ -633,12 +635,16 @@ class TheodoliteGate:
             pytest.fail(message, pytrace=False)
         if comparison.verdict is Verdict.COST_REGRESSION:
             self.record_property("theodolite.regression", self.point.load)
-            assert self.baseline is not None  # a cost regression needs the baseline's figure
-            before = self.baseline.cost[self.point.load]
+            if self.paired is not None:
+                before, after = self.paired.point_cost(REF), self.paired.point_cost(CHANGE)
+            else:
+                assert self.baseline is not None  # a cost regression needs the baseline's figure
+                before, after = self.baseline.cost[self.point.load], self.cost
+            assert before is not None
             pytest.fail(
                 f"{comparison.describe(name, self.reference)}\n"
-                f"CPU per record at {_count_instances(before.resources)}: baseline "
-                f"{estimate_text(before)}, measured {cost_text(comparison, self.cost)}; "
+                f"CPU per record at {_count_instances(before.resources)}: {self.reference} "
+                f"{estimate_text(before)}, measured {cost_text(comparison, after)}; "
                 "a regression needs the rise beyond the tolerance and the measured interval wholly above the "
                 "baseline's",
                 pytrace=False,

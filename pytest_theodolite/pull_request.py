@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_theodolite.baseline import UNMEASURED, Baseline, MeasuredDemand, PointComparison
 from pytest_theodolite.compare import CHANGE, REF, SIDES, PairedDemandSearch, compare_sides
+from pytest_theodolite.cost import PointCost, point_cost
 from pytest_theodolite.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.metrics import DemandResult, Metric
 from pytest_theodolite.report import CostFigure
@@ -89,7 +90,11 @@ class PairedPoint:
         point = self.sides[side]
         return UNMEASURED if point.status == UNMEASURED_STATUS else point.resources
 
-    def comparison(self, benchmark: str, tolerance: int) -> PointComparison:
+    def comparison(
+        self, benchmark: str, tolerance: int, cost_tolerance: float | None = None
+    ) -> PointComparison:
+        """The change against REF: its demand, and where both need the same instances its CPU per record
+        (both measured on this host, alternating: no calibration between them)."""
         return compare_sides(
             benchmark,
             self.load,
@@ -97,7 +102,14 @@ class PairedPoint:
             self.demand(CHANGE),
             tolerance,
             skipped=self.sides[CHANGE].status == SKIPPED,
+            ref_cost=self.point_cost(REF),
+            change_cost=self.point_cost(CHANGE),
+            cost_tolerance=cost_tolerance,
         )
+
+    def point_cost(self, side: str) -> PointCost | None:
+        """One side's CPU per record at its demand, with its interval."""
+        return point_cost(self.sides[side].sub_experiments, self.demand(side), None, None)
 
     def cost(self, side: str) -> SideCost:
         return cost_at(self.sides[side].sub_experiments, self.demand(side))

@@ -125,6 +125,26 @@ def test_a_slowdown_that_costs_no_instance_shows_in_the_cpu_figure(project, monk
     result.stdout.fnmatch_lines(["*2000 | * |      2 | PASS    | 833.0 -> 1000.0 us (+20%)"])
 
 
+def test_with_a_cost_tolerance_that_slowdown_fails_against_ref(project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1200")
+    result = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-cost-tolerance=10%")
+    result.assert_outcomes(failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*scripted load 2000: measured 2 instances, REF main (*) 2 instances: cost regression: CPU per "
+            "record +20% (tolerance 10%)",
+            "CPU per record at 2 instances: REF main (*) 833.0 us, measured 1000.0 us (+20%)*",
+            "*2000 | * |      2 | COST REGRESSION | 833.0 -> 1000.0 us (+20%)",
+        ]
+    )
+    # within the tolerance: passes, and the figure is still shown
+    project.runpytest("--theodolite-compare-ref", "main", "--theodolite-cost-tolerance=25%").assert_outcomes(
+        passed=3
+    )
+
+
 def test_a_load_ref_could_not_measure_is_not_comparable_with_exit_7(project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_REF_INVALID", "2000")
     result = project.runpytest("--theodolite-compare-ref", "main")
