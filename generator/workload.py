@@ -11,7 +11,7 @@ events of those keys.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,9 @@ class Workload:
     period_ms: int = 1000
     value_seed: int = 0
     hierarchy: Hierarchy | None = None
+    #: your own records instead of ActivePowerRecord: a factory (key_index, event_time_ms, sequence) ->
+    #: (key, value) bytes (generator/factories.py); None: Theodolite's records
+    records: Callable[[int, int, int], tuple[bytes, bytes]] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.keys, bool) or not isinstance(self.keys, int) or self.keys < 1:
@@ -68,6 +71,14 @@ class Workload:
                 f"the period between two records of a key must be a positive whole number of ms, got "
                 f"period_ms={self.period_ms!r}; use e.g. 1000 (one record per key and second)"
             )
+        if self.records is not None:
+            if self.hierarchy is not None:
+                raise WorkloadError(
+                    "a hierarchical (UC4) workload sends Theodolite's sensor readings; records= cannot replace them"
+                )
+            from generator.factories import check_factory  # factories.py needs WorkloadError from here
+
+            check_factory(self.records)
         if self.hierarchy is not None and self.keys != self.hierarchy.sensor_count:
             raise WorkloadError(
                 f"a hierarchy of {self.hierarchy.children} children x {self.hierarchy.depth} levels has "

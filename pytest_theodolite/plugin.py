@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 import xdist
 
+from generator import LoadGenerator, Workload
 from pytest_theodolite import KAFKA_VERSION, host, services
 from pytest_theodolite.baseline import UNMEASURED as UNMEASURED_DEMAND
 from pytest_theodolite.baseline import (
@@ -314,6 +315,26 @@ def spark_cluster(
         )
         return
     yield from _served(request, services.open_spark(theodolite_settings))
+
+
+@pytest.fixture
+def load_generator(kafka_cluster: KafkaCluster) -> Iterator[Callable[..., LoadGenerator]]:
+    """Start a workload against a topic of the session's cluster, stopped again after the test:
+    ``generator = load_generator("clicks", Workload(keys=1000, records=JsonTemplate({...})))``; then
+    ``generator.achieved_rates()`` (records acknowledged per second), ``generator.summary()``, ``generator.stop()``.
+    Keyword arguments go to ``generator.LoadGenerator`` (``processes``, ``config_topic``, ...); the cluster's
+    client settings (e.g. SASL) are passed on."""
+    started: list[LoadGenerator] = []
+
+    def start(topic: str, workload: Workload, **options: Any) -> LoadGenerator:
+        options.setdefault("client_config", dict(kafka_cluster.properties))
+        generator = LoadGenerator(kafka_cluster.bootstrap_servers, topic, workload, **options)
+        started.append(generator)
+        return generator.start()
+
+    yield start
+    for generator in started:
+        generator.stop()  # idempotent: one the test stopped is left as it is
 
 
 def _served(request: pytest.FixtureRequest, context: AbstractContextManager[T]) -> Iterator[T]:

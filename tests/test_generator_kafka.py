@@ -93,6 +93,36 @@ def test_records_have_the_schema_keys_timestamps_and_phases_of_the_workload(kafk
     assert firsts == list(range(0, 200, 4))
 
 
+def test_a_record_factorys_records_arrive_on_the_workloads_schedule(kafka_cluster):
+    """The user's own records (a JsonTemplate) from 2 processes: their keys, event times and sequence numbers
+    are the schedule's, and every acknowledged record is in the topic."""
+    from generator.factories import EVENT_TIME, KEY, SEQUENCE, Choice, JsonTemplate
+
+    topic = "gen-factory"
+    kafka_cluster.create_topic(topic, partitions=2)
+    clicks = JsonTemplate(
+        {"user": KEY, "page": Choice(["/", "/cart"]), "ts": EVENT_TIME, "n": SEQUENCE},
+        key_format="u{key_index}",
+    )
+    workload = Workload(keys=40, period_ms=200, records=clicks)  # 200 records/s
+    with LoadGenerator(kafka_cluster.bootstrap_servers, topic, workload, processes=2) as generator:
+        time.sleep(2.5)
+    start_ms = int(generator.started_at * 1000)
+    messages = _consume_all(kafka_cluster, topic, generator.totals.acknowledged)
+    assert len(messages) == generator.totals.acknowledged > 400
+    sequences = set()
+    for message in messages:
+        record = json.loads(message.value)
+        index = int(message.key[1:])
+        assert record["user"] == message.key.decode() and record["page"] in ("/", "/cart")
+        assert message.timestamp == record["ts"]
+        cycle, key_index = divmod(record["n"], 40)
+        assert key_index == index  # sequence = cycle * keys + key index
+        assert record["ts"] == start_ms + index * 200 // 40 + cycle * 200
+        sequences.add(record["n"])
+    assert len(sequences) == len(messages)  # no record twice
+
+
 def test_values_are_reproducible_across_runs_and_process_counts(kafka_cluster):
     def run(topic, processes):
         kafka_cluster.create_topic(topic, partitions=1)
@@ -253,3 +283,31 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_the_load_generator_fixture_starts_a_workload_and_stops_it_after_the_test(pytester):
+    """The fixture as a user's test sees it: the records arrive, the achieved-rate series is there, and the
+    worker processes are gone once the test is over (also when it failed)."""
+    pytester.makepyfile(
+        test_user=f"""
+import json, time
+from generator import Workload
+from generator.factories import JsonTemplate, KEY, EVENT_TIME
+
+def test_clicks(load_generator, kafka_cluster):
+    kafka_cluster.create_topic("clicks", partitions=2)
+    generator = load_generator("clicks", Workload(keys=300, records=JsonTemplate({{"user": KEY, "ts": EVENT_TIME}})))
+    time.sleep(3.5)
+    with open({str(pytester.path / "pids.json")!r}, "w") as file:
+        json.dump(generator.worker_pids, file)
+    rates = generator.achieved_rates()
+    assert len(rates) >= 2 and all(s.records_per_s > 0 for s in rates), rates
+    assert kafka_cluster.total_end_offset("clicks") >= 600
+    assert False, "fails on purpose: the generator is stopped all the same"
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*fails on purpose*"])
+    pids = json.loads((pytester.path / "pids.json").read_text())
+    assert pids and not [pid for pid in pids if psutil.pid_exists(pid) and _alive(pid)]

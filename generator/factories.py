@@ -1,0 +1,284 @@
+"""Records of your own shape, sent on the same schedule, as smoothly and with the same rate check as the
+built-in ``ActivePowerRecord``.
+
+A record factory is any picklable callable ``(key_index, event_time_ms, sequence) -> (key, value)`` returning
+bytes: ``key_index`` is the key's number (0 .. keys-1), ``event_time_ms`` the record's scheduled time (also
+its Kafka timestamp), ``sequence`` its number in the whole workload's schedule (0, 1, 2, ... in send order;
+``sequence // keys`` counts the records of one key). Give it as ``Workload(keys=..., records=factory)``.
+
+It runs in the generator's worker processes (spawned), so it must be picklable: a module-level function, or
+an instance of a class defined at module level -- such as the two here:
+
+* ``JsonTemplate``: a JSON object per record from constants and value distributions (``Choice``,
+  ``Uniform``, ``IntRange``) and the record's own ``EVENT_TIME``, ``KEY`` and ``SEQUENCE``. Values are drawn
+  once into tables and picked per record by a hash of the sequence number, so a record costs a lookup and
+  one ``%`` format, not a ``json.dumps`` (the generator must never be the bottleneck).
+* ``Replay``: the rows of a sample file (JSON lines or CSV) in file order, over and over, keyed by one of
+  their fields, with one field rewritten to the record's event time.
+
+The generator times a factory before it produces anything and refuses a load its processes cannot reach with
+it (``LoadGenerator``), as it does for the built-in records.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import pickle
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generator.workload import WorkloadError
+
+RecordFactory = Callable[[int, int, int], tuple[bytes, bytes]]
+
+_TABLE_SIZE = 4096  # a power of two: the index is a bit mask
+_SCATTER = 2654435761  # Knuth's multiplicative hash: consecutive records pick far-apart table entries
+
+
+def check_factory(factory: Any) -> None:
+    """Refuse a factory the worker processes could not use, before anything is produced."""
+    if not callable(factory):
+        raise WorkloadError(
+            f"records={factory!r} is not callable: give a record factory "
+            "(key_index, event_time_ms, sequence) -> (key, value)"
+        )
+    try:
+        pickle.dumps(factory)
+    except Exception as exc:
+        raise WorkloadError(
+            f"the record factory {factory!r} cannot be sent to the generator's worker processes ({exc}): use a "
+            "function defined at module level, or an instance of a module-level class (not a lambda or a "
+            "nested function)"
+        ) from None
+    try:
+        record = factory(0, 0, 0)
+    except Exception as exc:
+        raise WorkloadError(f"the record factory {factory!r} failed on its first record: {exc!r}") from None
+    if not (isinstance(record, tuple) and len(record) == 2 and all(isinstance(p, bytes) for p in record)):
+        raise WorkloadError(
+            f"the record factory {factory!r} returned {record!r} for its first record; it must return "
+            "(key, value) as two bytes objects, e.g. (b'user-1', b'{...}')"
+        )
+
+
+def factory_cost_us(factory: RecordFactory, calls: int = 5_000) -> float:
+    """CPU microseconds one call of `factory` takes here (the median of three timed rounds)."""
+    rounds = []
+    for start in (0, calls, 2 * calls):
+        began = time.process_time()
+        for sequence in range(start, start + calls):
+            factory(sequence % 97, 1_700_000_000_000 + sequence, sequence)
+        rounds.append((time.process_time() - began) / calls * 1e6)
+    return sorted(rounds)[1]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# JSON from a template
+# ------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of `values` (JSON-serialisable), with optional `weights`."""
+
+    values: Sequence[Any]
+    weights: Sequence[float] | None = None
+
+    def draw(self, rng: random.Random, count: int) -> list[Any]:
+        return rng.choices(list(self.values), weights=self.weights, k=count)
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """A number between `low` and `high`, rounded to `decimals`."""
+
+    low: float
+    high: float
+    decimals: int = 2
+
+    def draw(self, rng: random.Random, count: int) -> list[Any]:
+        return [round(rng.uniform(self.low, self.high), self.decimals) for _ in range(count)]
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """A whole number from `low` to `high`, both included."""
+
+    low: int
+    high: int
+
+    def draw(self, rng: random.Random, count: int) -> list[Any]:
+        return [rng.randint(self.low, self.high) for _ in range(count)]
+
+
+#: placeholders for what every record knows about itself
+EVENT_TIME = "{event_time_ms}"
+KEY = "{key}"
+SEQUENCE = "{sequence}"
+_OWN = {EVENT_TIME, KEY, SEQUENCE}
+
+
+@dataclass(frozen=True)
+class JsonTemplate:
+    """A JSON object per record: ``fields`` maps each field to a constant, a distribution or one of
+    ``EVENT_TIME`` (epoch ms), ``KEY`` (the key as text) and ``SEQUENCE``; the Kafka key is ``key_format``
+    with ``{key_index}`` filled in.
+
+        JsonTemplate({"user": KEY, "page": Choice(["/", "/cart", "/buy"], [8, 2, 1]),
+                      "ms": IntRange(5, 900), "ts": EVENT_TIME}, key_format="user-{key_index}")
+    """
+
+    fields: Mapping[str, Any]
+    key_format: str = "{key_index}"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.fields:
+            raise WorkloadError("a JsonTemplate needs at least one field")
+        for name, spec in self.fields.items():
+            if not isinstance(name, str):
+                raise WorkloadError(f"field name {name!r} is not text")
+            if not (isinstance(spec, (Choice, Uniform, IntRange)) or spec in _OWN):
+                try:
+                    json.dumps(spec)
+                except (TypeError, ValueError):
+                    raise WorkloadError(
+                        f"field {name!r}: {spec!r} is neither a JSON constant, Choice, Uniform, IntRange, "
+                        "EVENT_TIME, KEY nor SEQUENCE"
+                    ) from None
+        try:
+            self.key_format.format(key_index=0)
+        except (KeyError, IndexError, ValueError):
+            raise WorkloadError(
+                f"key_format {self.key_format!r} may only use {{key_index}}, e.g. 'user-{{key_index}}'"
+            ) from None
+
+    def __getstate__(self) -> dict[str, Any]:  # the tables are rebuilt in each worker, not pickled
+        return {"fields": dict(self.fields), "key_format": self.key_format, "seed": self.seed}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    @functools.cached_property
+    def _plan(self) -> tuple[bytes, list[tuple[str, list[bytes] | None]]]:
+        """A ``%`` format of the whole object, and per placeholder its kind and (for distributions) a table
+        of pre-rendered JSON values."""
+        rng = random.Random(self.seed)
+        parts: list[str] = []
+        slots: list[tuple[str, list[bytes] | None]] = []
+        for name, spec in self.fields.items():
+            parts.append(json.dumps(name) + ":%s")
+            if spec == KEY:
+                slots.append(("key", None))
+            elif spec == EVENT_TIME:
+                slots.append(("time", None))
+            elif spec == SEQUENCE:
+                slots.append(("sequence", None))
+            elif isinstance(spec, (Choice, Uniform, IntRange)):
+                slots.append(("table", [json.dumps(v).encode() for v in spec.draw(rng, _TABLE_SIZE)]))
+            else:
+                slots.append(("table", [json.dumps(spec).encode()]))
+        return ("{" + ",".join(parts) + "}").encode(), slots
+
+    def __call__(self, key_index: int, event_time_ms: int, sequence: int) -> tuple[bytes, bytes]:
+        template, slots = self._plan
+        key = self.key_format.format(key_index=key_index).encode()
+        pick = (sequence * _SCATTER) >> 7
+        values = []
+        for kind, table in slots:
+            if kind == "table":
+                assert table is not None
+                values.append(table[pick & (len(table) - 1)] if len(table) > 1 else table[0])
+                pick = (pick * _SCATTER + 1) >> 3  # another entry for the next field
+            elif kind == "key":
+                values.append(json.dumps(key.decode()).encode())
+            elif kind == "time":
+                values.append(b"%d" % event_time_ms)
+            else:
+                values.append(b"%d" % sequence)
+        return key, template % tuple(values)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Replay of a sample file
+# ------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The rows of a sample file (``.jsonl``/``.json`` one object a line, or ``.csv`` with a header) in file
+    order, repeated; the Kafka key is the row's `key_field`; `time_field` (if given) is rewritten to the
+    record's event time in epoch ms. Each record is sent as a JSON object (CSV cells as text, except the
+    time field)."""
+
+    path: str
+    key_field: str
+    time_field: str | None = None
+
+    def __post_init__(self) -> None:
+        rows = self._rows  # read now: a missing file or field is refused before anything is produced
+        for number, row in enumerate(rows[:1000], start=1):
+            if self.key_field not in row:
+                raise WorkloadError(
+                    f"{self.path}: row {number} has no key field {self.key_field!r} (fields: {sorted(row)})"
+                )
+
+    def __getstate__(self) -> dict[str, Any]:  # the rows are read again in each worker
+        return {"path": self.path, "key_field": self.key_field, "time_field": self.time_field}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    @functools.cached_property
+    def _rows(self) -> list[dict[str, Any]]:
+        path = Path(self.path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise WorkloadError(f"sample file {self.path}: {exc.strerror or exc}") from None
+        if path.suffix.lower() == ".csv":
+            rows: list[dict[str, Any]] = list(csv.DictReader(text.splitlines()))
+        else:
+            rows = []
+            for number, line in enumerate(text.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise WorkloadError(f"{self.path}: line {number} is not JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise WorkloadError(f"{self.path}: line {number} is not a JSON object")
+                rows.append(row)
+        if not rows:
+            raise WorkloadError(f"sample file {self.path} has no rows")
+        return rows
+
+    @functools.cached_property
+    def _encoded(self) -> list[tuple[bytes, bytes | None, bytes]]:
+        """Per row: its key, and its JSON split around the time field (None: no time field)."""
+        encoded: list[tuple[bytes, bytes | None, bytes]] = []
+        for row in self._rows:
+            key = str(row[self.key_field]).encode()
+            if self.time_field is None:
+                encoded.append((key, None, json.dumps(row, separators=(",", ":")).encode()))
+                continue
+            marker = "\x00time\x00"
+            text = json.dumps({**row, self.time_field: marker}, separators=(",", ":"))
+            before, _, after = text.partition(json.dumps(marker))
+            encoded.append((key, before.encode(), after.encode()))
+        return encoded
+
+    def __call__(self, key_index: int, event_time_ms: int, sequence: int) -> tuple[bytes, bytes]:
+        key, before, after = self._encoded[sequence % len(self._encoded)]
+        if before is None:
+            return key, after
+        return key, b"%s%d%s" % (before, event_time_ms, after)
