@@ -31,6 +31,7 @@ import math
 import multiprocessing as mp
 import os
 import queue as queue_module
+import re
 import signal
 import threading
 import time
@@ -85,6 +86,7 @@ _KAFKA_PYTHON_NAMES = {
     "client_id": "client.id",
 }
 
+_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')  # JAAS quoting: \" and \\
 _MAX_CHUNK = 2_000  # records sent between two looks at the clock, the stop flag and the report boundary
 _START_MARGIN_S = 0.3  # time between "all workers ready" and the first record, so every worker starts on time
 _LATE_TOLERANCE_S = 0.1  # a record handed over this late still counts for the second it was due in
@@ -100,6 +102,10 @@ def librdkafka_config(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for name, value in (settings or {}).items():
         if name in ("bootstrap_servers", "bootstrap.servers"):
+            continue
+        if name == "sasl.jaas.config":  # a Java client's form: librdkafka takes the user and password
+            for field_name, field_value in _JAAS_FIELD.findall(str(value)):
+                config.setdefault(f"sasl.{field_name}", re.sub(r"\\(.)", r"\1", field_value))
             continue
         if "." in name:
             config[name] = value

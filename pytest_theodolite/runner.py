@@ -285,7 +285,11 @@ class ExperimentRunner:
                         **{option: topics[option] for option in self.benchmark.extra_topics},
                     }
                     if self.kafka.properties:
-                        options["kafka_options"] = {f"kafka.{k}": v for k, v in self.kafka.properties.items()}
+                        options["kafka_options"] = {
+                            k: v
+                            for k, v in self.kafka.spark_options().items()
+                            if k != "kafka.bootstrap.servers"
+                        }
                     try:
                         query = self.benchmark.start_query(
                             spark,

@@ -111,6 +111,39 @@ def test_malformed_property_line_is_refused():
         build(lambda flag: None, ["security.protocol SASL"], environ={})
 
 
+@pytest.mark.parametrize(
+    ("mechanism", "module"),
+    [
+        ("PLAIN", "org.apache.kafka.common.security.plain.PlainLoginModule"),
+        ("SCRAM-SHA-512", "org.apache.kafka.common.security.scram.ScramLoginModule"),
+    ],
+)
+def test_one_set_of_sasl_properties_serves_java_python_and_librdkafka_clients(mechanism, module):
+    """Given as librdkafka does (sasl.username/password), Spark's Java client gets a JAAS config; given as
+    Java does, kafka-python and librdkafka get the user and password out of it -- quotes included."""
+    from generator import librdkafka_config
+
+    password = 'p"w\\x'
+    properties = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": "gate",
+        "sasl.password": password,
+    }
+    java = client_properties.java_client_config(properties)
+    assert java == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.jaas.config": f'{module} required username="gate" password="p\\"w\\\\x";',
+    }
+    assert client_properties.java_client_config(java) == java  # a JAAS config given is kept
+    for config in (properties, java):
+        assert client_properties.python_client_config(config)["sasl_plain_password"] == password
+        assert librdkafka_config(config)["sasl.password"] == password
+        assert librdkafka_config(config)["sasl.username"] == "gate"
+        assert "sasl.jaas.config" not in librdkafka_config(config)
+
+
 def test_python_client_config_translates_sasl_and_ssl_names():
     config = client_properties.python_client_config(
         {

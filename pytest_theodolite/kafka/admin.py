@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 from pytest_theodolite.errors import TheodoliteSetupError
-from pytest_theodolite.kafka.client_properties import python_client_config
+from pytest_theodolite.kafka.client_properties import java_client_config, python_client_config
 from pytest_theodolite.waiting import wait_until
 
 
@@ -41,7 +41,7 @@ class KafkaCluster:
         """Options for Spark's Kafka source and sink (``kafka.``-prefixed client properties)."""
         return {
             "kafka.bootstrap.servers": self.bootstrap_servers,
-            **{f"kafka.{k}": v for k, v in self.properties.items()},
+            **{f"kafka.{k}": v for k, v in java_client_config(self.properties).items()},
         }
 
     @property

@@ -23,7 +23,7 @@ _PYTHON_NAMES = {
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
 }
-_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
+_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')  # JAAS quoting: \" and \\
 
 
 def parse_lines(lines: Iterable[str], source: str) -> dict[str, str]:
@@ -57,11 +57,37 @@ def python_client_config(properties: Mapping[str, str]) -> dict[str, object]:
     for key, value in properties.items():
         if key == "sasl.jaas.config":
             for field, field_value in _JAAS_FIELD.findall(value):
-                config[f"sasl_plain_{field}"] = field_value
+                config[f"sasl_plain_{field}"] = jaas_unquote(field_value)
         elif key == "ssl.endpoint.identification.algorithm":
             config["ssl_check_hostname"] = bool(value)
         else:
             config[_PYTHON_NAMES.get(key, key.replace(".", "_"))] = value
+    return config
+
+
+def jaas_unquote(text: str) -> str:
+    """The value of a quoted JAAS option: ``\\"`` and ``\\\\`` stand for ``"`` and ``\\``."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def java_client_config(properties: Mapping[str, str]) -> dict[str, str]:
+    """The same connection for a Java client (Spark's Kafka connector): Java has no ``sasl.username`` /
+    ``sasl.password``, so for PLAIN and SCRAM they become a ``sasl.jaas.config`` (one given is kept)."""
+    config = {k: v for k, v in properties.items() if k not in ("sasl.username", "sasl.password")}
+    module = _LOGIN_MODULES.get(properties.get("sasl.mechanism", "").upper())
+    if "sasl.jaas.config" not in properties and "sasl.username" in properties and module:
+        username, password = (
+            properties[key].replace("\\", "\\\\").replace('"', '\\"')
+            for key in ("sasl.username", "sasl.password")
+        )
+        config["sasl.jaas.config"] = f'{module} required username="{username}" password="{password}";'
     return config
 
 
