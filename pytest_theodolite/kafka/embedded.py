@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,10 @@ class EmbeddedKafka:
     start_timeout_s: float = 120.0
     work_dir: Path | None = None  # where log dir, config and broker.log go; default: a new temp dir
     die_with_parent: bool = True
+    #: server.properties entries that replace or add to the single-node defaults (e.g. a SASL listener)
+    server_properties: Mapping[str, str] = field(default_factory=dict)
+    #: what a client needs to talk to it (Kafka's dotted names), used to check that it serves
+    client_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     bootstrap_servers: str = field(default="", init=False)
     process: ManagedProcess | None = field(default=None, init=False)
     _own_work_dir: bool = field(default=False, init=False)
@@ -79,7 +84,9 @@ class EmbeddedKafka:
             self._own_work_dir = True
         self.work_dir.mkdir(parents=True, exist_ok=True)
         props = self.work_dir / "server.properties"
-        props.write_text(_server_properties(port, controller_port, self.work_dir / "data"))
+        props.write_text(
+            _server_properties(port, controller_port, self.work_dir / "data", self.server_properties)
+        )
         log4j = self.work_dir / "log4j2.properties"
         log4j.write_text(LOG4J2_PROPERTIES)
         classpath = ":".join(str(j) for j in jars)
@@ -149,7 +156,9 @@ class EmbeddedKafka:
             wait_for_metadata,  # a metadata round trip proves the listener really serves
         )
 
-        wait_for_metadata(self.bootstrap_servers, max(5.0, deadline - time.monotonic()))
+        wait_for_metadata(
+            self.bootstrap_servers, max(5.0, deadline - time.monotonic()), dict(self.client_properties)
+        )
 
     def stop(self) -> None:
         if self.process is not None:
@@ -173,7 +182,9 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def _server_properties(port: int, controller_port: int, data_dir: Path) -> str:
+def _server_properties(
+    port: int, controller_port: int, data_dir: Path, overrides: Mapping[str, str] | None = None
+) -> str:
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -202,5 +213,7 @@ def _server_properties(port: int, controller_port: int, data_dir: Path) -> str:
         # the past (replayed or test data) while a benchmark still reads them
         "log.retention.ms": "-1",
         "log.segment.bytes": str(256 * 1024 * 1024),
+        **(overrides or {}),
     }
-    return "".join(f"{k}={v}\n" for k, v in settings.items())
+    # a .properties file reads a backslash as an escape (a JAAS password may hold one)
+    return "".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n" for k, v in settings.items())

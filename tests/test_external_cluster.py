@@ -1,0 +1,141 @@
+"""A gate against clusters that pytest did not start: a Kafka broker with a SASL/PLAIN listener and a Spark
+standalone master with two workers, each its own process, started here as an operator would, before the gate
+runs and still running after it. The gate reaches them with ``--kafka external`` (credentials from
+``THEODOLITE_KAFKA_*`` variables) and ``--spark-master spark://...``."""
+
+import json
+import secrets
+
+import pytest
+
+from pytest_theodolite.kafka.admin import KafkaCluster
+from pytest_theodolite.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.ports import LOOPBACK, free_port
+from pytest_theodolite.spark.cluster import StandaloneCluster
+
+pytestmark = pytest.mark.integration
+
+GATE = """
+import pytest
+from generator import Workload
+from pytest_theodolite.runner import Benchmark
+from spark_jobs import uc1
+
+UC1 = Benchmark("uc1-external", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
+
+@pytest.mark.theodolite(UC1, loads=[300], resources=[1, 2], threshold="20%", max_duration=60)
+def test_uc1(theodolite_gate):
+    theodolite_gate.check()
+"""
+
+
+@pytest.fixture
+def sasl_broker(tmp_path):
+    """A single-node broker whose clients must log in (SASL/PLAIN as user 'gate'); its own internal listener
+    needs no login."""
+    password = "pw-" + secrets.token_hex(12)
+    port = free_port()
+    login = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+    jaas = f'{login} user_gate="{password}";'  # the broker's side: user 'gate' and its password
+    client = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": f'{login} username="gate" password="{password}";',
+    }
+    internal, controller = free_port(), free_port()
+    broker = EmbeddedKafka(
+        port=port,
+        controller_port=controller,
+        work_dir=tmp_path / "operator-kafka",
+        server_properties={
+            "listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{port},INTERNAL://{LOOPBACK}:{internal},"
+            f"CONTROLLER://{LOOPBACK}:{controller}",
+            "advertised.listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{port},INTERNAL://{LOOPBACK}:{internal}",
+            "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,"
+            "CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        },
+        client_properties=client,
+    )
+    with broker:
+        yield broker, password, client
+
+
+def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester, sasl_broker, monkeypatch):
+    broker, password, client = sasl_broker
+    operator = KafkaCluster(broker.bootstrap_servers, provider="external", properties=client)
+    operator.create_topic("operator-data", partitions=1)  # the cluster's own: the gate must leave it
+    with StandaloneCluster(workers=2, work_dir=pytester.path.parent / "operator-spark") as spark:
+        pytester.makepyfile(test_uc1_external=GATE)
+        (pytester.path / "baselines").mkdir()
+        (pytester.path / "baselines" / "uc1-external.json").write_text(
+            json.dumps(
+                {
+                    "benchmark": "uc1-external",
+                    "format_version": 1,
+                    "settings": {},
+                    "demand": {"300": 1},
+                    "testbed": {
+                        "cores": None,
+                        "memory_gib": None,
+                        "instance_cpu": None,
+                        "kafka_provider": "external",
+                        "spark_master": "external",
+                        "pyspark_version": None,
+                        "python_version": "3.11",
+                    },
+                }
+            )
+        )
+        # as a CI secret would be given: environment variables, no file
+        monkeypatch.setenv("THEODOLITE_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_MECHANISM", "PLAIN")
+        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_USERNAME", "gate")
+        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_PASSWORD", password)
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "no:cacheprovider",
+            "--kafka=external",
+            f"--kafka-bootstrap={broker.bootstrap_servers}",
+            f"--spark-master={spark.master_url}",
+            "--theodolite-max-instances=2",
+            "--theodolite-results=results",
+            "--junitxml=junit.xml",
+        )
+        output = result.stdout.str() + result.stderr.str()
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, output
+        result.stdout.fnmatch_lines(
+            [
+                f"theodolite: kafka=external ({broker.bootstrap_servers}*",
+                f"*instance CPU: unlimited ({spark.master_url}: per-instance cgroups need the plugin's standalone*",
+                "*theodolite: uc1-external load=300 instances=1: *",
+                "uc1-external: *",
+            ]
+        )
+        # the secret is in no output, no results file, no JUnit file
+        assert password not in output
+        written = [p for p in pytester.path.rglob("*") if p.is_file() and "baselines" not in p.parts]
+        assert any(p.name.endswith("_results.json") for p in written), written
+        leaked = [str(p) for p in written if password.encode() in p.read_bytes()]
+        assert leaked == []
+        # nothing of the clusters was stopped or deleted, except the topics the gate made
+        assert all(process.alive() for process in spark.processes)
+        assert spark.master_state()["aliveworkers"] == 2
+        assert broker.process is not None and broker.process.alive()
+        topics = set(operator.admin.list_topics())
+        assert "operator-data" in topics
+        assert not [t for t in topics if t.startswith("theodolite-")], topics
+    operator.close()
+
+
+def test_the_broker_refuses_clients_without_the_login(sasl_broker):
+    """The SASL listener is real: without credentials no metadata comes back."""
+    from pytest_theodolite.errors import TheodoliteSetupError
+    from pytest_theodolite.kafka.admin import wait_for_metadata
+
+    broker, _, _ = sasl_broker
+    with pytest.raises(TheodoliteSetupError):
+        wait_for_metadata(broker.bootstrap_servers, 5.0)
