@@ -47,6 +47,11 @@ class CostToleranceError(ValueError):
     """A cost tolerance that cannot be used; the message says what to write instead."""
 
 
+def _rounded(value: float | None) -> float | None:
+    """Four decimals: what the figures' noise leaves meaningful, and readable in a baseline file."""
+    return None if value is None else round(value, 4)
+
+
 def parse_cost_tolerance(value: Any) -> float | None:
     """``"20%"`` -> 0.2; ``None``/``""``/``"off"`` -> None (the figure is reported, never judged)."""
     if value is None:
@@ -85,9 +90,9 @@ class CostEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "cpu_us_per_record": self.cpu_us_per_record,
-            "low": self.low,
-            "high": self.high,
+            "cpu_us_per_record": _rounded(self.cpu_us_per_record),
+            "low": _rounded(self.low),
+            "high": _rounded(self.high),
             "blocks": self.blocks,
         }
 
@@ -203,8 +208,8 @@ class PointCost:
         return {
             "resources": self.resources,
             **self.estimate.to_dict(),
-            "reference_us_per_row": self.reference_us_per_row,
-            "cpu_utilisation": self.cpu_utilisation,
+            "reference_us_per_row": _rounded(self.reference_us_per_row),
+            "cpu_utilisation": _rounded(self.cpu_utilisation),
         }
 
     @classmethod
