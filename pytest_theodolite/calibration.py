@@ -11,7 +11,6 @@ the margin is reported as not comparable instead (exit code 7), never as a regre
 from __future__ import annotations
 
 import itertools
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +28,9 @@ class Calibration:
     rows_per_s: float  # the fastest of the timed runs: interference on a shared host only ever slows a run
     spread: float  # (max - min) / max over the timed runs: the calibration's own noise
     instance_cpu: float | None  # None: the instance was not CPU-limited
-    #: the instance's CPU microseconds per reference row (median of the timed runs, from its cgroup): unlike
-    #: rows/s, CPU time does not change with what else the host runs; None where it cannot be read
+    #: the instance's CPU microseconds per reference row (the least of the timed runs, from its cgroup: JIT
+    #: compilation still going on only ever adds CPU); unlike rows/s, CPU time hardly changes with what else
+    #: the host runs; None where it cannot be read
     cpu_us_per_row: float | None = None
 
     def describe(self) -> str:
@@ -66,9 +66,7 @@ def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 4) -> Ca
             if before is not None and after is not None:
                 cpu_per_row.append((after - before) / rows * 1e6)
     best = max(runs)
-    return Calibration(
-        best, (best - min(runs)) / best, cpu, statistics.median(cpu_per_row) if cpu_per_row else None
-    )
+    return Calibration(best, (best - min(runs)) / best, cpu, min(cpu_per_row) if cpu_per_row else None)
 
 
 def calibration_mismatch(
