@@ -22,14 +22,14 @@ from pytest_theodolite.cost import REGRESSION, PointCost, check_cost, parse_cost
 from pytest_theodolite.results import ExperimentResults, list_experiment_ids, read_results
 
 
-def costs_of(run: Path) -> dict[tuple[str, int], PointCost]:
+def costs_of(run: Path, raw: bool = False) -> dict[tuple[str, int], PointCost]:
     """(benchmark, load) -> the CPU per record at the load's demand, for every experiment of one run."""
     found = {}
     for experiment in list_experiment_ids(run):
         results: ExperimentResults = read_results(run, experiment)
         testbed = results.settings.get("testbed", {})
         instance_cpu = testbed.get("instance_cpu")
-        reference = testbed.get("calibration_cpu_us_per_row")
+        reference = None if raw else testbed.get("calibration_cpu_us_per_row")
         demand = {}
         for record in results.sub_experiments:
             if record.outcome.value == "pass":
@@ -53,19 +53,31 @@ def main() -> None:
         "default: the shipped gates', 8%% and uc4-depth=30%%)",
     )
     parser.add_argument("--against", type=Path, help="compare every run with this one instead of each other")
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="compare the figures as measured, not divided by each run's calibration",
+    )
     args = parser.parse_args()
     tolerances: dict[str, float | None] = {"": 0.08, "uc4-depth": 0.30} if not args.tolerance else {}
     for text in args.tolerance:
         benchmark, _, value = text.rpartition("=")
         tolerances[benchmark] = parse_cost_tolerance(value)
-    runs = {path: costs_of(path) for path in args.runs}
-    reference = costs_of(args.against) if args.against else None
+    runs = {path: costs_of(path, args.raw) for path in args.runs}
+    reference = costs_of(args.against, args.raw) if args.against else None
     points: dict[tuple[str, int], dict[Path, PointCost]] = defaultdict(dict)
     for path, costs in runs.items():
         for key, cost in costs.items():
             points[key][path] = cost
     shown = ", ".join(f"{name or 'default'} {value:.0%}" for name, value in tolerances.items() if value)
-    print(f"cost tolerance: {shown}; figures in CPU us per offered record at the load's demand\n")
+    print(
+        f"cost tolerance: {shown}; figures in CPU us per offered record at the load's demand, compared "
+        + (
+            "as measured\n"
+            if args.raw
+            else "divided by each run's calibration CPU per row where both have one\n"
+        )
+    )
     total_pairs = total_flags = 0
     for (benchmark, load), by_run in sorted(points.items()):
         figures = [c.cpu_us_per_record for c in by_run.values()]
