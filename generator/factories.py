@@ -38,6 +38,7 @@ from generator.workload import WorkloadError
 RecordFactory = Callable[[int, int, int], tuple[bytes, bytes]]
 
 _TABLE_SIZE = 4096  # a power of two: the index is a bit mask
+_TABLE_MASK = _TABLE_SIZE - 1
 _SCATTER = 2654435761  # Knuth's multiplicative hash: consecutive records pick far-apart table entries
 
 
@@ -167,43 +168,54 @@ class JsonTemplate:
             object.__setattr__(self, name, value)
 
     @functools.cached_property
-    def _plan(self) -> tuple[bytes, list[tuple[str, list[bytes] | None]]]:
-        """A ``%`` format of the whole object, and per placeholder its kind and (for distributions) a table
-        of pre-rendered JSON values."""
+    def _plan(self) -> tuple[bytes, bytes, list[tuple[str, list[bytes] | None]]]:
+        """The key's bytes around its number, a ``%`` format of the whole object with constants filled in,
+        and per remaining placeholder its kind and (for distributions) a table of pre-rendered JSON values."""
         rng = random.Random(self.seed)
+        before, _, after = self.key_format.partition("{key_index}")
+        quoted_before, quoted_after = (
+            json.dumps(before)[1:-1],
+            json.dumps(after)[1:-1],
+        )  # the key as JSON text
         parts: list[str] = []
         slots: list[tuple[str, list[bytes] | None]] = []
         for name, spec in self.fields.items():
-            parts.append(json.dumps(name) + ":%s")
+            field = json.dumps(name) + ":"
             if spec == KEY:
+                field += f'"{_percent(quoted_before)}%d{_percent(quoted_after)}"'
                 slots.append(("key", None))
-            elif spec == EVENT_TIME:
-                slots.append(("time", None))
-            elif spec == SEQUENCE:
-                slots.append(("sequence", None))
+            elif spec in (EVENT_TIME, SEQUENCE):
+                field += "%d"
+                slots.append(("time" if spec == EVENT_TIME else "sequence", None))
             elif isinstance(spec, (Choice, Uniform, IntRange)):
+                field += "%s"
                 slots.append(("table", [json.dumps(v).encode() for v in spec.draw(rng, _TABLE_SIZE)]))
             else:
-                slots.append(("table", [json.dumps(spec).encode()]))
-        return ("{" + ",".join(parts) + "}").encode(), slots
+                field += _percent(json.dumps(spec))
+            parts.append(field)
+        template = ("{" + ",".join(parts) + "}").encode()
+        return _percent(before).encode() + b"%d" + _percent(after).encode(), template, slots
 
     def __call__(self, key_index: int, event_time_ms: int, sequence: int) -> tuple[bytes, bytes]:
-        template, slots = self._plan
-        key = self.key_format.format(key_index=key_index).encode()
+        key_template, template, slots = self._plan
         pick = (sequence * _SCATTER) >> 7
-        values = []
+        values: list[int | bytes] = []
         for kind, table in slots:
             if kind == "table":
-                assert table is not None
-                values.append(table[pick & (len(table) - 1)] if len(table) > 1 else table[0])
-                pick = (pick * _SCATTER + 1) >> 3  # another entry for the next field
+                values.append(table[pick & _TABLE_MASK] if len(table) > 1 else table[0])  # type: ignore[index,arg-type]
+                pick = ((pick * _SCATTER) >> 9) & 0xFFFF_FFFF_FFFF  # mixed again: the next field's own entry
             elif kind == "key":
-                values.append(json.dumps(key.decode()).encode())
+                values.append(key_index)
             elif kind == "time":
-                values.append(b"%d" % event_time_ms)
+                values.append(event_time_ms)
             else:
-                values.append(b"%d" % sequence)
-        return key, template % tuple(values)
+                values.append(sequence)
+        return key_template % key_index, template % tuple(values)
+
+
+def _percent(text: str) -> str:
+    """`text` inside a ``%`` format: its own percent signs doubled."""
+    return text.replace("%", "%%")
 
 
 # ------------------------------------------------------------------------------------------------------------
