@@ -168,7 +168,7 @@ class JsonTemplate:
             object.__setattr__(self, name, value)
 
     @functools.cached_property
-    def _plan(self) -> tuple[bytes, bytes, list[tuple[str, list[bytes] | None]]]:
+    def _plan(self) -> tuple[bytes, bytes, list[tuple[str, list[bytes]]]]:
         """The key's bytes around its number, a ``%`` format of the whole object with constants filled in,
         and per remaining placeholder its kind and (for distributions) a table of pre-rendered JSON values."""
         rng = random.Random(self.seed)
@@ -178,15 +178,15 @@ class JsonTemplate:
             json.dumps(after)[1:-1],
         )  # the key as JSON text
         parts: list[str] = []
-        slots: list[tuple[str, list[bytes] | None]] = []
+        slots: list[tuple[str, list[bytes]]] = []  # (kind, the table of a drawn field, else empty)
         for name, spec in self.fields.items():
             field = json.dumps(name) + ":"
             if spec == KEY:
                 field += f'"{_percent(quoted_before)}%d{_percent(quoted_after)}"'
-                slots.append(("key", None))
+                slots.append(("key", []))
             elif spec in (EVENT_TIME, SEQUENCE):
                 field += "%d"
-                slots.append(("time" if spec == EVENT_TIME else "sequence", None))
+                slots.append(("time" if spec == EVENT_TIME else "sequence", []))
             elif isinstance(spec, (Choice, Uniform, IntRange)):
                 field += "%s"
                 slots.append(("table", [json.dumps(v).encode() for v in spec.draw(rng, _TABLE_SIZE)]))
@@ -202,7 +202,7 @@ class JsonTemplate:
         values: list[int | bytes] = []
         for kind, table in slots:
             if kind == "table":
-                values.append(table[pick & _TABLE_MASK] if len(table) > 1 else table[0])  # type: ignore[index,arg-type]
+                values.append(table[pick & _TABLE_MASK])
                 pick = ((pick * _SCATTER) >> 9) & 0xFFFF_FFFF_FFFF  # mixed again: the next field's own entry
             elif kind == "key":
                 values.append(key_index)
