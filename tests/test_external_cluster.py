@@ -105,6 +105,7 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
             "--junitxml=junit.xml",
         )
         output = result.stdout.str() + result.stderr.str()
+        print(output)  # what the user sees (pytest -rP shows it)
         outcomes = result.parseoutcomes()
         assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, output
         result.stdout.fnmatch_lines(
