@@ -156,6 +156,14 @@ def test_figures_are_normalised_by_each_hosts_cpu_per_reference_row() -> None:
     assert not raw.normalised and raw.status == REGRESSION
 
 
+def test_calibrations_within_their_own_noise_leave_the_figures_as_measured() -> None:
+    # two runs of one host: calibrations 10 % apart are the calibration's noise, not a slower host
+    check = check_cost(cost(40, 39, 41, reference=2.0), cost(40.4, 39.4, 41.4, reference=2.2), tolerance=0.08)
+    assert not check.normalised
+    assert check.relative == pytest.approx(0.01)  # divided, it would read -8 %
+    assert check.status == PASS
+
+
 def repetition(outcome: Outcome, slope: float | None, cpu_ms: int | None = None, records: int = 0, **extra):
     counters = {} if cpu_ms is None else {"instance_cpu_ms": cpu_ms, "records_measured": records, **extra}
     verdict = SloVerdict(LAG_TREND, outcome, slope, 200.0)
