@@ -13,6 +13,7 @@ an instance of a class defined at module level -- such as the two here:
   ``Uniform``, ``IntRange``) and the record's own ``EVENT_TIME``, ``KEY`` and ``SEQUENCE``. Values are drawn
   once into tables and picked per record by a hash of the sequence number, so a record costs a lookup and
   one ``%`` format, not a ``json.dumps`` (the generator must never be the bottleneck).
+* ``AvroTemplate``: the same for Avro records of a schema (binary, as Spark's ``from_avro`` reads them).
 * ``Replay``: the rows of a sample file (JSON lines or CSV) in file order, over and over, keyed by one of
   their fields, with one field rewritten to the record's event time.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import json
 import pickle
 import random
@@ -32,6 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import fastavro
 
 from generator.workload import WorkloadError
 
@@ -211,6 +215,74 @@ class JsonTemplate:
             else:
                 values.append(sequence)
         return key_template % key_index, template % tuple(values)
+
+
+@dataclass(frozen=True)
+class AvroTemplate:
+    """Avro records of `schema` (a record schema as a dict), in Avro's binary encoding without a header --
+    what Spark's ``from_avro(value, schema_json)`` reads, as Theodolite's own records are Avro. Field values
+    as in ``JsonTemplate``: constants, ``Choice``/``Uniform``/``IntRange``, ``EVENT_TIME``, ``KEY``,
+    ``SEQUENCE``; a schema field without a value takes its default."""
+
+    schema: Mapping[str, Any]
+    fields: Mapping[str, Any]
+    key_format: str = "{key_index}"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.schema, Mapping):
+            raise WorkloadError(f"an AvroTemplate needs a record schema (a dict), got {self.schema!r}")
+        try:
+            parsed: Any = fastavro.parse_schema(dict(self.schema))
+        except Exception as exc:  # fastavro raises several types for a bad schema
+            raise WorkloadError(f"not an Avro schema: {exc}") from None
+        if not isinstance(parsed, dict) or parsed.get("type") != "record":
+            raise WorkloadError(f"an AvroTemplate needs a record schema, got {self.schema!r}")
+        names = {f["name"] for f in parsed["fields"]}
+        unknown = sorted(set(self.fields) - names)
+        if unknown:
+            raise WorkloadError(f"fields {unknown} are not in the Avro schema (its fields: {sorted(names)})")
+        JsonTemplate(self.fields or {"_": 0}, self.key_format)  # the same checks of values and key format
+
+    def __getstate__(self) -> dict[str, Any]:  # the parsed schema and tables are rebuilt in each worker
+        return {
+            "schema": dict(self.schema),
+            "fields": dict(self.fields),
+            "key_format": self.key_format,
+            "seed": self.seed,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    @functools.cached_property
+    def _plan(self) -> tuple[Any, list[tuple[str, str, list[Any]]]]:
+        rng = random.Random(self.seed)
+        slots: list[tuple[str, str, list[Any]]] = []
+        for name, spec in self.fields.items():
+            if spec in _OWN:
+                slots.append((name, spec, []))
+            elif isinstance(spec, (Choice, Uniform, IntRange)):
+                slots.append((name, "table", spec.draw(rng, _TABLE_SIZE)))
+            else:
+                slots.append((name, "table", [spec] * _TABLE_SIZE))
+        return fastavro.parse_schema(dict(self.schema)), slots
+
+    def __call__(self, key_index: int, event_time_ms: int, sequence: int) -> tuple[bytes, bytes]:
+        schema, slots = self._plan
+        key = self.key_format.format(key_index=key_index)
+        pick = (sequence * _SCATTER) >> 7
+        record: dict[str, Any] = {}
+        for name, kind, table in slots:
+            if kind == "table":
+                record[name] = table[pick & _TABLE_MASK]
+                pick = ((pick * _SCATTER) >> 9) & 0xFFFF_FFFF_FFFF
+            else:
+                record[name] = key if kind == KEY else event_time_ms if kind == EVENT_TIME else sequence
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, schema, record)
+        return key.encode(), buffer.getvalue()
 
 
 def _percent(text: str) -> str:

@@ -15,6 +15,7 @@ from generator.factories import (
     EVENT_TIME,
     KEY,
     SEQUENCE,
+    AvroTemplate,
     Choice,
     IntRange,
     JsonTemplate,
@@ -170,3 +171,55 @@ def test_the_generator_measures_a_factory_and_refuses_a_load_it_cannot_reach() -
     too_much = Workload(keys=int(generator.rate_per_process * (os.cpu_count() or 1) * 2), records=CLICKS)
     with pytest.raises(WorkloadError, match=r"with this record factory .*make the record factory cheaper"):
         LoadGenerator("127.0.0.1:9", "t", too_much).start()
+
+
+ORDER_SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "fields": [
+        {"name": "customer", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "items", "type": "int"},
+        {"name": "at", "type": "long"},
+        {"name": "channel", "type": "string", "default": "web"},
+    ],
+}
+
+
+def test_an_avro_template_writes_binary_records_of_its_schema() -> None:
+    import io
+
+    import fastavro
+
+    orders = AvroTemplate(
+        ORDER_SCHEMA,
+        {"customer": KEY, "amount": Uniform(1, 500), "items": IntRange(1, 9), "at": EVENT_TIME},
+        key_format="c-{key_index}",
+    )
+    key, value = orders(4, 1_700_000_000_042, 17)
+    assert key == b"c-4"
+    record = fastavro.schemaless_reader(io.BytesIO(value), fastavro.parse_schema(ORDER_SCHEMA))
+    assert record["customer"] == "c-4" and record["at"] == 1_700_000_000_042 and record["channel"] == "web"
+    assert 1 <= record["amount"] <= 500 and 1 <= record["items"] <= 9
+    copy = pickle.loads(pickle.dumps(orders))
+    assert [copy(i, i, i) for i in range(20)] == [orders(i, i, i) for i in range(20)]
+    assert Workload(keys=10, records=orders).records is orders
+
+
+@pytest.mark.parametrize(
+    ("schema", "fields", "problem"),
+    [
+        ({"type": "nope"}, {}, "not an Avro schema"),
+        ("string", {}, "needs a record schema"),
+        (ORDER_SCHEMA, {"cost": 1}, r"fields \['cost'\] are not in the Avro schema"),
+    ],
+)
+def test_a_broken_avro_template_is_refused(schema, fields, problem) -> None:
+    with pytest.raises(WorkloadError, match=problem):
+        AvroTemplate(schema, fields)
+
+
+def test_a_value_the_schema_cannot_hold_is_refused_before_anything_is_produced() -> None:
+    wrong = AvroTemplate(ORDER_SCHEMA, {"customer": KEY, "amount": "lots", "items": 1, "at": EVENT_TIME})
+    with pytest.raises(WorkloadError, match="failed on its first record"):
+        Workload(keys=10, records=wrong)

@@ -4,8 +4,8 @@ Kafka's own ProducerPerformance, and the largest load the whole generator sustai
     THEODOLITE_CACHE_DIR=/tmp/tcache python benchmarks/scripts/bench_generator.py [--duration-s 60]
     python benchmarks/scripts/bench_generator.py --only-per-core   # the per-core table alone, every record kind
 
-Record kinds in the per-core table: Theodolite's built-in records, a ``JsonTemplate`` of a click event, and a
-``Replay`` of a 1 000-row JSON-lines sample (generator/factories.py).
+Record kinds in the per-core table: Theodolite's built-in records, a ``JsonTemplate`` and an ``AvroTemplate`` of
+a click event, and a ``Replay`` of a 1 000-row JSON-lines sample (generator/factories.py).
 
 All figures of one run come from the same broker, side by side; on a shared machine compare the ratios, not
 the absolute numbers.
@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 
 from generator import MEASURED_RATE_PER_PROCESS, LoadGenerator, Workload, encode_record
-from generator.factories import EVENT_TIME, KEY, Choice, IntRange, JsonTemplate, Replay, Uniform
+from generator.factories import EVENT_TIME, KEY, AvroTemplate, Choice, IntRange, JsonTemplate, Replay, Uniform
 from pytest_theodolite import maven
 from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.kafka.embedded import EmbeddedKafka
@@ -193,9 +193,31 @@ def record_kinds() -> dict[str, object]:
         },
         key_format="user-{key_index}",
     )
+    avro = AvroTemplate(
+        {
+            "type": "record",
+            "name": "Click",
+            "fields": [
+                {"name": "user", "type": "string"},
+                {"name": "page", "type": "string"},
+                {"name": "ms", "type": "int"},
+                {"name": "price", "type": "double"},
+                {"name": "ts", "type": "long"},
+            ],
+        },
+        {
+            "user": KEY,
+            "page": Choice(["/", "/cart", "/buy", "/search"]),
+            "ms": IntRange(5, 900),
+            "price": Uniform(1, 99),
+            "ts": EVENT_TIME,
+        },
+        key_format="user-{key_index}",
+    )
     return {
         "built-in ActivePowerRecord": None,
         "JsonTemplate (5 fields)": template,
+        "AvroTemplate (the same 5 fields)": avro,
         "Replay of a JSON-lines sample": Replay(str(sample), key_field="customer", time_field="at"),
     }
 
