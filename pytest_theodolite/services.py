@@ -24,7 +24,7 @@ from pytest_theodolite.spark.jars import connector_jars
 @contextmanager
 def open_kafka(settings: TheodoliteSettings) -> Iterator[KafkaCluster]:
     if settings.kafka_provider == "testcontainers":
-        with kafka_container() as cluster:
+        with kafka_container(settings.kafka_image) as cluster:
             yield cluster
         return
     if settings.kafka_provider == "external":

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_theodolite import host
+from pytest_theodolite import KAFKA_IMAGE, host
 from pytest_theodolite.kafka import client_properties
 from pytest_theodolite.maven import default_cache_dir
 
@@ -30,6 +30,7 @@ class TheodoliteSettings:
     #: client properties of an external cluster; may hold secrets: never printed (repr=False)
     kafka_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     kafka_timeout_s: float = 60.0
+    kafka_image: str = KAFKA_IMAGE  # what --kafka testcontainers starts
     spark_master: str = "standalone"
     max_instances: int = 4
     instance_cpu: float | None = None
@@ -67,6 +68,12 @@ OPTIONS: list[tuple[str, str, str, str]] = [
         "host:port[,...] of an existing cluster (--kafka external)",
     ),
     ("--kafka-port", "theodolite_kafka_port", "0", "port of the embedded broker (0: a free one)"),
+    (
+        "--kafka-image",
+        "theodolite_kafka_image",
+        KAFKA_IMAGE,
+        "the Kafka image --kafka testcontainers starts (e.g. apache/kafka:4.1.1)",
+    ),
     ("--kafka-timeout", "theodolite_kafka_timeout", "60", "seconds to wait for a broker to answer"),
     (
         "--spark-master",
@@ -269,6 +276,7 @@ def build(
         kafka_port=_number(text("--kafka-port"), "--kafka-port", int, low=0, high=65535),
         kafka_properties=properties,
         kafka_timeout_s=_number(text("--kafka-timeout"), "--kafka-timeout", float, low=1, high=3600),
+        kafka_image=text("--kafka-image") or KAFKA_IMAGE,
         spark_master=spark_master,
         max_instances=_number(
             text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64

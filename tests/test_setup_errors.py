@@ -113,7 +113,8 @@ def test_testcontainers_without_docker_is_one_line_naming_embedded(pytester):
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
-            "*pytest-theodolite: --kafka testcontainers needs a Docker engine, and none answers here (*). "
+            "*pytest-theodolite: --kafka testcontainers needs a Docker engine to run confluentinc/cp-kafka:8.1.0, "
+            "and none answers here (*). "
             "Use `--kafka embedded` to run a Kafka broker without Docker.",
             "*Interrupted: pytest-theodolite: --kafka testcontainers needs a Docker engine*",
         ]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pytest_theodolite import KAFKA_IMAGE
 from pytest_theodolite.errors import TheodoliteSetupError
 from pytest_theodolite.kafka.admin import KafkaCluster
 
-#: Confluent Platform 8.1 ships Apache Kafka 4.1, the broker version the embedded provider runs
-KAFKA_IMAGE = "confluentinc/cp-kafka:8.1.0"
+__all__ = ["KAFKA_IMAGE", "docker_engine_problem", "kafka_container"]
 
 
 def docker_engine_problem() -> str | None:
@@ -32,7 +32,7 @@ def kafka_container(image: str = KAFKA_IMAGE) -> Iterator[KafkaCluster]:
     problem = docker_engine_problem()
     if problem is not None:
         raise TheodoliteSetupError(
-            f"--kafka testcontainers needs a Docker engine, and none answers here ({problem}). "
+            f"--kafka testcontainers needs a Docker engine to run {image}, and none answers here ({problem}). "
             "Use `--kafka embedded` to run a Kafka broker without Docker."
         )
     try:
