@@ -3,9 +3,9 @@
 A demand function moves only when a change costs a whole instance at a tested load. The continuous figure
 here is the CPU the instances spent per offered record while a passing sub-experiment was measured (from
 their cgroups' CPU accounting), with a confidence interval from consecutive blocks of the measurement
-window. A gate with ``cost_tolerance`` fails a point whose figure rose beyond the tolerance **and** whose
-interval lies wholly above the baseline's (asv's rule for a change: beyond a factor and statistically
-significant), where both ran the same number of instances.
+window. A gate with ``cost_tolerance`` fails a point whose figure rose beyond the tolerance **and**
+significantly -- a one-sided Welch t-test on the two figures, each with the standard error of its blocks,
+p < 0.05 (as asv: a factor, and a significant difference) -- where both ran the same number of instances.
 
 Why the figure rises less than the per-record cost: Spark starts the next micro-batch as soon as one ends, so
 the instances spend most of their CPU quota whatever the load (part of it on per-batch work), and a dearer
@@ -47,6 +47,8 @@ CONFIDENCE = 0.95
 #: cost figure varied by 0.5-4 %. Within this, figures are compared as measured; beyond it, each is divided by
 #: its host's calibration (and beyond the calibration margin the testbeds are not compared at all).
 CALIBRATION_NOISE = 0.2
+#: a rise counts as beyond the noise below this p-value (one-sided Welch t-test on the two figures)
+SIGNIFICANCE = 0.05
 
 
 class CostToleranceError(ValueError):
@@ -242,14 +244,19 @@ class CostCheck:
     normalised: bool = False
     tolerance: float | None = None
     reason: str = ""
+    #: how likely a rise this large is from the two figures' noise alone (None: an interval is missing)
+    p_value: float | None = None
 
     @property
     def text(self) -> str:
-        """'+9% (tolerance 5%)', '+9%', or why it was not compared."""
+        """'+9% (tolerance 5%, p 0.01)', '+9%', or why it was not compared."""
         if self.relative is None:
             return self.reason or "n/a"
         text = f"{self.relative:+.0%}"
-        return text + (f" (tolerance {self.tolerance:.0%})" if self.tolerance is not None else "")
+        details = [f"tolerance {self.tolerance:.0%}"] if self.tolerance is not None else []
+        if self.tolerance is not None and self.p_value is not None:
+            details.append(f"p {self.p_value:.2g}")
+        return text + (f" ({', '.join(details)})" if details else "")
 
 
 def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance: float | None) -> CostCheck:
@@ -278,11 +285,27 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
         scale_b, scale_m = 1 / reference_b, 1 / reference_m  # type: ignore[operator]
     b, m = baseline.estimate, measured.estimate
     relative = (m.cpu_us_per_record * scale_m) / (b.cpu_us_per_record * scale_b) - 1
-    significant = True
-    if b.high is not None and m.low is not None:
-        significant = m.low * scale_m > b.high * scale_b
+    p_value = rise_p_value(b, m, scale_b, scale_m)
+    significant = p_value is None or p_value < SIGNIFICANCE
     status = REGRESSION if tolerance is not None and relative > tolerance and significant else PASS
-    return CostCheck(status, relative, normalised, tolerance)
+    return CostCheck(status, relative, normalised, tolerance, p_value=p_value)
+
+
+def rise_p_value(
+    b: CostEstimate, m: CostEstimate, scale_b: float = 1.0, scale_m: float = 1.0
+) -> float | None:
+    """One-sided Welch t-test that `m` is above `b`: each figure's standard error from its recorded interval
+    (a Student-t over its blocks), Welch-Satterthwaite degrees of freedom. None where either has no interval."""
+    if None in (b.low, b.high, m.low, m.high) or b.blocks < 2 or m.blocks < 2:
+        return None
+    se_b = (b.high - b.cpu_us_per_record) * scale_b / float(stats.t.ppf(0.5 + CONFIDENCE / 2, b.blocks - 1))  # type: ignore[operator]
+    se_m = (m.high - m.cpu_us_per_record) * scale_m / float(stats.t.ppf(0.5 + CONFIDENCE / 2, m.blocks - 1))  # type: ignore[operator]
+    difference = m.cpu_us_per_record * scale_m - b.cpu_us_per_record * scale_b
+    variance = se_b**2 + se_m**2
+    if variance <= 0:
+        return 0.0 if difference > 0 else 1.0
+    freedom = variance**2 / (se_b**4 / (b.blocks - 1) + se_m**4 / (m.blocks - 1))
+    return float(stats.t.sf(difference / math.sqrt(variance), freedom))
 
 
 def point_cost(

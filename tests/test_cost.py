@@ -105,7 +105,8 @@ def test_a_rise_beyond_the_tolerance_and_the_noise_is_a_regression() -> None:
     check = check_cost(cost(50, 49, 51), cost(60, 58, 62), tolerance=0.1)
     assert check.status == REGRESSION
     assert check.relative == pytest.approx(0.2)
-    assert check.text == "+20% (tolerance 10%)"
+    assert check.p_value is not None and check.p_value < 1e-4
+    assert check.text == f"+20% (tolerance 10%, p {check.p_value:.2g})"
 
 
 def test_a_rise_within_the_tolerance_passes() -> None:
@@ -113,10 +114,24 @@ def test_a_rise_within_the_tolerance_passes() -> None:
 
 
 def test_a_rise_beyond_the_tolerance_but_within_the_noise_passes() -> None:
-    # the measured interval reaches below the baseline's upper end: not significant (asv's rule)
+    # +16 %, but the two figures' blocks spread so much that such a rise is not significant (Welch, p > 0.05)
     check = check_cost(cost(50, 40, 60), cost(58, 50, 66), tolerance=0.1)
     assert check.status == PASS
     assert check.relative == pytest.approx(0.16)
+    assert 0.05 < check.p_value < 0.1
+
+
+def test_the_rise_p_value_is_a_one_sided_welch_t_test() -> None:
+    from scipy import stats
+
+    from pytest_theodolite.cost import rise_p_value
+
+    b, m = CostEstimate(50, 47, 53, 5), CostEstimate(56, 54, 58, 6)
+    se_b, se_m = 3 / stats.t.ppf(0.975, 4), 2 / stats.t.ppf(0.975, 5)
+    expected = stats.ttest_ind_from_stats(56, se_m * 6**0.5, 6, 50, se_b * 5**0.5, 5, equal_var=False)
+    assert rise_p_value(b, m) == pytest.approx(expected.pvalue / 2)  # scipy's is two-sided
+    assert rise_p_value(m, b) == pytest.approx(1 - expected.pvalue / 2)
+    assert rise_p_value(CostEstimate(50), m) is None  # no interval: the tolerance alone decides
 
 
 def test_without_intervals_the_tolerance_alone_decides() -> None:
