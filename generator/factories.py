@@ -126,7 +126,7 @@ class IntRange:
 EVENT_TIME = "{event_time_ms}"
 KEY = "{key}"
 SEQUENCE = "{sequence}"
-_OWN = {EVENT_TIME, KEY, SEQUENCE}
+_OWN = (EVENT_TIME, KEY, SEQUENCE)  # compared by equality: a Choice of lists cannot be hashed
 
 
 @dataclass(frozen=True)

@@ -193,13 +193,23 @@ def test_an_avro_template_writes_binary_records_of_its_schema() -> None:
 
     orders = AvroTemplate(
         ORDER_SCHEMA,
-        {"customer": KEY, "amount": Uniform(1, 500), "items": IntRange(1, 9), "at": EVENT_TIME},
+        {
+            "customer": KEY,
+            "amount": Uniform(1, 500),
+            "items": IntRange(1, 9),
+            "at": EVENT_TIME,
+            "channel": Choice(["web", "app"]),  # a Choice holds a list: unhashable, compared by equality
+        },
         key_format="c-{key_index}",
     )
     key, value = orders(4, 1_700_000_000_042, 17)
     assert key == b"c-4"
     record = fastavro.schemaless_reader(io.BytesIO(value), fastavro.parse_schema(ORDER_SCHEMA))
-    assert record["customer"] == "c-4" and record["at"] == 1_700_000_000_042 and record["channel"] == "web"
+    assert (
+        record["customer"] == "c-4"
+        and record["at"] == 1_700_000_000_042
+        and record["channel"] in ("web", "app")
+    )
     assert 1 <= record["amount"] <= 500 and 1 <= record["items"] <= 9
     copy = pickle.loads(pickle.dumps(orders))
     assert [copy(i, i, i) for i in range(20)] == [orders(i, i, i) for i in range(20)]
@@ -223,3 +233,13 @@ def test_a_value_the_schema_cannot_hold_is_refused_before_anything_is_produced()
     wrong = AvroTemplate(ORDER_SCHEMA, {"customer": KEY, "amount": "lots", "items": 1, "at": EVENT_TIME})
     with pytest.raises(WorkloadError, match="failed on its first record"):
         Workload(keys=10, records=wrong)
+
+
+def test_an_avro_field_without_a_value_takes_its_schema_default() -> None:
+    import io
+
+    import fastavro
+
+    orders = AvroTemplate(ORDER_SCHEMA, {"customer": KEY, "amount": 1.5, "items": 1, "at": EVENT_TIME})
+    record = fastavro.schemaless_reader(io.BytesIO(orders(0, 7, 0)[1]), fastavro.parse_schema(ORDER_SCHEMA))
+    assert record == {"customer": "0", "amount": 1.5, "items": 1, "at": 7, "channel": "web"}
