@@ -171,9 +171,31 @@ def run_producer_performance(
 SAMPLE_ROWS = 1_000
 
 
-def record_kinds() -> dict[str, object]:
-    """The record kinds compared per core: built-in, a click-event template, a replayed JSON-lines sample."""
-    sample = Path(tempfile.mkdtemp(prefix="bench-generator-")) / "orders.jsonl"
+#: a click event, the same five fields for the JSON and the Avro template
+CLICK_FIELDS = {
+    "user": KEY,
+    "page": Choice(["/", "/cart", "/buy", "/search"]),
+    "ms": IntRange(5, 900),
+    "price": Uniform(1, 99),
+    "ts": EVENT_TIME,
+}
+CLICK_SCHEMA = {
+    "type": "record",
+    "name": "Click",
+    "fields": [
+        {"name": "user", "type": "string"},
+        {"name": "page", "type": "string"},
+        {"name": "ms", "type": "int"},
+        {"name": "price", "type": "double"},
+        {"name": "ts", "type": "long"},
+    ],
+}
+
+
+def record_kinds(directory: Path) -> dict[str, object]:
+    """The record kinds compared per core: built-in, a click-event template as JSON and as Avro, a replayed
+    JSON-lines sample (written into `directory`)."""
+    sample = directory / "orders.jsonl"
     sample.write_text(
         "".join(
             json.dumps(
@@ -183,41 +205,12 @@ def record_kinds() -> dict[str, object]:
             for n in range(SAMPLE_ROWS)
         )
     )
-    template = JsonTemplate(
-        {
-            "user": KEY,
-            "page": Choice(["/", "/cart", "/buy", "/search"]),
-            "ms": IntRange(5, 900),
-            "price": Uniform(1, 99),
-            "ts": EVENT_TIME,
-        },
-        key_format="user-{key_index}",
-    )
-    avro = AvroTemplate(
-        {
-            "type": "record",
-            "name": "Click",
-            "fields": [
-                {"name": "user", "type": "string"},
-                {"name": "page", "type": "string"},
-                {"name": "ms", "type": "int"},
-                {"name": "price", "type": "double"},
-                {"name": "ts", "type": "long"},
-            ],
-        },
-        {
-            "user": KEY,
-            "page": Choice(["/", "/cart", "/buy", "/search"]),
-            "ms": IntRange(5, 900),
-            "price": Uniform(1, 99),
-            "ts": EVENT_TIME,
-        },
-        key_format="user-{key_index}",
-    )
     return {
         "built-in ActivePowerRecord": None,
-        "JsonTemplate (5 fields)": template,
-        "AvroTemplate (the same 5 fields)": avro,
+        "JsonTemplate (5 fields)": JsonTemplate(CLICK_FIELDS, key_format="user-{key_index}"),
+        "AvroTemplate (the same 5 fields)": AvroTemplate(
+            CLICK_SCHEMA, CLICK_FIELDS, key_format="user-{key_index}"
+        ),
         "Replay of a JSON-lines sample": Replay(str(sample), key_field="customer", time_field="at"),
     }
 
@@ -243,7 +236,7 @@ def main() -> int:
     args = parser.parse_args()
     cpus = os.cpu_count() or 1
 
-    with EmbeddedKafka() as broker:
+    with EmbeddedKafka() as broker, tempfile.TemporaryDirectory(prefix="bench-generator-") as scratch:
         cluster = KafkaCluster(broker.bootstrap_servers)
         print(
             f"broker {broker.bootstrap_servers}, {cpus} CPUs, topics with {PARTITIONS} partitions", flush=True
@@ -274,7 +267,7 @@ def main() -> int:
 
         print("\n## Throughput per core: one generator process vs ProducerPerformance, same broker")
         record_size = len(encode_record("s_12345", int(time.time() * 1000), 417.263))
-        kinds = record_kinds()
+        kinds = record_kinds(Path(scratch))
         saturated = {}
         for kind, records in kinds.items():
             # a target no single process reaches: it sends flat out, the achieved mean is its maximum
