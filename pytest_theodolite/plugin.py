@@ -291,7 +291,7 @@ def kafka_cluster(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[KafkaCluster]:
     """The Kafka cluster of this test session: ``bootstrap_servers``, ``create_topic``, ``end_offsets``, ..."""
-    if xdist.is_xdist_worker(request) and theodolite_settings.kafka_provider != "testcontainers":
+    if xdist.is_xdist_worker(request):
         cluster = _start(
             request, lambda: services.shared_kafka(theodolite_settings, tmp_path_factory.getbasetemp().parent)
         )

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pytest_theodolite.kafka.admin import KafkaCluster, wait_for_metadata
-from pytest_theodolite.kafka.containers import kafka_container
+from pytest_theodolite.kafka.containers import kafka_container, start_kafka_container
 from pytest_theodolite.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.settings import TheodoliteSettings
 from pytest_theodolite.shared import SharedRecord, acquire
@@ -24,7 +24,9 @@ from pytest_theodolite.spark.jars import connector_jars
 @contextmanager
 def open_kafka(settings: TheodoliteSettings) -> Iterator[KafkaCluster]:
     if settings.kafka_provider == "testcontainers":
-        with kafka_container(settings.kafka_image) as cluster:
+        with kafka_container(
+            settings.kafka_image, settings.cache_dir, max(120.0, settings.kafka_timeout_s)
+        ) as cluster:
             yield cluster
         return
     if settings.kafka_provider == "external":
@@ -53,10 +55,10 @@ def external_kafka(settings: TheodoliteSettings) -> KafkaCluster:
 
 
 def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
-    if settings.kafka_provider != "embedded":  # nothing of ours to share: each worker reaches it itself
-        if settings.kafka_provider == "external":
-            return external_kafka(settings)
-        raise NotImplementedError("testcontainers under xdist is started per worker by open_kafka")
+    if settings.kafka_provider == "external":  # nothing of ours to share: each worker reaches it itself
+        return external_kafka(settings)
+    if settings.kafka_provider == "testcontainers":
+        return _shared_kafka_container(settings, root)
 
     def start() -> SharedRecord:
         broker = EmbeddedKafka(
@@ -74,6 +76,17 @@ def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
 
     record = acquire(root, "kafka", start)
     return KafkaCluster(record.info["bootstrap_servers"], provider="embedded")
+
+
+def _shared_kafka_container(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
+    def start() -> SharedRecord:
+        container, bootstrap = start_kafka_container(
+            settings.kafka_image, settings.cache_dir, max(120.0, settings.kafka_timeout_s)
+        )
+        return SharedRecord(info={"bootstrap_servers": bootstrap}, containers=[container.get_container_id()])
+
+    record = acquire(root, "kafka", start)
+    return KafkaCluster(record.info["bootstrap_servers"], provider="testcontainers")
 
 
 def cpu_limit_note(settings: TheodoliteSettings) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_theodolite import KAFKA_IMAGE, host
+from pytest_theodolite import host
 from pytest_theodolite.kafka import client_properties
 from pytest_theodolite.maven import default_cache_dir
 
@@ -30,7 +30,8 @@ class TheodoliteSettings:
     #: client properties of an external cluster; may hold secrets: never printed (repr=False)
     kafka_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     kafka_timeout_s: float = 60.0
-    kafka_image: str = KAFKA_IMAGE  # what --kafka testcontainers starts
+    #: what --kafka testcontainers starts; None: the image this plugin builds here (kafka/image.py)
+    kafka_image: str | None = None
     spark_master: str = "standalone"
     max_instances: int = 4
     instance_cpu: float | None = None
@@ -71,8 +72,9 @@ OPTIONS: list[tuple[str, str, str, str]] = [
     (
         "--kafka-image",
         "theodolite_kafka_image",
-        KAFKA_IMAGE,
-        "the Kafka image --kafka testcontainers starts (e.g. apache/kafka:4.1.1)",
+        "",
+        "the Kafka image --kafka testcontainers starts, e.g. apache/kafka:4.1.1 "
+        "(default: one built here from Debian packages and the Maven-resolved Kafka jars)",
     ),
     ("--kafka-timeout", "theodolite_kafka_timeout", "60", "seconds to wait for a broker to answer"),
     (
@@ -276,7 +278,7 @@ def build(
         kafka_port=_number(text("--kafka-port"), "--kafka-port", int, low=0, high=65535),
         kafka_properties=properties,
         kafka_timeout_s=_number(text("--kafka-timeout"), "--kafka-timeout", float, low=1, high=3600),
-        kafka_image=text("--kafka-image") or KAFKA_IMAGE,
+        kafka_image=text("--kafka-image") or None,
         spark_master=spark_master,
         max_instances=_number(
             text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64

@@ -18,6 +18,7 @@ from typing import Any
 from filelock import FileLock
 
 from pytest_theodolite.errors import TheodoliteSetupError
+from pytest_theodolite.kafka.containers import remove_container
 from pytest_theodolite.process import stop_process_group
 
 LOCK_TIMEOUT_S = 900.0
@@ -29,6 +30,7 @@ class SharedRecord:
     process_groups: list[int] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # deleted on release
     cgroups: list[str] = field(default_factory=list)  # removed on release, deepest first
+    containers: list[str] = field(default_factory=list)  # Docker container ids, removed on release
     error: str | None = None  # a start that failed: every worker reports the same, none retries
 
 
@@ -56,6 +58,8 @@ def release_all(root: Path) -> list[str]:
         record = SharedRecord(**json.loads(record_path.read_text()))
         for pgid in reversed(record.process_groups):
             stop_process_group(pgid)
+        for container_id in record.containers:
+            remove_container(container_id)
         for cgroup in sorted(record.cgroups, key=len, reverse=True):
             try:
                 Path(cgroup).rmdir()

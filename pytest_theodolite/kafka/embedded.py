@@ -182,6 +182,30 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
+#: what one node that is broker and controller at once needs, whatever its listeners (the container provider
+#: passes the same settings as KAFKA_* environment variables)
+SINGLE_NODE_SETTINGS = {
+    # one node: every internal topic must fit on it
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # benchmarks create their topics explicitly with a partition count
+    "auto.create.topics.enable": "false",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    # keep records until their topic is deleted: time retention would drop records whose event time lies in
+    # the past (replayed or test data) while a benchmark still reads them
+    "log.retention.ms": "-1",
+    "log.segment.bytes": str(256 * 1024 * 1024),
+}
+
+
 def _server_properties(
     port: int, controller_port: int, data_dir: Path, overrides: Mapping[str, str] | None = None
 ) -> str:
@@ -195,24 +219,7 @@ def _server_properties(
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(data_dir),
-        # one node: every internal topic must fit on it
-        "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "4",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
-        "group.initial.rebalance.delay.ms": "0",
-        # benchmarks create their topics explicitly with a partition count
-        "auto.create.topics.enable": "false",
-        "num.network.threads": "2",
-        "num.io.threads": "4",
-        # keep records until their topic is deleted: time retention would drop records whose event time lies in
-        # the past (replayed or test data) while a benchmark still reads them
-        "log.retention.ms": "-1",
-        "log.segment.bytes": str(256 * 1024 * 1024),
+        **SINGLE_NODE_SETTINGS,
         **(overrides or {}),
     }
     # a .properties file reads a backslash as an escape (a JAAS password may hold one)
