@@ -88,11 +88,19 @@ def test_the_image_tag_names_the_kafka_version_and_changes_with_the_recipe(monke
 
 
 def test_no_docker_engine_is_one_clear_line(pytester, monkeypatch):
-    pytester.makepyfile("def test_needs_kafka(kafka_cluster):\n    pass\n")
+    pytester.makepyfile(
+        "def test_needs_kafka(kafka_cluster):\n    pass\n\ndef test_not_reached():\n    pass\n"
+    )
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent-theodolite.sock")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kafka=testcontainers")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*--kafka testcontainers needs a Docker engine, and none answers here (*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*pytest-theodolite: --kafka testcontainers needs a Docker engine, and none answers here (*). "
+            "Start one (e.g. `dockerd &`), or use `--kafka embedded` to run a Kafka broker without Docker.",
+            "*Interrupted: pytest-theodolite: --kafka testcontainers needs a Docker engine*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
 
 

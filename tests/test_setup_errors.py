@@ -8,7 +8,6 @@ import pytest
 from pytest_theodolite import maven, services
 from pytest_theodolite.errors import TheodoliteSetupError
 from pytest_theodolite.kafka import embedded
-from pytest_theodolite.kafka.containers import docker_engine_problem
 from pytest_theodolite.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.ports import free_port
 from pytest_theodolite.settings import TheodoliteSettings
@@ -98,28 +97,6 @@ def test_unreachable_external_bootstrap():
             TheodoliteSetupError, match=rf"No Kafka broker answered at 127.0.0.1:{port} within 2 s"
         ):
             services.external_kafka(settings)
-
-
-@pytest.mark.skipif(docker_engine_problem() is None, reason="a Docker engine answers here")
-def test_testcontainers_without_docker_is_one_line_naming_embedded(pytester):
-    pytester.makepyfile("""
-        def test_needs_kafka(kafka_cluster):
-            pass
-
-        def test_not_reached():
-            pass
-    """)
-    result = pytester.runpytest("--kafka", "testcontainers")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*pytest-theodolite: --kafka testcontainers needs a Docker engine to run confluentinc/cp-kafka:8.1.0, "
-            "and none answers here (*). "
-            "Use `--kafka embedded` to run a Kafka broker without Docker.",
-            "*Interrupted: pytest-theodolite: --kafka testcontainers needs a Docker engine*",
-        ]
-    )
-    assert "Traceback" not in result.stdout.str()
 
 
 def test_cluster_ids_never_start_with_a_dash(monkeypatch):
