@@ -9,9 +9,10 @@ Data flow (Theodolite's, in Spark SQL):
 2. The registry becomes (child, parent) pairs: every sensor and every group with its direct parent group.
 3. Readings from ``input_topic`` and group results from ``feedback_topic`` are joined with the pairs, which
    duplicates each reading to its parent group (a sensor listed in several groups goes to each).
-4. Per (group, window) the job keeps each child's readings and reports the sum over children of each
-   child's *latest* value in the window (latest by event time, then Kafka offset -- later versions of a
-   group's result in the feedback topic replace earlier ones), as Theodolite's UC4 does.
+4. Per (group, window) an arbitrary stateful operator (``applyInPandasWithState``) keeps each child's
+   *latest* value in the window (latest by event time, then Kafka offset -- later versions of a group's
+   result in the feedback topic replace earlier ones) and reports their sum, as Theodolite's UC4 does. Its
+   state is bounded by the group's number of children, not by the number of readings.
 5. Results go to ``output_topic`` and to ``feedback_topic``; from there they re-enter step 3 as readings of
    the group, so a group of groups sums its subgroups' results. Each level up costs one more micro-batch.
 
@@ -30,11 +31,15 @@ Registry JSON: ``{"identifier": "root", "name": "...", "children": [{"identifier
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from spark_jobs.common import (
     RECORDS_METRIC,
@@ -108,36 +113,72 @@ def child_parent_pairs(registry: DataFrame, max_depth: int) -> DataFrame:
     )
 
 
+#: the stateful operator's output per (group, window), and what it keeps: each child's latest version only
+GROUP_RESULT_SCHEMA = (
+    "identifier STRING, timestamp LONG, sumInW DOUBLE, childCount INT, windowStart LONG, windowEnd LONG"
+)
+#: ``latest``: JSON object child -> [timestamp, offset, valueInW]; bounded by the group's number of children
+GROUP_STATE_SCHEMA = "latest STRING"
+
+
+def latest_per_child(
+    key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
+    """One (group, window): fold this micro-batch's readings into each child's latest version (by event time,
+    then Kafka offset) and emit the group's sum. The state holds one version per child, however many
+    readings arrive; it is dropped when the watermark passes the window's end."""
+    if state.hasTimedOut:
+        state.remove()
+        return
+    identifier, window_start, window_end = key
+    if not state.exists and window_end <= state.getCurrentWatermarkMs():
+        return  # a late reading of a window already closed (and dropped), as an aggregation drops it
+    latest: dict[str, list[Any]] = json.loads(state.get[0]) if state.exists else {}
+    readings = pd.concat(list(batches), ignore_index=True)
+    newest = readings.sort_values(["timestamp", "offset"]).drop_duplicates("child", keep="last")
+    for child, timestamp, offset, value in newest[["child", "timestamp", "offset", "valueInW"]].itertuples(
+        index=False
+    ):
+        known = latest.get(child)
+        if known is None or (timestamp, offset) > (known[0], known[1]):
+            latest[child] = [int(timestamp), int(offset), float(value)]
+    state.update((json.dumps(latest),))
+    state.setTimeoutTimestamp(int(window_end))
+    yield pd.DataFrame(
+        {
+            "identifier": [identifier],
+            "timestamp": [max(version[0] for version in latest.values())],
+            "sumInW": [sum(version[2] for version in latest.values())],
+            "childCount": [len(latest)],
+            "windowStart": [int(window_start)],
+            "windowEnd": [int(window_end)],
+        }
+    )
+
+
 def aggregate_groups(readings: DataFrame, pairs: DataFrame, *, window_size: str) -> DataFrame:
     """Readings (sensors and fed-back groups) -> per (group, window) the sum of each child's latest value."""
     # the registry is tiny: broadcasting it keeps the stream from being shuffled for the join
     joined = readings.join(F.broadcast(pairs), readings["identifier"] == pairs["child"])
-    groups = joined.groupBy(
-        F.col("parent").alias("identifier"), F.window("event_time", window_size).alias("window")
-    ).agg(
-        # every version of every child in this window; the latest per child is picked below
-        F.collect_list(F.struct(F.col("child"), "timestamp", "offset", "valueInW")).alias("versions"),
-        F.max("timestamp").alias("timestamp"),
-    )
-    # descending by (child, timestamp, offset): each child's latest version comes first among its own
-    newest_first = F.sort_array("versions", asc=False)
-    with_latest = groups.select(
-        "identifier",
-        "window",
+    window = F.window("event_time", window_size)
+    keyed = joined.select(
+        F.col("parent").alias("identifier"),
+        epoch_millis(window.start).alias("windowStart"),
+        epoch_millis(window.end).alias("windowEnd"),
+        "child",
         "timestamp",
-        F.filter(
-            newest_first,
-            lambda version, i: (i == 0) | (F.get(newest_first, i - 1)["child"] != version["child"]),
-        ).alias("latest"),
+        "offset",
+        "valueInW",
+        "event_time",  # carries the watermark, which the event-time timeout needs
     )
-    total = F.aggregate("latest", F.lit(0.0), lambda acc, version: acc + version["valueInW"])
-    return with_latest.select(
-        "identifier",
-        "timestamp",
-        total.alias("sumInW"),
-        F.size("latest").alias("childCount"),
-        epoch_millis(F.col("window.start")).alias("windowStart"),
-        epoch_millis(F.col("window.end")).alias("windowEnd"),
+    # An arbitrary stateful operator, not groupBy().agg(): an aggregation would have to keep every version
+    # of every child (collect_list) to pick the latest per child, and that state grows with every reading.
+    return keyed.groupBy("identifier", "windowStart", "windowEnd").applyInPandasWithState(
+        latest_per_child,
+        outputStructType=GROUP_RESULT_SCHEMA,
+        stateStructType=GROUP_STATE_SCHEMA,
+        outputMode="update",
+        timeoutConf=GroupStateTimeout.EventTimeTimeout,
     )
 
 

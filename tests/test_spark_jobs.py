@@ -421,6 +421,78 @@ def latest_results(kafka_cluster, output_topic: str) -> dict[tuple[str, int], di
     return {(key, value["windowStart"]): value for key, value in consume_all(kafka_cluster, output_topic)}
 
 
+class ScriptedGroupState:
+    """What ``applyInPandasWithState`` hands the function, for one key: the subset of GroupState UC4 uses."""
+
+    def __init__(self, watermark_ms: int = 0) -> None:
+        self.value: tuple[Any, ...] | None = None
+        self.hasTimedOut = False
+        self.timeout_ms: int | None = None
+        self.watermark_ms = watermark_ms
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple[Any, ...]:
+        assert self.value is not None
+        return self.value
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+
+    def remove(self) -> None:
+        self.value = None
+
+    def setTimeoutTimestamp(self, timestamp_ms: int) -> None:
+        self.timeout_ms = timestamp_ms
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self.watermark_ms
+
+
+def test_uc4_state_keeps_one_version_per_child_however_many_readings_arrive():
+    state = ScriptedGroupState()
+    key = ("g", 0, 10_000)
+    rng = random.Random(4)
+    batches: list[pd.DataFrame] = []
+    for batch in range(50):
+        readings = pd.DataFrame(
+            {
+                "child": [f"s_{rng.randrange(4)}" for _ in range(40)],
+                "timestamp": [rng.randrange(10_000) for _ in range(40)],
+                "offset": [batch * 40 + n for n in range(40)],
+                "valueInW": [float(batch * 40 + n) for n in range(40)],
+            }
+        )
+        [result] = list(uc4.latest_per_child(key, iter([readings[:20], readings[20:]]), state))
+        batches.append(readings)
+        everything = pd.concat(batches)
+        newest = everything.sort_values(["timestamp", "offset"]).groupby("child").last()
+        assert result.to_dict("records") == [
+            {
+                "identifier": "g",
+                "timestamp": int(everything["timestamp"].max()),
+                "sumInW": newest["valueInW"].sum(),
+                "childCount": len(newest),
+                "windowStart": 0,
+                "windowEnd": 10_000,
+            }
+        ]
+        assert len(json.loads(state.get[0])) == len(newest) <= 4  # bounded by the children, not the readings
+    assert state.timeout_ms == 10_000  # dropped once the watermark passes the window's end
+    state.hasTimedOut = True
+    assert list(uc4.latest_per_child(key, iter([]), state)) == [] and not state.exists
+
+
+def test_uc4_drops_a_late_reading_of_a_closed_window():
+    state = ScriptedGroupState(watermark_ms=20_000)
+    late = pd.DataFrame({"child": ["s_0"], "timestamp": [5_000], "offset": [1], "valueInW": [1.0]})
+    assert list(uc4.latest_per_child(("g", 0, 10_000), iter([late]), state)) == []
+    assert not state.exists
+
+
 @pytest.fixture
 def uc4_topics(kafka_cluster) -> Iterator[dict[str, str]]:
     yield {
