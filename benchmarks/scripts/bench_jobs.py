@@ -32,12 +32,15 @@ from typing import Any
 from pytest_theodolite import maven
 from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.services import open_spark
+from pytest_theodolite.settings import TheodoliteSettings
 from pytest_theodolite.spark.cluster import SparkCluster
 from pytest_theodolite.spark.jars import connector_jars
 from spark_jobs import uc1, uc2, uc3, uc4
 
 SENSORS = 64
 PARTITIONS = 1  # one executor core: one input partition keeps the comparison with one consumer fair
+SCALING_PARTITIONS = 4  # the scaling step: one input partition per instance at most
 BASE_MS = 1_704_103_200_000
 #: the readings are timestamped in 2024: time-based retention would delete them between fill and read
 KEEP_FOREVER = {"retention.ms": "-1"}
@@ -54,6 +57,9 @@ class JobRate:
     records: int
     batches: int
     seconds: float
+    #: state store bytes per state row (key) of the first stateful operator, at the first and the last
+    #: measured micro-batch: equal where the state per key does not grow with the readings
+    state_bytes_per_key: tuple[float, float] | None = None
 
     @property
     def records_per_s(self) -> float:
@@ -97,8 +103,11 @@ def uc4_registry() -> dict[str, Any]:
     return group(0, 0)
 
 
-def measure(query: Any, total_records: int, timeout_s: float) -> tuple[int, int, float]:
-    """Run until ``total_records`` input records are processed; (records, batches, seconds) after warm-up."""
+def measure(
+    query: Any, total_records: int, timeout_s: float
+) -> tuple[int, int, float, tuple[float, float] | None]:
+    """Run until ``total_records`` input records are processed; (records, batches, seconds, state bytes per
+    key first/last) after warm-up."""
     deadline = time.monotonic() + timeout_s
     processed = 0
     while processed < total_records:
@@ -114,7 +123,18 @@ def measure(query: Any, total_records: int, timeout_s: float) -> tuple[int, int,
     measured = progress[with_input[1] : with_input[-1] + 1]  # from the second input batch to the last one
     start = _epoch_s(measured[0]["timestamp"])
     end = _epoch_s(measured[-1]["timestamp"]) + measured[-1]["durationMs"]["triggerExecution"] / 1000
-    return sum(_input_records(p) for p in measured), len(measured), end - start
+    return sum(_input_records(p) for p in measured), len(measured), end - start, _state_growth(measured)
+
+
+def _state_growth(measured: list[Any]) -> tuple[float, float] | None:
+    def per_key(progress: Any) -> float | None:
+        operators = progress.get("stateOperators") or []
+        if not operators or not operators[0].get("numRowsTotal"):
+            return None
+        return operators[0]["memoryUsedBytes"] / operators[0]["numRowsTotal"]
+
+    sizes = [size for size in map(per_key, measured) if size is not None]
+    return (sizes[0], sizes[-1]) if sizes else None
 
 
 def _input_records(progress: Any) -> int:
@@ -129,10 +149,16 @@ def _epoch_s(iso: str) -> float:
 
 
 def run_job(
-    use_case: str, spark: Any, kafka: KafkaCluster, input_topic: str, records: int, batch: int
+    use_case: str,
+    spark: Any,
+    kafka: KafkaCluster,
+    input_topic: str,
+    records: int,
+    batch: int,
+    partitions: int = 1,
 ) -> JobRate:
     with tempfile.TemporaryDirectory(prefix=f"bench-{use_case}-") as checkpoint_dir:
-        return _run_job(use_case, spark, kafka, input_topic, records, batch, checkpoint_dir)
+        return _run_job(use_case, spark, kafka, input_topic, records, batch, checkpoint_dir, partitions)
 
 
 def _run_job(
@@ -143,16 +169,17 @@ def _run_job(
     records: int,
     batch: int,
     checkpoint_dir: str,
+    partitions: int,
 ) -> JobRate:
     output_topic = f"bench-{use_case}-out-{uuid.uuid4().hex[:6]}"
-    kafka.create_topic(output_topic, PARTITIONS, configs=KEEP_FOREVER)
+    kafka.create_topic(output_topic, partitions, configs=KEEP_FOREVER)
     common: dict[str, Any] = {
         "bootstrap_servers": kafka.bootstrap_servers,
         "input_topic": input_topic,
         "output_topic": output_topic,
         "checkpoint_dir": checkpoint_dir,
         "max_offsets_per_trigger": batch,
-        "shuffle_partitions": 1,
+        "shuffle_partitions": partitions,
         "query_name": f"bench_{use_case}",
     }
     if use_case == "uc1":
@@ -165,7 +192,7 @@ def _run_job(
         config_topic = f"bench-uc4-config-{uuid.uuid4().hex[:6]}"
         feedback_topic = f"bench-uc4-feedback-{uuid.uuid4().hex[:6]}"
         for topic in (config_topic, feedback_topic):
-            kafka.create_topic(topic, PARTITIONS, configs=KEEP_FOREVER)
+            kafka.create_topic(topic, partitions, configs=KEEP_FOREVER)
         from kafka import KafkaProducer
 
         producer = KafkaProducer(**kafka.client_kwargs())
@@ -176,11 +203,11 @@ def _run_job(
             spark, **common, config_topic=config_topic, feedback_topic=feedback_topic, window_size="1 minute"
         )
     try:
-        counted, batches, seconds = measure(query, records, timeout_s=900)
+        counted, batches, seconds, state = measure(query, records, timeout_s=900)
     finally:
         if query.isActive:
             query.stop()
-    return JobRate(use_case, counted, batches, seconds)
+    return JobRate(use_case, counted, batches, seconds, state)
 
 
 def consumer_performance(bootstrap_servers: str, topic: str, records: int) -> float:
@@ -211,13 +238,55 @@ def consumer_performance(bootstrap_servers: str, topic: str, records: int) -> fl
     return float(values[header.index("nMsg.sec")])
 
 
+def scaling(records: int, batch: int, use_cases: list[int], instance_cpu: float) -> None:
+    """Records/s of each job on 1 and on 4 CPU-limited instances (the gates' standalone cluster), reading a
+    4-partition topic with 4 shuffle partitions, so that both runs do the same work."""
+    settings = TheodoliteSettings(max_instances=SCALING_PARTITIONS, instance_cpu=instance_cpu)
+    rates: dict[tuple[int, int], JobRate] = {}
+    with EmbeddedKafka() as broker, open_spark(settings) as cluster:
+        kafka = KafkaCluster(broker.bootstrap_servers)
+        input_topic = f"bench-input-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(input_topic, SCALING_PARTITIONS, configs=KEEP_FOREVER)
+        with cluster.session(instances=1, app_name="bench_jobs_fill", instance_cpu=None) as spark:
+            fill_input(spark, broker.bootstrap_servers, input_topic, records)
+        for n in use_cases:
+            for instances in (1, SCALING_PARTITIONS):
+                with cluster.session(instances=instances, app_name="bench_jobs") as spark:
+                    spark.sparkContext.setLogLevel("ERROR")
+                    rate = run_job(f"uc{n}", spark, kafka, input_topic, records, batch, SCALING_PARTITIONS)
+                rates[(n, instances)] = rate
+                print(f"uc{n} on {instances}: {rate.records_per_s:,.0f} records/s", flush=True)
+        kafka.close()
+    print(
+        f"\n## 1 -> {SCALING_PARTITIONS} instances at {instance_cpu:g} core each, {records:,} records pre-filled "
+        f"in {SCALING_PARTITIONS} partitions, {batch:,} per micro-batch"
+    )
+    print(f"| job | 1 instance, records/s | {SCALING_PARTITIONS} instances, records/s | speed-up |")
+    print("|---|---:|---:|---:|")
+    for n in use_cases:
+        one, many = rates[(n, 1)], rates[(n, SCALING_PARTITIONS)]
+        print(
+            f"| uc{n} | {one.records_per_s:,.0f} | {many.records_per_s:,.0f} "
+            f"| {many.records_per_s / one.records_per_s:.2f}x |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--batch", type=int, default=50_000, help="maxOffsetsPerTrigger")
     parser.add_argument("--uc", nargs="*", type=int, default=[1, 2, 3, 4])
+    parser.add_argument(
+        "--scaling",
+        type=float,
+        metavar="CORES",
+        help=f"instead: records/s on 1 and {SCALING_PARTITIONS} instances limited to CORES each (e.g. 0.25)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("THEODOLITE_CACHE_DIR", "/tmp/tcache")  # reuse jars already downloaded there
+    if args.scaling:
+        scaling(args.records, args.batch, args.uc, args.scaling)
+        return
 
     cluster = SparkCluster(master_url="local-cluster", max_instances=1, jars=connector_jars())
     with EmbeddedKafka() as broker:
@@ -247,6 +316,13 @@ def main() -> None:
             f"| {r.records_per_s / kafka_rate:.1%} |"
         )
     print(f"| ConsumerPerformance (1 JVM consumer) | {kafka_rate:,.0f} | {args.records:,} | | | 100% |")
+    for r in results:
+        if r.state_bytes_per_key:
+            first, last = r.state_bytes_per_key
+            print(
+                f"{r.use_case}: state per key {first:,.0f} B at the first measured micro-batch, "
+                f"{last:,.0f} B at the last"
+            )
 
 
 if __name__ == "__main__":
