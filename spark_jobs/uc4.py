@@ -131,8 +131,12 @@ def latest_per_child(
         state.remove()
         return
     identifier, window_start, window_end = key
-    if not state.exists and window_end <= state.getCurrentWatermarkMs():
-        return  # a late reading of a window already closed (and dropped), as an aggregation drops it
+    if window_end <= state.getCurrentWatermarkMs():
+        # A late reading of a closed window: dropped, as an aggregation drops it. The window's state, if its
+        # timeout has not fired yet, goes now (a timeout before the watermark is refused anyway).
+        if state.exists:
+            state.remove()
+        return
     latest: dict[str, list[Any]] = json.loads(state.get[0]) if state.exists else {}
     readings = pd.concat(list(batches), ignore_index=True)
     newest = readings.sort_values(["timestamp", "offset"]).drop_duplicates("child", keep="last")
