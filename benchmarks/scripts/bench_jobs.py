@@ -9,11 +9,15 @@ to the end of the last one (micro-batch 1 pays for code generation and consumer 
 UC4 also runs the feedback micro-batches that the loop causes in that span, as it would in production.
 
     python benchmarks/scripts/bench_jobs.py [--records 400000] [--batch 50000] [--uc 1 2 3 4]
+    python benchmarks/scripts/bench_jobs.py --scaling 0.25   # 1 and 4 instances at a quarter core each
 
 Measured 2026-11-21, defaults, a 2-core machine shared with other JVMs (two runs, records/s):
 UC1 40,027 / 38,339; UC2 50,688 / 54,415; UC3 (1 h windows every 10 min) 63,787 / 59,342;
 UC4 (4 x 3 hierarchy) 8,486 / 8,195; ConsumerPerformance 539,084 / 470,588. UC1 writes every record back to
 Kafka, UC2/UC3 only window results; UC4 pays for the per-batch registry read and its per-child version lists.
+2026-11-22, UC4 with one version per child (applyInPandasWithState) instead of every version (collect_list),
+each run beside UC2: UC4 7,751 -> 13,471 records/s (16 % -> 34 % of UC2's 47,886 / 39,172); its state per
+(group, window) 19,596-23,941 B -> 669-730 B.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from spark_jobs import uc1, uc2, uc3, uc4
 SENSORS = 64
 PARTITIONS = 1  # one executor core: one input partition keeps the comparison with one consumer fair
 SCALING_PARTITIONS = 4  # the scaling step: one input partition per instance at most
+#: the executors' JVM options of the shipped gates (benchmarks/usecases.py QUICK_WARMUP_EXECUTORS): at a
+#: quarter core, C2 compilation would take most of a short run and no instance count would look faster
+GATE_EXECUTORS = {"spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 BASE_MS = 1_704_103_200_000
 #: the readings are timestamped in 2024: time-based retention would delete them between fill and read
 KEEP_FOREVER = {"retention.ms": "-1"}
@@ -251,7 +258,9 @@ def scaling(records: int, batch: int, use_cases: list[int], instance_cpu: float)
             fill_input(spark, broker.bootstrap_servers, input_topic, records)
         for n in use_cases:
             for instances in (1, SCALING_PARTITIONS):
-                with cluster.session(instances=instances, app_name="bench_jobs") as spark:
+                with cluster.session(
+                    instances=instances, conf=GATE_EXECUTORS, app_name="bench_jobs"
+                ) as spark:
                     spark.sparkContext.setLogLevel("ERROR")
                     rate = run_job(f"uc{n}", spark, kafka, input_topic, records, batch, SCALING_PARTITIONS)
                 rates[(n, instances)] = rate
