@@ -205,6 +205,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = config.stash[SETTINGS_KEY]
+    from pytest_theodolite.kafka.image import kafka_tag
     from pytest_theodolite.spark.jars import pyspark_version
 
     kafka = settings.kafka_provider + (
@@ -212,7 +213,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if settings.kafka_bootstrap
         else f" (Apache Kafka {KAFKA_VERSION}, KRaft)"
         if settings.kafka_provider == "embedded"
-        else ""
+        else f" ({settings.kafka_image or kafka_tag()})"
     )
     lines = [
         f"theodolite: kafka={kafka}, spark master={settings.spark_master} (pyspark {pyspark_version()}), "

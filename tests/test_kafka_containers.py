@@ -96,6 +96,7 @@ def test_no_docker_engine_is_one_clear_line(pytester, monkeypatch):
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
+            "theodolite: kafka=testcontainers (pytest-theodolite/kafka:4.1.1-*), *",
             "*pytest-theodolite: --kafka testcontainers needs a Docker engine, and none answers here (*). "
             "Start one (e.g. `dockerd &`), or use `--kafka embedded` to run a Kafka broker without Docker.",
             "*Interrupted: pytest-theodolite: --kafka testcontainers needs a Docker engine*",
