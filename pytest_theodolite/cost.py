@@ -14,7 +14,8 @@ offered record; how far below that ceiling it sits is the point's CPU headroom (
 
 Across hosts, the figure is divided by the testbed calibration's CPU per reference row where the two hosts'
 calibrations differ by more than the calibration's own run-to-run noise (``CALIBRATION_NOISE``); between two
-runs of one host that noise (10 %) would swamp the figure's (0.5-4 %), so they are compared as measured.
+runs of one host that noise (10 % per calibration, 15 % between two) would swamp the figure's (0.5-4 %), so
+they are compared as measured.
 Pure functions over data: no broker, no Spark.
 """
 
@@ -43,10 +44,13 @@ BLOCK_S = 4.0
 MAX_BLOCKS = 6
 CONFIDENCE = 0.95
 #: how far two calibrations' CPU per reference row may differ by the calibration's own noise: over 5 runs on
-#: one host it varied by a coefficient of variation of 10 % (max/min 1.27, calibration_spread.py), while the
-#: cost figure varied by 0.5-4 %. Within this, figures are compared as measured; beyond it, each is divided by
-#: its host's calibration (and beyond the calibration margin the testbeds are not compared at all).
-CALIBRATION_NOISE = 0.2
+#: one host it varied by a coefficient of variation of 10 % (max/min 1.27, calibration_spread.py), so two
+#: calibrations differ by sqrt(2) x 10 % = 15 % (one standard deviation); this is 3 of them. 20 % was too
+#: tight: a clean gate run on the baseline's host calibrated 0.79 vs 0.64 us per row (+23 %) while every
+#: UC1-UC3 figure matched its baseline within 2 % -- divided, all read -19 %, and a calibration as far off the
+#: other way would have failed them all at 8 %. Within this, figures are compared as measured; beyond it,
+#: each is divided by its host's calibration (and beyond the calibration margin the testbeds are not compared).
+CALIBRATION_NOISE = 0.45
 #: a rise counts as beyond the noise below this p-value (one-sided Welch t-test on the two figures)
 SIGNIFICANCE = 0.05
 

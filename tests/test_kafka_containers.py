@@ -159,6 +159,27 @@ def test_a_missing_image_is_one_clear_line(pytester):
 
 @pytest.mark.integration
 @needs_docker
+def test_an_image_that_cannot_be_built_is_one_clear_error(monkeypatch, tmp_path):
+    import docker
+
+    from pytest_theodolite.kafka import image
+
+    # a recipe no image has yet (so it is built), from a mirror that does not answer (so the build fails)
+    monkeypatch.setattr(image, "DEBIAN_PACKAGES", (*image.DEBIAN_PACKAGES, "theodolite-no-such-package"))
+    monkeypatch.setenv("THEODOLITE_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+    client = docker.from_env()
+    try:
+        with pytest.raises(TheodoliteSetupError) as failure:
+            image.ensure_kafka_image(client, tmp_path)
+    finally:
+        client.close()
+    first_line = str(failure.value).splitlines()[0]
+    assert first_line.startswith("Building the Kafka image"), first_line
+    assert "--kafka-image" in str(failure.value)  # says how to go on without a build
+
+
+@pytest.mark.integration
+@needs_docker
 def test_xdist_workers_share_one_container_removed_once(pytester):
     for name in ("a", "b"):
         pytester.makepyfile(
