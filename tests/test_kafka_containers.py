@@ -159,6 +159,22 @@ def test_a_missing_image_is_one_clear_line(pytester):
 
 @pytest.mark.integration
 @needs_docker
+def test_ctrl_c_while_the_container_starts_removes_it(monkeypatch):
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
+
+    from pytest_theodolite.kafka.containers import start_kafka_container
+
+    def interrupted(self, container):
+        raise KeyboardInterrupt  # as if Ctrl-C came while waiting for the broker's ready line
+
+    monkeypatch.setattr(LogMessageWaitStrategy, "wait_until_ready", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        start_kafka_container(TEST_IMAGE, progress=lambda message: None)
+    assert _wait_no_containers() == []
+
+
+@pytest.mark.integration
+@needs_docker
 def test_an_image_that_cannot_be_built_is_one_clear_error(monkeypatch, tmp_path):
     import docker
 

@@ -148,9 +148,11 @@ def start_kafka_container(
     container.waiting_for(LogMessageWaitStrategy(READY_LINE).with_startup_timeout(int(start_timeout_s)))
     try:
         container.start()
-    except Exception as exc:
-        logs = _log_tail(container)
+    except BaseException as exc:  # Ctrl-C while it starts, too: the container must not outlive the session
+        logs = _log_tail(container) if isinstance(exc, Exception) else ""
         container.stop()
+        if not isinstance(exc, Exception):
+            raise
         raise TheodoliteSetupError(
             f"The Kafka container ({image}) did not start: {type(exc).__name__}: {str(exc)[:300]}\n{logs}"
         ) from exc
