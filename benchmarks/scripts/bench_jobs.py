@@ -164,57 +164,49 @@ def run_job(
     batch: int,
     partitions: int = 1,
 ) -> JobRate:
-    with tempfile.TemporaryDirectory(prefix=f"bench-{use_case}-") as checkpoint_dir:
-        return _run_job(use_case, spark, kafka, input_topic, records, batch, checkpoint_dir, partitions)
-
-
-def _run_job(
-    use_case: str,
-    spark: Any,
-    kafka: KafkaCluster,
-    input_topic: str,
-    records: int,
-    batch: int,
-    checkpoint_dir: str,
-    partitions: int,
-) -> JobRate:
     output_topic = f"bench-{use_case}-out-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(output_topic, partitions, configs=KEEP_FOREVER)
-    common: dict[str, Any] = {
-        "bootstrap_servers": kafka.bootstrap_servers,
-        "input_topic": input_topic,
-        "output_topic": output_topic,
-        "checkpoint_dir": checkpoint_dir,
-        "max_offsets_per_trigger": batch,
-        "shuffle_partitions": partitions,
-        "query_name": f"bench_{use_case}",
-    }
-    if use_case == "uc1":
-        query = uc1.start_query(spark, **common)
-    elif use_case == "uc2":
-        query = uc2.start_query(spark, **common)
-    elif use_case == "uc3":
-        query = uc3.start_query(spark, **common, window_size="1 hour", window_advance="10 minutes")
-    else:
-        config_topic = f"bench-uc4-config-{uuid.uuid4().hex[:6]}"
-        feedback_topic = f"bench-uc4-feedback-{uuid.uuid4().hex[:6]}"
-        for topic in (config_topic, feedback_topic):
-            kafka.create_topic(topic, partitions, configs=KEEP_FOREVER)
-        from kafka import KafkaProducer
-
-        producer = KafkaProducer(**kafka.client_kwargs())
-        producer.send(config_topic, key=b"registry", value=json.dumps(uc4_registry()).encode())
-        producer.flush()
-        producer.close()
-        query = uc4.start_query(
-            spark, **common, config_topic=config_topic, feedback_topic=feedback_topic, window_size="1 minute"
-        )
-    try:
-        counted, batches, seconds, state = measure(query, records, timeout_s=900)
-    finally:
-        if query.isActive:
-            query.stop()
+    with tempfile.TemporaryDirectory(prefix=f"bench-{use_case}-") as checkpoint_dir:
+        common: dict[str, Any] = {
+            "bootstrap_servers": kafka.bootstrap_servers,
+            "input_topic": input_topic,
+            "output_topic": output_topic,
+            "checkpoint_dir": checkpoint_dir,
+            "max_offsets_per_trigger": batch,
+            "shuffle_partitions": partitions,
+            "query_name": f"bench_{use_case}",
+        }
+        query = _start_job(use_case, spark, kafka, partitions, common)
+        try:
+            counted, batches, seconds, state = measure(query, records, timeout_s=900)
+        finally:
+            if query.isActive:
+                query.stop()
     return JobRate(use_case, counted, batches, seconds, state)
+
+
+def _start_job(
+    use_case: str, spark: Any, kafka: KafkaCluster, partitions: int, common: dict[str, Any]
+) -> Any:
+    if use_case == "uc1":
+        return uc1.start_query(spark, **common)
+    if use_case == "uc2":
+        return uc2.start_query(spark, **common)
+    if use_case == "uc3":
+        return uc3.start_query(spark, **common, window_size="1 hour", window_advance="10 minutes")
+    config_topic = f"bench-uc4-config-{uuid.uuid4().hex[:6]}"
+    feedback_topic = f"bench-uc4-feedback-{uuid.uuid4().hex[:6]}"
+    for topic in (config_topic, feedback_topic):
+        kafka.create_topic(topic, partitions, configs=KEEP_FOREVER)
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(**kafka.client_kwargs())
+    producer.send(config_topic, key=b"registry", value=json.dumps(uc4_registry()).encode())
+    producer.flush()
+    producer.close()
+    return uc4.start_query(
+        spark, **common, config_topic=config_topic, feedback_topic=feedback_topic, window_size="1 minute"
+    )
 
 
 def consumer_performance(bootstrap_servers: str, topic: str, records: int) -> float:
