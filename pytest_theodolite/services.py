@@ -17,7 +17,7 @@ from pytest_theodolite.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.settings import TheodoliteSettings
 from pytest_theodolite.shared import SharedRecord, acquire
 from pytest_theodolite.spark import cgroups
-from pytest_theodolite.spark.cluster import SparkCluster, StandaloneCluster
+from pytest_theodolite.spark.cluster import STANDALONE_SESSION_CONF, SparkCluster, StandaloneCluster
 from pytest_theodolite.spark.jars import connector_jars
 
 
@@ -109,8 +109,10 @@ def _spark_cluster(
         max_instances=settings.max_instances,
         jars=connector_jars(settings.cache_dir),
         instance_cpu=settings.instance_cpu,
-        instance_groups=list(groups or []),
-    )  # a copy: the cluster's own list is cleared on stop
+        instance_groups=list(groups or []),  # a copy: the cluster's own list is cleared on stop
+        # only where the plugin started the workers: a remote cluster's Python may not have the plugin
+        base_conf=STANDALONE_SESSION_CONF if settings.spark_master == "standalone" else {},
+    )
 
 
 def _prepare_driver_environment() -> None:

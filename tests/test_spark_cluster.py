@@ -67,3 +67,28 @@ def test_each_instance_runs_in_its_own_cgroup_with_the_configured_quota():
         assert {g.quota_file.read_text().split()[0] for g in groups.groups} <= {"-1", "max"}
         parent = groups.parent
     assert not parent.exists(), "the instance cgroups must be removed when the cluster stops"
+
+
+def test_executors_python_workers_import_pyspark_from_the_package_not_from_sparks_archives(spark_cluster):
+    """On the plugin's cluster the executors' Python workers leave Spark's archives off their path (they made
+    every task re-read them on Python 3.11) and still import the same pyspark."""
+    import pyspark
+
+    def worker_view(_):
+        import os
+        import sys
+
+        import pyspark as worker_pyspark
+
+        home = os.environ["SPARK_HOME"]
+        yield (
+            worker_pyspark.__file__,
+            [entry for entry in sys.path if entry.startswith(home) and entry.endswith((".zip", ".jar"))],
+        )
+
+    with spark_cluster.session(instances=1) as spark:
+        [(pyspark_file, archives)] = (
+            spark.sparkContext.parallelize([0], 1).mapPartitions(worker_view).collect()
+        )
+    assert pyspark_file == pyspark.__file__  # the installed package, not python/lib/pyspark.zip/pyspark
+    assert archives == []

@@ -58,6 +58,10 @@ DEFAULT_SESSION_CONF = {
 }
 
 
+#: session settings on the plugin's own standalone cluster, whose executors run this Python environment
+STANDALONE_SESSION_CONF = {"spark.python.daemon.module": "pytest_theodolite.spark.pyspark_daemon"}
+
+
 def _spark_env(work_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     home = str(pyspark_home())
