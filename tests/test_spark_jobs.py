@@ -560,11 +560,24 @@ def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
         producer.send(uc4_topics["config"], key=b"registry", value=json.dumps(new_tree).encode())
         producer.flush()
         producer.close()
+        # a new registry is in force once UC4's registry query has read it (within a second); readings sent
+        # before that may still go to the old groups, as in Theodolite's UC4
+        query.registry.processAllAvailable()
         later = [reading(f"s_{n}", BASE_MS + 2 * window_ms + n, float(n + 1)) for n in range(64)]
         produce(kafka_cluster, uc4_topics["input"], later)
         run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])
+
+        # the registry was read once per record, by its own query; no micro-batch of the aggregation scans
+        # the registry topic (a static Kafka read would name the topic in the plan)
+        registry_reads = sum(p.numInputRows for p in query.registry.recentProgress)
+        assert registry_reads == 2
+        plan = query._jsq.streamingQuery().lastExecution().executedPlan().toString()
+        assert "LocalTableScan" in plan and uc4_topics["config"] not in plan
     finally:
         query.stop()
+    # stopping UC4 stops its registry query and drops the registry's in-memory table
+    assert spark.streams.active == []
+    assert not spark.catalog.tableExists(query.registry.name)
 
     actual = latest_results(kafka_cluster, uc4_topics["output"])
     expected_later = expected_group_sums(later, new_tree, window_ms)
