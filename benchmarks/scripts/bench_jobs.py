@@ -38,7 +38,7 @@ from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.services import open_spark
 from pytest_theodolite.settings import TheodoliteSettings
-from pytest_theodolite.spark.cluster import SparkCluster
+from pytest_theodolite.spark.cluster import STANDALONE_SESSION_CONF, SparkCluster
 from pytest_theodolite.spark.jars import connector_jars
 from spark_jobs import uc1, uc2, uc3, uc4
 
@@ -289,7 +289,10 @@ def main() -> None:
         scaling(args.records, args.batch, args.uc, args.scaling)
         return
 
-    cluster = SparkCluster(master_url="local-cluster", max_instances=1, jars=connector_jars())
+    # the plugin's worker daemon, as on the gates' standalone cluster: local-cluster's executors run here too
+    cluster = SparkCluster(
+        master_url="local-cluster", max_instances=1, jars=connector_jars(), base_conf=STANDALONE_SESSION_CONF
+    )
     with EmbeddedKafka() as broker:
         kafka = KafkaCluster(broker.bootstrap_servers)
         input_topic = f"bench-input-{uuid.uuid4().hex[:6]}"
