@@ -285,15 +285,22 @@ def baseline_from_measurement(
     testbed: Testbed,
     previous: Baseline | None = None,
     cost: Mapping[int, PointCost | None] | None = None,
+    loads: Iterable[int] | None = None,
 ) -> Baseline:
     """The baseline to write when updating: measured loads replace the previous values.
 
     An unmeasured load (INVALID/ERRORED) keeps its previous value (a broken run must not erase an accepted
-    number) or stays out of the baseline; loads of the previous baseline not run this time are kept. `cost`
-    (load -> CPU per record at its demand) replaces the previous figure of every load measured again.
+    number) or stays out of the baseline; loads of the previous baseline not run this time are kept if they
+    are among `loads` (the gate's loads now; None: all), and dropped if the gate no longer has them -- a
+    stale figure of another load set would otherwise stay in the file for good. `cost` (load -> CPU per
+    record at its demand) replaces the previous figure of every load measured again.
     """
-    demand: dict[int, int | None] = dict(previous.demand) if previous is not None else {}
-    costs: dict[int, PointCost] = dict(previous.cost) if previous is not None else {}
+    kept = None if loads is None else set(loads)
+    demand: dict[int, int | None] = {}
+    costs: dict[int, PointCost] = {}
+    if previous is not None:
+        demand = {load: value for load, value in previous.demand.items() if kept is None or load in kept}
+        costs = {load: value for load, value in previous.cost.items() if load in demand}
     for load, resources in measured.demand.items():
         if load not in measured.unmeasured:
             demand[load] = resources

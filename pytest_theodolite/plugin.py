@@ -748,6 +748,7 @@ def theodolite_gate(
             },
             current,
             previous=baseline,
+            loads=spec.settings.loads,
             # every load measured so far: each update rewrites the whole file
             cost={load: session.point_cost(experiment, load) for load in experiment.points}
             if isinstance(experiment, BenchmarkExperiment)

@@ -587,6 +587,17 @@ def test_update_replaces_measured_loads_and_keeps_unmeasured_and_unrun_ones() ->
     assert updated.testbed == now and updated.settings == {"duration_s": 60}
 
 
+def test_update_drops_loads_the_gate_no_longer_has() -> None:
+    old = PointCost(1, CostEstimate(50.0))
+    previous = Baseline("uc4", {2: 1, 3: 1, 4: 1}, {}, TESTBED, cost={2: old, 3: old, 4: old})
+    measured = DemandResult(demand={5: 2}, unmeasured=(4,))
+
+    updated = baseline_from_measurement("uc4", measured, {}, TESTBED, previous, loads=[4, 5])
+
+    # 2 and 3 left the gate's loads; 4 is the gate's but unmeasured this time, so it keeps its figures
+    assert updated.demand == {4: 1, 5: 2} and updated.cost == {4: old}
+
+
 def test_update_without_previous_leaves_unmeasured_loads_out() -> None:
     measured = DemandResult(demand={1000: 1}, unmeasured=(2000,))
     assert baseline_from_measurement("uc1", measured, {}, TESTBED).demand == {1000: 1}
