@@ -36,8 +36,10 @@ The jobs
 - :mod:`spark_jobs.uc4` hierarchical aggregation: sensor groups and groups of groups from a registry on a
   configuration topic, sums fed back through a feedback topic.
 
-Every record passes through native Spark SQL only (no Python UDF, pandas UDF or Python state function), so no
-Python worker limits throughput. This package imports neither pytest nor pytest_theodolite: it runs on any
+UC1-UC3 pass every record through native Spark SQL only (no Python UDF, pandas UDF or Python state function),
+so no Python worker limits their throughput. UC4 keeps each child's latest value per (group, window) in a
+Python state function (``applyInPandasWithState``), and reads its registry with a second, small query, which
+the :class:`StreamingQuery` it returns stops with itself. This package imports neither pytest nor pytest_theodolite: it runs on any
 Spark 4 cluster with the ``spark-sql-kafka-0-10`` connector.
 
 Spark settings the jobs change, for the query only (the caller's session is restored after the start):
