@@ -12,7 +12,7 @@ A fixed micro-batch duration bound (``max_batch_duration``) stays available but 
 where a point's steady batch time sits near such a bound, the host's speed decides the verdict.
 
 Loads (recorded on a 2-core CI machine, baselines/): UC1 4 000 / 12 000 / 20 000 -> 1 / 2 / 4 instances;
-UC2 4 000 / 16 000 / 20 000 -> 1 / 2 / 2; UC3 2 000 -> 1; UC4 depth 4 / 5 / 6 -> 1 / 1 / 2. Loads at a
+UC2 4 000 / 16 000 / 20 000 -> 1 / 2 / 2; UC3 2 000 -> 1; UC4 depth 4 / 6 -> 1 / 2. Loads at a
 capacity edge flip between runs and were left out: UC2 12 000 measured 2 instances (one instance falling
 behind) in one run and 1 (slope -16 [-515, 483] vs 600 records/s) in the next; UC1 28 000 at 4 instances
 (-889 [-3007, 1228] vs 1 400) and UC2 28 000 at 2 (984 [658, 1310] vs 1 400) sat near the threshold.
@@ -60,7 +60,9 @@ def test_uc3_aggregation_by_time_attribute(theodolite_gate):
 # instances) its instances ran at 89 % and 97 % of their quota at depth 4 and 5, and depth 6 passed on three
 # only at the edge (-53 [-310, 203] vs 205 records/s): capacity edges, which flip between runs. At half a core:
 # 78 % / 87 % / 85 % (2 instances), depth 6 on two at -477 [-776, -179]. Re-recorded 2026-11-22 for the
-# registry query, the shorter Kafka fetch wait and the worker daemon (UC4 was 2-4 -> 1 / 1 / 1 before).
-@pytest.mark.theodolite(UC4_DEPTH, loads=[4, 5, 6], **{**GATE, "instance_cpu": 0.5, "cost_tolerance": "30%"})
+# registry query, the shorter Kafka fetch wait and the worker daemon (UC4 was 2-4 -> 1 / 1 / 1 before). Depth 5
+# (1 instance at 87 % of its quota) was left out: a third one-instance point near an edge, and a minute of a
+# gate run that UC4's depth 6 made 21.5 min long.
+@pytest.mark.theodolite(UC4_DEPTH, loads=[4, 6], **{**GATE, "instance_cpu": 0.5, "cost_tolerance": "30%"})
 def test_uc4_hierarchical_aggregation(theodolite_gate):
     theodolite_gate.check()

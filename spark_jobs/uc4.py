@@ -270,6 +270,34 @@ def aggregate_groups(readings: DataFrame, pairs: DataFrame, *, window_size: str)
     )
 
 
+def as_kafka_records(results: DataFrame, *, output_topic: str, feedback_topic: str) -> DataFrame:
+    """Group results -> Kafka records (``key``, ``value``, ``topic``), each result once for ``output_topic`` and
+    once for ``feedback_topic``: the Kafka sink routes each row by its ``topic`` column, so a single query
+    writes the output and the feedback (no foreachBatch)."""
+    # named columns first, then a struct of plain references: with aliases inside ``struct`` (two fields over
+    # the same ``sumInW``) Spark 4.0 wrote JSON with a field missing and another named ``col6``
+    results = results.withColumns(
+        {"valueInW": F.col("sumInW"), "averageInW": F.col("sumInW") / F.col("childCount")}
+    )
+    value = F.to_json(
+        F.struct(
+            "identifier",
+            "timestamp",
+            "valueInW",
+            "sumInW",
+            "childCount",
+            "averageInW",
+            "windowStart",
+            "windowEnd",
+        )
+    )
+    return results.select(
+        F.col("identifier").alias("key"),
+        value.alias("value"),
+        F.explode(F.array(F.lit(output_topic), F.lit(feedback_topic))).alias("topic"),
+    )
+
+
 def start_query(
     spark: SparkSession,
     *,
@@ -283,7 +311,8 @@ def start_query(
     max_hierarchy_depth: int = DEFAULT_MAX_HIERARCHY_DEPTH,
     **options: Any,
 ) -> StreamingQuery:
-    """Start UC4 and return the running query.
+    """Start UC4 and return the running query: a :class:`RegistryFedQuery`, whose ``stop()`` also stops the
+    registry query (``.registry``) and whose ``processAllAvailable()`` first lets it read a new registry.
 
     ``config_topic``: where the sensor registry is published; ``feedback_topic``: where group results are
     written and read back (create it beforehand, it must differ from ``input_topic``); ``window_size``:
@@ -327,32 +356,8 @@ def start_query(
     )
     try:
         results = aggregate_groups(readings, spark.table(registry.name), window_size=window_size)
-        # named columns first, then a struct of plain references: with aliases inside ``struct`` (two fields over
-        # the same ``sumInW``) Spark 4.0 wrote JSON with a field missing and another named ``col6``
-        results = results.withColumns(
-            {"valueInW": F.col("sumInW"), "averageInW": F.col("sumInW") / F.col("childCount")}
-        )
-        value = F.to_json(
-            F.struct(
-                "identifier",
-                "timestamp",
-                "valueInW",
-                "sumInW",
-                "childCount",
-                "averageInW",
-                "windowStart",
-                "windowEnd",
-            )
-        )
-        # one row per destination: the Kafka sink routes each row by its ``topic`` column, so a single query
-        # writes the output and the feedback (no foreachBatch, no third query)
-        both_topics = results.select(
-            F.col("identifier").alias("key"),
-            value.alias("value"),
-            F.explode(F.array(F.lit(output_topic), F.lit(feedback_topic))).alias("topic"),
-        )
         main = start_sink(
-            both_topics,
+            as_kafka_records(results, output_topic=output_topic, feedback_topic=feedback_topic),
             bootstrap_servers=bootstrap_servers,
             output_topic=None,
             checkpoint_dir=checkpoint_dir,
