@@ -1,6 +1,7 @@
 """The benchmark scripts' own formatting, on scripted records (the scripts themselves need a broker)."""
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -49,3 +50,12 @@ def test_gate_quality_reads_ref_and_cpu_change_of_pull_request_mode(tmp_path):
     (point,) = quality.points_of(junit)
     assert (point.load, point.baseline, point.measured, point.verdict) == ("12000", "2", "3", "regression")
     assert point.cpu_change == "+0.480"
+
+
+def test_uc4_state_bench_times_two_folds_that_agree():
+    bench = load_script("bench_uc4_state")
+    batch = bench.readings(240)
+    before, after = bench.ScriptedState(), bench.ScriptedState()
+    [old] = bench.pandas_fold(bench.WINDOW, iter([batch]), before)
+    [new] = bench.uc4.latest_per_child(bench.WINDOW, iter([batch]), after)
+    assert old.equals(new.astype(old.dtypes)) and json.loads(before.value[0]) == json.loads(after.value[0])
