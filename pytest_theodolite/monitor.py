@@ -86,6 +86,23 @@ def observed_totals(progresses: Sequence[Mapping[str, Any]], metric: str) -> dic
     return totals
 
 
+def sink_output_rows(progresses: Sequence[Mapping[str, Any]]) -> int | None:
+    """Rows the query's sink wrote, summed over distinct micro-batches (``sink.numOutputRows``); None where
+    the sink does not report them (Spark writes -1). A job that emits several rows per input record -- UC3's
+    update mode writes every window a micro-batch changed -- pays for each."""
+    total, seen = 0, set()
+    for progress in progresses:
+        batch = progress.get("batchId")
+        if batch is None or batch in seen:
+            continue
+        seen.add(batch)
+        rows = (progress.get("sink") or {}).get("numOutputRows")
+        if not isinstance(rows, (int, float)) or rows < 0:
+            return None
+        total += int(rows)
+    return total
+
+
 @dataclass(frozen=True)
 class LagSample:
     timestamp_s: float

@@ -466,14 +466,19 @@ class ExperimentRunner:
     @staticmethod
     def _stop_query(query) -> dict[str, int]:
         try:
-            totals = monitor.observed_totals(monitor.all_progress(query), RECORDS_METRIC)
+            progresses = monitor.all_progress(query)
+            totals = monitor.observed_totals(progresses, RECORDS_METRIC)
+            written = monitor.sink_output_rows(progresses)
         except Exception:  # a dead query may not answer; the counts are optional
-            totals = {}
+            totals, written = {}, None
         try:
             query.stop()
         except Exception:  # stopping a query that already died may raise; it is stopped either way
             pass
-        return {f"records_{name}": value for name, value in totals.items()}
+        counters = {f"records_{name}": value for name, value in totals.items()}
+        if written is not None:
+            counters["records_written"] = written
+        return counters
 
     def _verdicts(
         self,

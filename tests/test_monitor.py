@@ -7,6 +7,7 @@ import pytest
 from pytest_theodolite.monitor import (
     ProgressError,
     observed_totals,
+    sink_output_rows,
     processed_offsets,
     sample_from,
     total_lag,
@@ -81,6 +82,19 @@ def test_observed_totals_sums_each_batch_once():
     ]
     assert observed_totals(batches, "records") == {"total": 15, "malformed": 1}
     assert observed_totals([], "records") == {}
+
+
+def test_sink_output_rows_sums_each_batch_once_and_knows_when_the_sink_does_not_say():
+    batches = [
+        {"batchId": 0, "sink": {"numOutputRows": 12}},
+        {"batchId": 1, "sink": {"numOutputRows": 30}},
+        {"batchId": 1, "sink": {"numOutputRows": 30}},  # reported twice
+        {"batchId": None},
+    ]
+    assert sink_output_rows(batches) == 42
+    assert sink_output_rows([]) == 0
+    assert sink_output_rows([*batches, {"batchId": 2, "sink": {"numOutputRows": -1}}]) is None
+    assert sink_output_rows([{"batchId": 0, "sink": {}}]) is None
 
 
 def test_a_running_batch_counts_with_its_age():
