@@ -20,7 +20,9 @@ def load_script(name: str):
 
 
 def record(verdict: SloVerdict) -> SubExperimentRecord:
-    return SubExperimentRecord.from_repetitions(2000, 1, 2000.0, [RepetitionRecord(0, (verdict,))])
+    return SubExperimentRecord.from_repetitions(
+        2000, 1, 2000.0, [RepetitionRecord(0, (verdict,), protocol={"stop": "certain"})]
+    )
 
 
 def test_demand_grid_prints_an_errored_sub_experiment_without_a_slope():
@@ -59,3 +61,63 @@ def test_uc4_state_bench_times_two_folds_that_agree():
     [old] = bench.pandas_fold(bench.WINDOW, iter([batch]), before)
     [new] = bench.uc4.latest_per_child(bench.WINDOW, iter([batch]), after)
     assert old.equals(new.astype(old.dtypes)) and json.loads(before.value[0]) == json.loads(after.value[0])
+
+
+def test_bench_jobs_profiles_the_median_batch_from_progress_reports():
+    bench = load_script("bench_jobs")
+
+    def progress(total: int, add_batch: int, updates: list[int], commits: list[int]) -> dict:
+        operators = [
+            {"allUpdatesTimeMs": u, "commitTimeMs": c} for u, c in zip(updates, commits, strict=True)
+        ]
+        return {"durationMs": {"triggerExecution": total, "addBatch": add_batch}, "stateOperators": operators}
+
+    measured = [
+        progress(1000, 700, [100, 20], [30, 5]),
+        progress(3000, 2900, [400, 0], [50, 0]),  # an outlier the median ignores
+        progress(1200, 800, [120, 40], [25, 5]),
+    ]
+    profile = bench.batch_profile(measured)
+    assert profile == bench.BatchProfile(
+        batches=3, total=1200, add_batch=800, driver=300, state_update=160, state_commit=35
+    )
+    stateless = bench.batch_profile([{"durationMs": {"triggerExecution": 500, "addBatch": 400}}])
+    assert (stateless.driver, stateless.state_update, stateless.state_commit) == (100, 0, 0)
+    assert bench.batch_profile([]) is None
+
+
+def test_gate_points_parses_its_arguments_and_explains_a_point(tmp_path):
+    import argparse
+
+    import pytest
+
+    points = load_script("gate_points")
+    assert points.parse_pair("4000:2") == (4000, 2)
+    for bad in ("4000", "4000:0", "a:1"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"4000:1|positive"):
+            points.parse_pair(bad)
+    assert points.parse_job_option("output_mode=append") == ("output_mode", "append")
+    assert points.parse_job_option("extra_hash_rounds=7") == ("extra_hash_rounds", 7)
+    with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
+        points.parse_job_option("append")
+
+    verdict = SloVerdict(LAG_TREND, Outcome.PASS, -116.0, 200.0, low=-143.0, high=-89.0)
+    counters = {"records_measured": 80_000, "instance_cpu_ms": 4_000, "records_total": 100_000}
+    repetition = RepetitionRecord(
+        0, (verdict,), {**counters, "records_written": 250_000}, {"stop": "certain"}
+    )
+    point = SubExperimentRecord.from_repetitions(4000, 1, 4000.0, [repetition])
+    # 50 us a record at 4 000 records/s is 0.2 core: 80 % of a quarter-core instance
+    assert points.point_row(point, 0.25, 1.5, 42.0) == (
+        "| 4000 | 1 | pass | -116 [-143, -89] | 200 | certain | 50.0 | 80% | 2.50 | 1.50 | 42 |"
+    )
+    unread = SubExperimentRecord.from_repetitions(
+        4000, 1, 4000.0, [RepetitionRecord(0, (verdict,), protocol={"stop": "certain"})]
+    )
+    assert points.point_row(unread, 0.25, None, 42.0).endswith("| certain | - | - | - | - | 42 |")
+
+    (tmp_path / "x_4000_1_batch-duration_0.csv").write_text(
+        "labels,timestamp,value\n,1,1000\n,2,3000\n,3,2000\n"
+    )
+    assert points.median_batch_s(tmp_path, 4000, 1) == 2.0
+    assert points.median_batch_s(tmp_path, 4000, 2) is None

@@ -71,10 +71,50 @@ class JobRate:
     #: state store bytes per state row (key) of the first stateful operator, at the first and the last
     #: measured micro-batch: equal where the state per key does not grow with the readings
     state_bytes_per_key: tuple[float, float] | None = None
+    #: where a measured micro-batch's time went (medians), from Spark's own progress reports
+    profile: BatchProfile | None = None
 
     @property
     def records_per_s(self) -> float:
         return self.records / self.seconds if self.seconds else float("nan")
+
+
+@dataclass(frozen=True)
+class BatchProfile:
+    """Median milliseconds of a measured micro-batch, from ``StreamingQueryProgress``: ``total`` (trigger
+    execution), ``add_batch`` (the tasks on the executors, with their scheduling), ``driver`` (the rest:
+    offsets, planning, write-ahead and commit logs -- work of the driver, which no instance count speeds up),
+    and over the stateful operators ``state_update`` / ``state_commit`` (summed over their partitions)."""
+
+    batches: int
+    total: float
+    add_batch: float
+    driver: float
+    state_update: float
+    state_commit: float
+
+
+def batch_profile(measured: list[Any]) -> BatchProfile | None:
+    if not measured:
+        return None
+
+    def median(values: list[float]) -> float:
+        ordered = sorted(values)
+        middle = len(ordered) // 2
+        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+    def state_sum(progress: Any, field_name: str) -> float:
+        return float(sum(op.get(field_name, 0) or 0 for op in progress.get("stateOperators") or []))
+
+    durations = [p["durationMs"] for p in measured]
+    return BatchProfile(
+        batches=len(measured),
+        total=median([d.get("triggerExecution", 0) for d in durations]),
+        add_batch=median([d.get("addBatch", 0) for d in durations]),
+        driver=median([d.get("triggerExecution", 0) - d.get("addBatch", 0) for d in durations]),
+        state_update=median([state_sum(p, "allUpdatesTimeMs") for p in measured]),
+        state_commit=median([state_sum(p, "commitTimeMs") for p in measured]),
+    )
 
 
 def fill_input(spark: Any, bootstrap_servers: str, topic: str, records: int) -> None:
@@ -116,9 +156,9 @@ def uc4_registry() -> dict[str, Any]:
 
 def measure(
     query: Any, total_records: int, timeout_s: float
-) -> tuple[int, int, float, tuple[float, float] | None]:
+) -> tuple[int, int, float, tuple[float, float] | None, BatchProfile | None]:
     """Run until ``total_records`` input records are processed; (records, batches, seconds, state bytes per
-    key first/last) after warm-up."""
+    key first/last, batch profile) after warm-up."""
     deadline = time.monotonic() + timeout_s
     processed = 0
     while processed < total_records:
@@ -134,7 +174,8 @@ def measure(
     measured = progress[with_input[1] : with_input[-1] + 1]  # from the second input batch to the last one
     start = _epoch_s(measured[0]["timestamp"])
     end = _epoch_s(measured[-1]["timestamp"]) + measured[-1]["durationMs"]["triggerExecution"] / 1000
-    return sum(_input_records(p) for p in measured), len(measured), end - start, _state_growth(measured)
+    records = sum(_input_records(p) for p in measured)
+    return records, len(measured), end - start, _state_growth(measured), batch_profile(measured)
 
 
 def _state_growth(measured: list[Any]) -> tuple[float, float] | None:
@@ -182,11 +223,11 @@ def run_job(
         }
         query = _start_job(use_case, spark, kafka, partitions, common)
         try:
-            counted, batches, seconds, state = measure(query, records, timeout_s=900)
+            counted, batches, seconds, state, profile = measure(query, records, timeout_s=900)
         finally:
             if query.isActive:
                 query.stop()
-    return JobRate(use_case, counted, batches, seconds, state)
+    return JobRate(use_case, counted, batches, seconds, state, profile)
 
 
 def _start_job(
@@ -274,6 +315,23 @@ def scaling(records: int, batch: int, use_cases: list[int], instance_cpu: float)
             f"| uc{n} | {one.records_per_s:,.0f} | {many.records_per_s:,.0f} "
             f"| {many.records_per_s / one.records_per_s:.2f}x |"
         )
+    print_profiles([(f"uc{n} on {i}", rates[(n, i)]) for n in use_cases for i in (1, SCALING_PARTITIONS)])
+
+
+def print_profiles(runs: list[tuple[str, JobRate]]) -> None:
+    """Where each run's median micro-batch went (see :class:`BatchProfile`)."""
+    print(
+        "\n| run | measured micro-batches | median batch, ms | tasks (addBatch), ms | driver, ms "
+        "| state updates, ms | state commits, ms |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, rate in runs:
+        p = rate.profile
+        if p is not None:
+            print(
+                f"| {label} | {p.batches} | {p.total:,.0f} | {p.add_batch:,.0f} | {p.driver:,.0f} "
+                f"| {p.state_update:,.0f} | {p.state_commit:,.0f} |"
+            )
 
 
 def main() -> None:
@@ -331,6 +389,7 @@ def main() -> None:
                 f"{r.use_case}: state per key {first:,.0f} B at the first measured micro-batch, "
                 f"{last:,.0f} B at the last"
             )
+    print_profiles([(r.use_case, r) for r in results])
 
 
 if __name__ == "__main__":

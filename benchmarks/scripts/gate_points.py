@@ -1,0 +1,159 @@
+"""Where should a gate's loads go? Runs chosen (load, instances) sub-experiments of a use case under the gates'
+own protocol (primed without the CPU limit, settled, measured until the lag slope's interval is certain) and
+prints, per point, the verdict, the slope with its interval against the threshold, how the measurement ended,
+the instances' CPU per record and share of their quota, the sink's rows written per input record, and the
+median micro-batch. A point whose interval ends near its threshold, or whose instances run near their quota,
+is a capacity edge: its verdict flips between runs, and a gate should not use it.
+
+    python benchmarks/scripts/gate_points.py --uc 3 --pair 4000:1 --pair 8000:2 \\
+        [--job-option output_mode=append] [--instance-cpu 0.25]
+
+Job options are ``KEY=VALUE`` with VALUE read as JSON where it parses (numbers, true/false), else as text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
+
+from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
+
+from pytest_theodolite.gates import parse_threshold
+from pytest_theodolite.metrics import Metric
+from pytest_theodolite.protocol import MeasurementPlan
+from pytest_theodolite.results import SubExperimentRecord
+from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.services import open_kafka, open_spark
+from pytest_theodolite.settings import TheodoliteSettings
+from pytest_theodolite.slo import LAG_TREND, SloSettings
+
+BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
+
+
+def parse_pair(text: str) -> tuple[int, int]:
+    try:
+        load, instances = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOAD:INSTANCES such as 4000:1, got {text!r}") from None
+    if load < 1 or instances < 1:
+        raise argparse.ArgumentTypeError(f"load and instances must be positive, got {text!r}")
+    return load, instances
+
+
+def parse_job_option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as output_mode=append, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def median_batch_s(results: Path, load: int, instances: int) -> float | None:
+    """The median of the batch durations the runner sampled (its ``batch-duration`` series)."""
+    durations = [
+        float(line.rsplit(",", 1)[1]) / 1000
+        for path in results.glob(f"*_{load}_{instances}_batch-duration_*.csv")
+        for line in path.read_text().splitlines()[1:]
+    ]
+    return statistics.median(durations) if durations else None
+
+
+def point_row(record: SubExperimentRecord, instance_cpu: float, batch_s: float | None, wall_s: float) -> str:
+    """One Markdown row: the verdict and what explains it."""
+    verdict = next((v for v in record.verdicts if v.name == LAG_TREND), record.verdicts[0])
+    repetition = record.repetitions[0]
+    slope = "none" if verdict.value is None else f"{verdict.value:+.0f}"
+    if verdict.low is not None and verdict.high is not None:
+        slope += f" [{verdict.low:+.0f}, {verdict.high:+.0f}]"
+    threshold = "" if verdict.threshold is None else f"{verdict.threshold:.0f}"
+    cost = record.cpu_us_per_record
+    quota = (
+        cost * 1e-6 * record.target_rate / (instance_cpu * record.resources)
+        if cost is not None and record.target_rate
+        else None
+    )
+    counters = repetition.counters
+    written = (
+        counters["records_written"] / counters["records_total"]
+        if counters.get("records_total") and "records_written" in counters
+        else None
+    )
+    cells = [
+        record.load,
+        record.resources,
+        record.outcome.value,
+        slope,
+        threshold,
+        repetition.protocol.get("stop"),
+        "-" if cost is None else f"{cost:.1f}",
+        "-" if quota is None else f"{quota:.0%}",
+        "-" if written is None else f"{written:.2f}",
+        "-" if batch_s is None else f"{batch_s:.2f}",
+        f"{wall_s:.0f}",
+    ]
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--uc", type=int, choices=sorted(BENCHMARKS), required=True)
+    parser.add_argument("--pair", type=parse_pair, action="append", required=True, metavar="LOAD:INSTANCES")
+    parser.add_argument(
+        "--instance-cpu", type=float, default=None, help="default: the gate's (UC4 0.5, else 0.25)"
+    )
+    parser.add_argument(
+        "--job-option", type=parse_job_option, action="append", default=[], metavar="KEY=VALUE"
+    )
+    parser.add_argument("--threshold", default="5%")
+    parser.add_argument("--results", type=Path, default=None)
+    args = parser.parse_args()
+    benchmark = BENCHMARKS[args.uc]
+    if args.job_option:
+        benchmark = replace(benchmark, job_options={**benchmark.job_options, **dict(args.job_option)})
+    instance_cpu = args.instance_cpu or (0.5 if args.uc == 4 else 0.25)
+    settings = ExperimentSettings(
+        loads=tuple(sorted({load for load, _ in args.pair})),
+        resources=tuple(sorted({instances for _, instances in args.pair})),
+        duration_s=MeasurementPlan().min_duration_s,
+        slo=SloSettings(warmup_s=0.0, lag_trend_threshold=parse_threshold(args.threshold)),
+        plan=MeasurementPlan(),
+        instance_cpu=instance_cpu,
+        spark_conf=QUICK_WARMUP_EXECUTORS,
+    )
+    results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-points-"))
+    infra = TheodoliteSettings(max_instances=max(instances for _, instances in args.pair))
+    rows = []
+    print(f"{benchmark.name}, job options {dict(benchmark.job_options)}, {instance_cpu:g} core per instance")
+    with open_kafka(infra) as kafka, open_spark(infra) as spark:
+        writer = new_writer(results, "points", benchmark, settings, Metric.DEMAND, {})
+        runner = ExperimentRunner(benchmark, settings, kafka, spark, writer)
+        for load, instances in args.pair:
+            started = time.monotonic()
+            record = runner.run_sub_experiment(load, instances)
+            batch_s = median_batch_s(results, load, instances)
+            rows.append(point_row(record, instance_cpu, batch_s, time.monotonic() - started))
+            print(rows[-1], flush=True)
+    print(
+        "\n| load | instances | verdict | lag slope [95 % interval], records/s | threshold | stop "
+        "| CPU us per record | share of the quota | rows written per input record | median batch, s | wall, s |"
+    )
+    print("|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
+    print(f"raw results: {results}")
+
+
+if __name__ == "__main__":
+    main()
