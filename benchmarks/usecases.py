@@ -13,12 +13,23 @@ UC2_KEYS = Benchmark(
     input_partitions=4,
     job_options={"window_size": "10 seconds", "watermark_delay": "2 seconds"},
 )
+#: UC3 emits the windows it changed every 5 s, as Theodolite's Kafka Streams UC3 does (its record cache flushes
+#: on the 5 s commit interval; Flink's UC3 fires every 15 s). Every key sends once a second, so every micro-batch
+#: holds every key and updates, stores and writes all keys x 6 windows whatever its length: with Spark's
+#: default trigger (next batch at once) the CPU per record rose from 56 to 103 us from one to two instances at
+#: 4 000 keys (shorter batches, the same per-batch work), and a second instance added almost nothing; with
+#: the 5 s trigger, 55 and 56 us (benchmarks/scripts/gate_points.py, 2026-11-22).
 UC3_KEYS = Benchmark(
     "uc3-keys",
     uc3.start_query,
     lambda keys: Workload(keys=keys),
     input_partitions=4,
-    job_options={"window_size": "1 minute", "window_advance": "10 seconds", "watermark_delay": "2 seconds"},
+    job_options={
+        "window_size": "1 minute",
+        "window_advance": "10 seconds",
+        "watermark_delay": "2 seconds",
+        "trigger_interval": "5 seconds",
+    },
 )
 #: UC4 scales with the number of nested groups: 4 children per group, `depth` levels -> 4**depth sensors, each
 #: sending once a second as in Theodolite.

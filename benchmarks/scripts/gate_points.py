@@ -118,6 +118,9 @@ def main() -> None:
         "--job-option", type=parse_job_option, action="append", default=[], metavar="KEY=VALUE"
     )
     parser.add_argument("--threshold", default="5%")
+    parser.add_argument(
+        "--max-batch-duration", type=float, default=None, metavar="S", help="the gate's batch-duration SLO"
+    )
     parser.add_argument("--results", type=Path, default=None)
     args = parser.parse_args()
     benchmark = BENCHMARKS[args.uc]
@@ -128,7 +131,11 @@ def main() -> None:
         loads=tuple(sorted({load for load, _ in args.pair})),
         resources=tuple(sorted({instances for _, instances in args.pair})),
         duration_s=MeasurementPlan().min_duration_s,
-        slo=SloSettings(warmup_s=0.0, lag_trend_threshold=parse_threshold(args.threshold)),
+        slo=SloSettings(
+            warmup_s=0.0,
+            lag_trend_threshold=parse_threshold(args.threshold),
+            max_batch_duration_s=args.max_batch_duration,
+        ),
         plan=MeasurementPlan(),
         instance_cpu=instance_cpu,
         spark_conf=QUICK_WARMUP_EXECUTORS,
