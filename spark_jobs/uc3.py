@@ -10,6 +10,11 @@ Output: key = ``"<identifier>;<hourOfDay>"``, value = ``{"identifier", "hourOfDa
 micro-batch changed, as Theodolite's implementations emit periodically (with 30-day windows an append-mode
 result would appear only 30 days after a window opened); ``"append"`` writes each window once, when the
 watermark passes its end.
+
+Give it a trigger interval (``trigger_interval="5 seconds"``, the emission period of Theodolite's Kafka Streams
+UC3): where every key sends in every micro-batch, each batch updates, stores and writes all keys x windows
+whatever its length, so with Spark's default trigger (the next batch at once) the CPU per record grows as
+batches get shorter -- also when more executors make them shorter.
 """
 
 from __future__ import annotations
