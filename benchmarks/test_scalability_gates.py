@@ -55,7 +55,13 @@ def test_uc2_downsampling(theodolite_gate):
 # +3 311] vs 400; 12.2 s batches, 98 % of its quota), on 2 passed (4.4 s, 77 %); 16 000 on 2 12.1 s, on 3
 # 10.0 s, on 4 6.5 s (76 % of the quota: the host's broker, generator and driver are the limit there);
 # 12 000 on 2 passed at 95 % of the quota with 7.2 s batches -- an edge, left out.
-@pytest.mark.theodolite(UC3_KEYS, loads=[2000, 8000, 16000], **{**GATE, "max_batch_duration": 7.5})
+# cost_tolerance 30 %: on the 5 s trigger the CPU per record moves with how the batches fall against it; over the
+# recording and two clean runs (benchmarks/scripts/cost_spread.py) 8 000 on 2 instances varied by a coefficient
+# of variation of 10 % (46.7 ... 56.9 us, +22 %), 2 000 by 5 %, 16 000 by 0.5 %; 8 % flagged one of the clean
+# runs (+13 %), 30 % none of the 18 leave-one-out pairs.
+@pytest.mark.theodolite(
+    UC3_KEYS, loads=[2000, 8000, 16000], **{**GATE, "max_batch_duration": 7.5, "cost_tolerance": "30%"}
+)
 def test_uc3_aggregation_by_time_attribute(theodolite_gate):
     theodolite_gate.check()
 
