@@ -7,9 +7,9 @@ import pytest
 from pytest_theodolite.monitor import (
     ProgressError,
     observed_totals,
-    sink_output_rows,
     processed_offsets,
     sample_from,
+    sink_output_rows,
     total_lag,
 )
 
