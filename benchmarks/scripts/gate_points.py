@@ -59,6 +59,31 @@ def parse_job_option(text: str) -> tuple[str, Any]:
         return key, value
 
 
+def gate_point_settings(
+    loads: list[int],
+    resources: list[int],
+    instance_cpu: float,
+    spark_conf: dict[str, str],
+    *,
+    threshold: str = "5%",
+    max_batch_duration_s: float | None = None,
+) -> ExperimentSettings:
+    """Settings that measure single points under the gates' default protocol (no search)."""
+    return ExperimentSettings(
+        loads=tuple(sorted(set(loads))),
+        resources=tuple(sorted(set(resources))),
+        duration_s=MeasurementPlan().min_duration_s,
+        slo=SloSettings(
+            warmup_s=0.0,
+            lag_trend_threshold=parse_threshold(threshold),
+            max_batch_duration_s=max_batch_duration_s,
+        ),
+        plan=MeasurementPlan(),
+        instance_cpu=instance_cpu,
+        spark_conf=spark_conf,
+    )
+
+
 def median_batch_s(results: Path, load: int, instances: int) -> float | None:
     """The median of the batch durations the runner sampled (its ``batch-duration`` series)."""
     durations = [
@@ -127,18 +152,13 @@ def main() -> None:
     if args.job_option:
         benchmark = replace(benchmark, job_options={**benchmark.job_options, **dict(args.job_option)})
     instance_cpu = args.instance_cpu or (0.5 if args.uc == 4 else 0.25)
-    settings = ExperimentSettings(
-        loads=tuple(sorted({load for load, _ in args.pair})),
-        resources=tuple(sorted({instances for _, instances in args.pair})),
-        duration_s=MeasurementPlan().min_duration_s,
-        slo=SloSettings(
-            warmup_s=0.0,
-            lag_trend_threshold=parse_threshold(args.threshold),
-            max_batch_duration_s=args.max_batch_duration,
-        ),
-        plan=MeasurementPlan(),
-        instance_cpu=instance_cpu,
-        spark_conf=QUICK_WARMUP_EXECUTORS,
+    settings = gate_point_settings(
+        [load for load, _ in args.pair],
+        [instances for _, instances in args.pair],
+        instance_cpu,
+        QUICK_WARMUP_EXECUTORS,
+        threshold=args.threshold,
+        max_batch_duration_s=args.max_batch_duration,
     )
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-points-"))
     infra = TheodoliteSettings(max_instances=max(instances for _, instances in args.pair))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import threading
@@ -26,18 +25,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
 
-from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
+from gate_points import BENCHMARKS, gate_point_settings, median_batch_s  # benchmarks/scripts, beside this
+from usecases import QUICK_WARMUP_EXECUTORS
 
-from pytest_theodolite.gates import parse_threshold
 from pytest_theodolite.metrics import Metric
 from pytest_theodolite.ports import free_port
-from pytest_theodolite.protocol import MeasurementPlan
-from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.runner import ExperimentRunner, new_writer
 from pytest_theodolite.services import open_kafka, open_spark
 from pytest_theodolite.settings import TheodoliteSettings
-from pytest_theodolite.slo import SloSettings
-
-BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
 
 
 def poll_stages(ui_port: int, snapshot: dict[str, Any], stop: threading.Event, stages: int) -> None:
@@ -73,15 +68,11 @@ def main() -> None:
     stop = threading.Event()
     poller = threading.Thread(target=poll_stages, args=(ui_port, snapshot, stop, args.stages), daemon=True)
     poller.start()
-    plan = MeasurementPlan()
-    settings = ExperimentSettings(
-        loads=(args.load,),
-        resources=(args.instances,),
-        duration_s=plan.min_duration_s,
-        slo=SloSettings(warmup_s=0.0, lag_trend_threshold=parse_threshold("5%")),
-        plan=plan,
-        instance_cpu=args.instance_cpu,
-        spark_conf={**QUICK_WARMUP_EXECUTORS, "spark.ui.enabled": "true", "spark.ui.port": str(ui_port)},
+    settings = gate_point_settings(
+        [args.load],
+        [args.instances],
+        args.instance_cpu,
+        {**QUICK_WARMUP_EXECUTORS, "spark.ui.enabled": "true", "spark.ui.port": str(ui_port)},
     )
     results = Path(tempfile.mkdtemp(prefix="theodolite-profile-"))
     infra = TheodoliteSettings(max_instances=args.instances)
@@ -96,13 +87,9 @@ def main() -> None:
     for stage_id, tasks in sorted(snapshot.get("tasks", {}).items()):
         cells = [f"{t['duration']}/{round(t['taskMetrics']['executorCpuTime'] / 1e6)}" for t in tasks]
         print(f"{stage_id}: {' '.join(cells)}")
-    durations = [
-        float(line.rsplit(",", 1)[1])
-        for path in results.glob("*batch-duration*.csv")
-        for line in path.read_text().splitlines()[1:]
-    ]
-    if durations:
-        print(f"micro-batch duration, median of the samples: {statistics.median(durations) / 1000:.2f} s")
+    median_s = median_batch_s(results, args.load, args.instances)
+    if median_s is not None:
+        print(f"micro-batch duration, median of the samples: {median_s:.2f} s")
     print(f"raw results: {results}")
 
 
