@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import tempfile
 import time
@@ -102,22 +103,17 @@ def batch_profile(measured: list[Any]) -> BatchProfile | None:
     if not measured:
         return None
 
-    def median(values: list[float]) -> float:
-        ordered = sorted(values)
-        middle = len(ordered) // 2
-        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
     def state_sum(progress: Any, field_name: str) -> float:
         return float(sum(op.get(field_name, 0) or 0 for op in progress.get("stateOperators") or []))
 
     durations = [p["durationMs"] for p in measured]
     return BatchProfile(
         batches=len(measured),
-        total=median([d.get("triggerExecution", 0) for d in durations]),
-        add_batch=median([d.get("addBatch", 0) for d in durations]),
-        driver=median([d.get("triggerExecution", 0) - d.get("addBatch", 0) for d in durations]),
-        state_update=median([state_sum(p, "allUpdatesTimeMs") for p in measured]),
-        state_commit=median([state_sum(p, "commitTimeMs") for p in measured]),
+        total=statistics.median([d.get("triggerExecution", 0) for d in durations]),
+        add_batch=statistics.median([d.get("addBatch", 0) for d in durations]),
+        driver=statistics.median([d.get("triggerExecution", 0) - d.get("addBatch", 0) for d in durations]),
+        state_update=statistics.median([state_sum(p, "allUpdatesTimeMs") for p in measured]),
+        state_commit=statistics.median([state_sum(p, "commitTimeMs") for p in measured]),
     )
 
 
