@@ -103,6 +103,16 @@ def sink_output_rows(progresses: Sequence[Mapping[str, Any]]) -> int | None:
     return total
 
 
+def state_rows(progress: Mapping[str, Any] | None) -> int | None:
+    """Rows a micro-batch left in the query's state stores (``numRowsTotal`` summed over its stateful
+    operators); None for a stateless query. Sampled over a run it shows whether a job's state stays bounded
+    (old windows evicted by the watermark) or grows with every record read."""
+    operators = (progress or {}).get("stateOperators") or []
+    rows = [op.get("numRowsTotal") for op in operators]
+    rows = [int(r) for r in rows if isinstance(r, (int, float)) and r >= 0]
+    return sum(rows) if rows else None
+
+
 @dataclass(frozen=True)
 class LagSample:
     timestamp_s: float
@@ -115,6 +125,7 @@ class LagSample:
     batch_id: int | None  # of the last finished batch
     finished_batch_ms: float | None = None  # the last finished batch's own duration
     batch_end_s: float | None = None  # epoch seconds the last finished batch ended (its start + duration)
+    state_rows: int | None = None  # rows in the state stores after the last finished batch (stateful jobs)
 
 
 def batch_start_s(progress: Mapping[str, Any]) -> float | None:
@@ -151,6 +162,7 @@ def sample_from(
         batch_id=progress.get("batchId"),
         finished_batch_ms=None if finished is None else float(finished),
         batch_end_s=None if finished is None or started is None else started + float(finished) / 1000.0,
+        state_rows=state_rows(progress),
     )
 
 

@@ -54,6 +54,7 @@ SERIES_BATCH_DURATION = "batch-duration"
 SERIES_EVENT_TIME_LATENCY = "event-time-latency"
 SERIES_BATCH_ID = "batch-id"  # id of the last finished micro-batch at each lag sample (batch-aligned slope)
 SERIES_BATCH_END = "batch-end"  # epoch seconds that batch finished
+SERIES_STATE_ROWS = "state-rows"  # rows in the job's state stores after that batch (stateful jobs only)
 SERIES_COLUMNS = (
     "labels,timestamp,value"  # Theodolite's collector's columns, read by position by its analysis
 )
@@ -302,22 +303,32 @@ class SeriesWriter:
     """Appends `labels,timestamp,value` rows to one raw CSV (Theodolite's shape), flushing each row so
     nothing measured is lost."""
 
-    def __init__(self, path: Path, labels: str) -> None:
+    def __init__(self, path: Path, labels: str, *, lazy: bool = False) -> None:
+        """``lazy``: create the file at the first row, so a series that never gets a value leaves no file."""
         if any(c in labels for c in ',"\n'):
             raise ValueError(f"labels {labels!r} must not contain ',', '\"' or a newline")
         self.path = path
         self._labels = labels
-        self._file: TextIO | None = open(path, "w", encoding="utf-8", newline="")
+        self._file: TextIO | None = None
+        self._closed = False
+        if not lazy:
+            self._open()
+
+    def _open(self) -> TextIO:
+        self._file = open(self.path, "w", encoding="utf-8", newline="")
         self._file.write(f"{SERIES_COLUMNS}\n")
         self._file.flush()
+        return self._file
 
     def append(self, timestamp_s: float, value: float) -> None:
-        if self._file is None:
+        if self._closed:
             raise ValueError(f"{self.path.name} is closed: open a new writer to record more")
-        self._file.write(f"{self._labels},{_format_number(timestamp_s)},{_format_number(value)}\n")
-        self._file.flush()
+        file = self._file if self._file is not None else self._open()
+        file.write(f"{self._labels},{_format_number(timestamp_s)},{_format_number(value)}\n")
+        file.flush()
 
     def close(self) -> None:
+        self._closed = True
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -387,9 +398,14 @@ class ResultsWriter:
     def series_path(self, load: int, resources: int, series: str, repetition: int) -> Path:
         return self.results_dir / series_file_name(self.experiment_id, load, resources, series, repetition)
 
-    def open_series(self, load: int, resources: int, series: str, repetition: int) -> SeriesWriter:
-        """A writer to append samples as the monitor takes them (use as a context manager)."""
-        return SeriesWriter(self.series_path(load, resources, series, repetition), series_labels(series))
+    def open_series(
+        self, load: int, resources: int, series: str, repetition: int, *, lazy: bool = False
+    ) -> SeriesWriter:
+        """A writer to append samples as the monitor takes them (use as a context manager); ``lazy`` creates
+        the file at the first sample."""
+        return SeriesWriter(
+            self.series_path(load, resources, series, repetition), series_labels(series), lazy=lazy
+        )
 
     def write_series(self, load: int, resources: int, series: str, repetition: int, data: TimeSeries) -> Path:
         """Write a whole recorded series at once."""

@@ -32,6 +32,7 @@ from pytest_theodolite.protocol import MeasurementPlan, MeasurementProtocol, Pha
 from pytest_theodolite.results import (
     SERIES_BATCH_END,
     SERIES_BATCH_ID,
+    SERIES_STATE_ROWS,
     RepetitionRecord,
     ResultsWriter,
     SubExperimentRecord,
@@ -254,6 +255,10 @@ class ExperimentRunner:
                 SERIES_INPUT_RECORDS,
             )
         }
+        # a stateless job has no state: its file is created at the first value only
+        series_writers[SERIES_STATE_ROWS] = self.writer.open_series(
+            load, resources, SERIES_STATE_ROWS, repetition, lazy=True
+        )
         plan = self.settings.measurement_plan
         protocol = MeasurementProtocol(
             plan,
@@ -411,6 +416,7 @@ class ExperimentRunner:
                     ("batch-duration", sample.batch_duration_ms),
                     (SERIES_BATCH_ID, sample.batch_id),
                     (SERIES_BATCH_END, sample.batch_end_s),
+                    (SERIES_STATE_ROWS, sample.state_rows),
                 ):
                     if value is not None:
                         series_writers[name].append(sample.timestamp_s, value)

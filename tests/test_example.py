@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_theodolite.results import read_series
+
 pytestmark = pytest.mark.integration
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "clickstream"
@@ -49,3 +51,8 @@ def test_the_clickstream_gate_reaches_records_and_reports_a_verdict(tmp_path):
         counters = sub["repetitions"][0]["counters"]
         # the job parsed the generator's click records: all of them valid
         assert counters["records_total"] > 1000 and counters["records_malformed"] == 0, counters
+        # its windows are state: sampled with the lag, as Spark's state operators report it
+        name = f"expclickstream-users_{sub['load']}_{sub['resources']}_state-rows_0.csv"
+        state = example / "theodolite-results" / name
+        assert state.exists(), sorted(p.name for p in state.parent.iterdir())
+        assert max(read_series(state).values) > 0, state.read_text()[:500]

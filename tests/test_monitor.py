@@ -10,6 +10,7 @@ from pytest_theodolite.monitor import (
     processed_offsets,
     sample_from,
     sink_output_rows,
+    state_rows,
     total_lag,
 )
 
@@ -69,8 +70,12 @@ def test_sample_from_takes_rates_and_batch_duration_of_the_last_batch():
         250.0,
     )
     assert sample.batch_id == 7
+    assert sample.state_rows is None  # a stateless query
     before_first_batch = sample_from(1000.0, {0: 100}, None, "in")
     assert before_first_batch.lag == 100 and before_first_batch.batch_duration_ms is None
+    assert before_first_batch.state_rows is None
+    stateful = progress(8, {"in": {"0": 30}}, stateOperators=[{"numRowsTotal": 640}])
+    assert sample_from(1000.0, {0: 100}, stateful, "in").state_rows == 640
 
 
 def test_observed_totals_sums_each_batch_once():
@@ -95,6 +100,16 @@ def test_sink_output_rows_sums_each_batch_once_and_knows_when_the_sink_does_not_
     assert sink_output_rows([]) == 0
     assert sink_output_rows([*batches, {"batchId": 2, "sink": {"numOutputRows": -1}}]) is None
     assert sink_output_rows([{"batchId": 0, "sink": {}}]) is None
+
+
+def test_state_rows_sums_the_stateful_operators_of_one_batch():
+    # UC4 runs two stateful operators in one query: its state is both
+    two_operators = {"stateOperators": [{"numRowsTotal": 64}, {"numRowsTotal": 21, "numRowsUpdated": 5}]}
+    assert state_rows(two_operators) == 85
+    assert state_rows({"stateOperators": []}) is None  # stateless
+    assert state_rows({"batchId": 3}) is None
+    assert state_rows(None) is None
+    assert state_rows({"stateOperators": [{"numRowsTotal": -1}, {}]}) is None  # nothing reported
 
 
 def test_a_running_batch_counts_with_its_age():

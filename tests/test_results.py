@@ -88,6 +88,20 @@ def test_series_rows_are_on_disk_as_soon_as_they_are_appended(tmp_path):
         series.append(T0 + 2, 1)
 
 
+def test_a_lazy_series_leaves_no_file_until_its_first_row(tmp_path):
+    writer = make_writer(tmp_path)
+    path = tmp_path / "exp3_1000_1_state-rows_0.csv"
+    with writer.open_series(1000, 1, "state-rows", 0, lazy=True):
+        pass
+    assert not path.exists()  # a stateless job's state was never sampled
+    with writer.open_series(1000, 1, "state-rows", 0, lazy=True) as series:
+        assert not path.exists()
+        series.append(T0, 640)
+        assert path.read_text() == "labels,timestamp,value\n{series=state-rows},1700000000,640\n"
+    with pytest.raises(ValueError, match="closed"):
+        series.append(T0 + 1, 641)
+
+
 def test_whole_series_round_trip_exactly(tmp_path):
     writer = make_writer(tmp_path)
     t = T0 + np.arange(0, 10, 0.1)

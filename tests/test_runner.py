@@ -69,6 +69,7 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
         generator = next(v for v in record.verdicts if v.name == "generator-rate")
         assert generator.outcome is Outcome.PASS, generator
 
+    assert not list(tmp_path.glob("*_state-rows_*.csv"))  # UC1 is stateless: no state sampled, no file
     lag_file = tmp_path / "exp1_200_1_lag-trend_0.csv"
     rows = list(csv.DictReader(lag_file.open()))
     assert list(rows[0]) == ["labels", "timestamp", "value"]  # Theodolite's shape

@@ -108,16 +108,24 @@ def test_gate_points_parses_its_arguments_and_explains_a_point(tmp_path):
     )
     point = SubExperimentRecord.from_repetitions(4000, 1, 4000.0, [repetition])
     # 50 us a record at 4 000 records/s is 0.2 core: 80 % of a quarter-core instance
-    assert points.point_row(point, 0.25, 1.5, 42.0) == (
-        "| 4000 | 1 | pass | -116 [-143, -89] | 200 | certain | 50.0 | 80% | 2.50 | 1.50 | 42 |"
+    assert points.point_row(point, 0.25, 1.5, 42.0, (640.0, 652.0)) == (
+        "| 4000 | 1 | pass | -116 [-143, -89] | 200 | certain | 50.0 | 80% | 2.50 | 1.50 | 640 -> 652 | 42 |"
     )
     unread = SubExperimentRecord.from_repetitions(
         4000, 1, 4000.0, [RepetitionRecord(0, (verdict,), protocol={"stop": "certain"})]
     )
-    assert points.point_row(unread, 0.25, None, 42.0).endswith("| certain | - | - | - | - | 42 |")
+    assert points.point_row(unread, 0.25, None, 42.0).endswith("| certain | - | - | - | - | - | 42 |")
 
     (tmp_path / "x_4000_1_batch-duration_0.csv").write_text(
         "labels,timestamp,value\n,1,1000\n,2,3000\n,3,2000\n"
     )
     assert points.median_batch_s(tmp_path, 4000, 1) == 2.0
     assert points.median_batch_s(tmp_path, 4000, 2) is None
+
+    # state that fills in the first half and then holds: first-half median 300, second-half 640
+    (tmp_path / "x_4000_1_state-rows_0.csv").write_text(
+        "labels,timestamp,value\n"
+        + "".join(f",{t},{v}\n" for t, v in enumerate([0, 300, 600, 640, 640, 640]))
+    )
+    assert points.state_rows_halves(tmp_path, 4000, 1) == (300, 640)
+    assert points.state_rows_halves(tmp_path, 4000, 2) is None  # a stateless job

@@ -1,9 +1,11 @@
 """Where should a gate's loads go? Runs chosen (load, instances) sub-experiments of a use case under the gates'
 own protocol (primed without the CPU limit, settled, measured until the lag slope's interval is certain) and
 prints, per point, the verdict, the slope with its interval against the threshold, how the measurement ended,
-the instances' CPU per record and share of their quota, the sink's rows written per input record, and the
-median micro-batch. A point whose interval ends near its threshold, or whose instances run near their quota,
-is a capacity edge: its verdict flips between runs, and a gate should not use it.
+the instances' CPU per record and share of their quota, the sink's rows written per input record, the
+median micro-batch, and the rows in the job's state stores (median of the run's first and second half: a
+state that keeps growing with the records read shows as a second half far above the first). A point whose
+interval ends near its threshold, or whose instances run near their quota, is a capacity edge: its verdict
+flips between runs, and a gate should not use it.
 
     python benchmarks/scripts/gate_points.py --uc 3 --pair 4000:1 --pair 8000:2 \\
         [--job-option output_mode=append] [--instance-cpu 0.25]
@@ -30,7 +32,7 @@ from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_D
 from pytest_theodolite.gates import parse_threshold
 from pytest_theodolite.metrics import Metric
 from pytest_theodolite.protocol import MeasurementPlan
-from pytest_theodolite.results import SubExperimentRecord
+from pytest_theodolite.results import SERIES_STATE_ROWS, SubExperimentRecord, read_series
 from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer
 from pytest_theodolite.services import open_kafka, open_spark
 from pytest_theodolite.settings import TheodoliteSettings
@@ -94,7 +96,24 @@ def median_batch_s(results: Path, load: int, instances: int) -> float | None:
     return statistics.median(durations) if durations else None
 
 
-def point_row(record: SubExperimentRecord, instance_cpu: float, batch_s: float | None, wall_s: float) -> str:
+def state_rows_halves(results: Path, load: int, instances: int) -> tuple[float, float] | None:
+    """Median rows in the job's state stores over the first and the second half of its sampled series; None
+    for a stateless job (no series)."""
+    paths = sorted(results.glob(f"*_{load}_{instances}_{SERIES_STATE_ROWS}_*.csv"))
+    values = [v for path in paths for v in read_series(path).values.tolist()]
+    if len(values) < 2:
+        return None
+    half = len(values) // 2
+    return statistics.median(values[:half]), statistics.median(values[half:])
+
+
+def point_row(
+    record: SubExperimentRecord,
+    instance_cpu: float,
+    batch_s: float | None,
+    wall_s: float,
+    state: tuple[float, float] | None = None,
+) -> str:
     """One Markdown row: the verdict and what explains it."""
     verdict = next((v for v in record.verdicts if v.name == LAG_TREND), record.verdicts[0])
     repetition = record.repetitions[0]
@@ -125,6 +144,7 @@ def point_row(record: SubExperimentRecord, instance_cpu: float, batch_s: float |
         "-" if quota is None else f"{quota:.0%}",
         "-" if written is None else f"{written:.2f}",
         "-" if batch_s is None else f"{batch_s:.2f}",
+        "-" if state is None else f"{state[0]:.0f} -> {state[1]:.0f}",
         f"{wall_s:.0f}",
     ]
     return "| " + " | ".join(map(str, cells)) + " |"
@@ -171,13 +191,15 @@ def main() -> None:
             started = time.monotonic()
             record = runner.run_sub_experiment(load, instances)
             batch_s = median_batch_s(results, load, instances)
-            rows.append(point_row(record, instance_cpu, batch_s, time.monotonic() - started))
+            state = state_rows_halves(results, load, instances)
+            rows.append(point_row(record, instance_cpu, batch_s, time.monotonic() - started, state))
             print(rows[-1], flush=True)
     print(
         "\n| load | instances | verdict | lag slope [95 % interval], records/s | threshold | stop "
-        "| CPU us per record | share of the quota | rows written per input record | median batch, s | wall, s |"
+        "| CPU us per record | share of the quota | rows written per input record | median batch, s "
+        "| state rows, 1st -> 2nd half | wall, s |"
     )
-    print("|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
     print(f"raw results: {results}")
 
