@@ -65,6 +65,15 @@ def test_template_values_follow_their_distributions_and_repeat_for_the_same_reco
     assert CLICKS(3, 5, 99) == CLICKS(3, 5, 99)
 
 
+def test_any_field_name_and_constant_renders_as_json_dumps_would() -> None:
+    # the record function is generated source: names and texts of the template must not leak into it
+    fields = {"class": "50% off", "a b": {"x": [1, None]}, '"q"': "100%d", "\u00e9": True, "1": 0.5}
+    key, value = JsonTemplate(fields)(0, 0, 0)
+    assert key == b"0" and json.loads(value) == fields and list(json.loads(value)) == list(fields)
+    key, value = JsonTemplate({"t": EVENT_TIME, "%s": KEY}, key_format="%{key_index}%")(3, 17, 9)
+    assert key == b"%3%" and json.loads(value) == {"t": 17, "%s": "%3%"}
+
+
 def test_a_template_survives_the_trip_to_a_worker_process() -> None:
     copy = pickle.loads(pickle.dumps(CLICKS))
     assert [copy(i, 1000 + i, i) for i in range(50)] == [CLICKS(i, 1000 + i, i) for i in range(50)]
