@@ -10,6 +10,7 @@ UC4 also runs the feedback micro-batches that the loop causes in that span, as i
 
     python benchmarks/scripts/bench_jobs.py [--records 400000] [--batch 50000] [--uc 1 2 3 4]
     python benchmarks/scripts/bench_jobs.py --scaling 0.25   # 1 and 4 instances at a quarter core each
+    python benchmarks/scripts/bench_jobs.py --scaling 0.25 --cfs-period-ms 10   # the quota in 10 ms periods
 
 Measured 2026-11-21, defaults, a 2-core machine shared with other JVMs (two runs, records/s):
 UC1 40,027 / 38,339; UC2 50,688 / 54,415; UC3 (1 h windows every 10 min) 63,787 / 59,342;
@@ -47,6 +48,7 @@ from pytest_theodolite.kafka.admin import KafkaCluster
 from pytest_theodolite.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.services import open_spark
 from pytest_theodolite.settings import TheodoliteSettings
+from pytest_theodolite.spark import cgroups
 from pytest_theodolite.spark.cluster import STANDALONE_SESSION_CONF, SparkCluster
 from pytest_theodolite.spark.jars import connector_jars
 from spark_jobs import uc1, uc2, uc3, uc4
@@ -304,8 +306,9 @@ def scaling(records: int, batch: int, use_cases: list[int], instance_cpu: float)
                 print(f"uc{n} on {instances}: {rate.records_per_s:,.0f} records/s", flush=True)
         kafka.close()
     print(
-        f"\n## 1 -> {SCALING_PARTITIONS} instances at {instance_cpu:g} core each, {records:,} records pre-filled "
-        f"in {SCALING_PARTITIONS} partitions, {batch:,} per micro-batch"
+        f"\n## 1 -> {SCALING_PARTITIONS} instances at {instance_cpu:g} core each (CFS period "
+        f"{cgroups.PERIOD_US / 1000:g} ms), {records:,} records pre-filled in {SCALING_PARTITIONS} partitions, "
+        f"{batch:,} per micro-batch"
     )
     print(f"| job | 1 instance, records/s | {SCALING_PARTITIONS} instances, records/s | speed-up |")
     print("|---|---:|---:|---:|")
@@ -345,7 +348,16 @@ def main() -> None:
         metavar="CORES",
         help=f"instead: records/s on 1 and {SCALING_PARTITIONS} instances limited to CORES each (e.g. 0.25)",
     )
+    parser.add_argument(
+        "--cfs-period-ms",
+        type=float,
+        default=None,
+        help=f"the CFS period the quota is given in (default {cgroups.PERIOD_US / 1000:g} ms, as in Kubernetes): "
+        "a quarter core gets 25 ms of each 100 ms, so a short task's wall time is rounded up to whole periods",
+    )
     args = parser.parse_args()
+    if args.cfs_period_ms is not None:
+        cgroups.PERIOD_US = int(args.cfs_period_ms * 1000)  # read by every quota write in this process
     os.environ.setdefault("THEODOLITE_CACHE_DIR", "/tmp/tcache")  # reuse jars already downloaded there
     if args.scaling:
         scaling(args.records, args.batch, args.uc, args.scaling)
