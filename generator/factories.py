@@ -74,11 +74,11 @@ def check_factory(factory: Any) -> None:
 
 def factory_cost_us(factory: RecordFactory, calls: int = 5_000) -> float:
     """CPU microseconds one call of `factory` takes here (the median of three timed rounds)."""
-    rounds = []
+    rounds, make = [], record_function(factory)  # what the workers call
     for start in (0, calls, 2 * calls):
         began = time.process_time()
         for sequence in range(start, start + calls):
-            factory(sequence % 97, 1_700_000_000_000 + sequence, sequence)
+            make(sequence % 97, 1_700_000_000_000 + sequence, sequence)
         rounds.append((time.process_time() - began) / calls * 1e6)
     return sorted(rounds)[1]
 
@@ -300,6 +300,12 @@ class AvroTemplate:
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, schema, record)
         return key.encode(), buffer.getvalue()
+
+
+def record_function(factory: RecordFactory) -> RecordFactory:
+    """What a worker calls per record: a ``JsonTemplate``'s generated function itself (one Python call less
+    per record than through its ``__call__``), any other factory as it is."""
+    return factory._make if isinstance(factory, JsonTemplate) else factory
 
 
 def _percent(text: str) -> str:

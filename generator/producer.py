@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from generator.factories import factory_cost_us
+from generator.factories import factory_cost_us, record_function
 from generator.records import ValueTable, key_of, record_prefix
 from generator.workload import SENSOR_REGISTRY_EVENT_KEY, Workload, WorkloadError
 
@@ -730,8 +730,8 @@ class _ScheduledSender:
     def _send_from_factory(self, sent: int, target: int) -> int:
         """``_send`` for the user's records: the factory makes each (key, value) from its key's number, its
         event time and its sequence number in the whole workload's schedule."""
-        topic, produce, factory = self.plan.topic, self.producer.produce, self.factory
-        assert factory is not None
+        assert self.factory is not None
+        topic, produce, factory = self.plan.topic, self.producer.produce, record_function(self.factory)
         key_indices, phases = self.key_indices, self.phases_ms
         key_count, period_ms, total_keys = len(key_indices), self.schedule.period_ms, self.schedule.total_keys
         cycle, owned = divmod(sent, key_count)

@@ -22,6 +22,7 @@ from generator.factories import (
     Replay,
     Uniform,
     factory_cost_us,
+    record_function,
 )
 
 CLICKS = JsonTemplate(
@@ -72,6 +73,13 @@ def test_any_field_name_and_constant_renders_as_json_dumps_would() -> None:
     assert key == b"0" and json.loads(value) == fields and list(json.loads(value)) == list(fields)
     key, value = JsonTemplate({"t": EVENT_TIME, "%s": KEY}, key_format="%{key_index}%")(3, 17, 9)
     assert key == b"%3%" and json.loads(value) == {"t": 17, "%s": "%3%"}
+
+
+def test_the_workers_call_the_same_records_with_one_call_less() -> None:
+    make = record_function(CLICKS)
+    assert make is not CLICKS  # the template's generated function
+    assert [make(i % 7, 1000 + i, i) for i in range(200)] == [CLICKS(i % 7, 1000 + i, i) for i in range(200)]
+    assert record_function(module_level_factory) is module_level_factory
 
 
 def test_a_template_survives_the_trip_to_a_worker_process() -> None:
