@@ -624,9 +624,12 @@ class TheodoliteGate:
         if self.paired is not None:
             against = self.baseline_comparison if self.baseline is not None else None
             stored = against.baseline_text if against is not None and against.in_baseline else "missing"
+            # theodolite.baseline.<load> is the stored baseline's; the CPU change against REF comes once, with
+            # REF's figures below
             properties = [
                 (key, stored if key.startswith("theodolite.baseline.") else value)
                 for key, value in properties
+                if not key.startswith("theodolite.cpu_change.")
             ]
             properties += paired_junit_properties(
                 self.point.load, self.reference, comparison.baseline_text, self.paired.cost_figure(), against

@@ -117,12 +117,19 @@ def test_a_change_that_needs_more_instances_than_ref_fails_with_both_sides_shown
     assert properties["theodolite.compare_ref"] == "REF main (0123456)"
 
 
-def test_a_slowdown_that_costs_no_instance_shows_in_the_cpu_figure(project, monkeypatch):
+def test_a_slowdown_that_costs_no_instance_shows_in_the_cpu_figure(project, monkeypatch, tmp_path):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
     monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1200")  # REF cheaper, same demand at every load
-    result = project.runpytest("--theodolite-compare-ref", "main")
+    xml = tmp_path / "junit.xml"
+    result = project.runpytest("--theodolite-compare-ref", "main", f"--junitxml={xml}")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*2000 | * |      2 | PASS    | 833.0 -> 1000.0 us (+20%)"])
+    for case in ElementTree.parse(xml).iter("testcase"):
+        names = [p.get("name") for p in case.iter("property")]
+        assert len(names) == len(set(names)), names  # one value per property, as JUnit readers expect
+        load = case.get("name").split("load=")[1].rstrip("]")
+        values = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert values[f"theodolite.cpu_change.{load}"] == "+0.200"  # the change against REF
 
 
 def test_with_a_cost_tolerance_that_slowdown_fails_against_ref(project, monkeypatch):
