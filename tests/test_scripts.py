@@ -129,3 +129,45 @@ def test_gate_points_parses_its_arguments_and_explains_a_point(tmp_path):
     )
     assert points.state_rows_halves(tmp_path, 4000, 1) == (300, 640)
     assert points.state_rows_halves(tmp_path, 4000, 2) is None  # a stateless job
+
+
+def test_pair_order_compares_the_second_side_of_each_pair_with_the_first(tmp_path):
+    from pytest_theodolite.metrics import Metric
+    from pytest_theodolite.results import SERIES_LAG, ResultsWriter
+    from pytest_theodolite.slo import SlopeThreshold, SloSettings
+
+    pairs = load_script("pair_order")
+    passed = SloVerdict(LAG_TREND, Outcome.PASS, -10.0, 20.0)
+    # (side, load, instances) -> (start of its lag series, instance CPU ms over 1 000 records)
+    ran = {
+        ("ref", 2000, 1): (1_000.0, 50),  # REF first at 2 000 ...
+        ("change", 2000, 1): (1_100.0, 55),  # ... the change 10 % dearer, second
+        ("change", 4000, 2): (1_200.0, 40),  # the change first at 4 000
+        ("ref", 4000, 2): (1_300.0, 42),
+        ("ref", 8000, 4): (1_400.0, 30),  # only REF passed at 8 000: no pair
+    }
+    for side in ("ref", "change"):
+        writer = ResultsWriter(
+            tmp_path / "run" / side,
+            "uc1-keys",
+            metric=Metric.DEMAND,
+            slo_settings=SloSettings(warmup_s=0, lag_trend_threshold=SlopeThreshold(relative_to_load=0.01)),
+            settings={"benchmark": "uc1-keys"},
+            loads=[2000, 4000, 8000],
+            resources=[1, 2, 4],
+        )
+        for (where, load, instances), (started, cpu_ms) in ran.items():
+            if where != side:
+                continue
+            counters = {"instance_cpu_ms": cpu_ms, "records_measured": 1000}
+            repetition = RepetitionRecord(0, (passed,), counters, {"stop": "certain"})
+            writer.record_sub_experiment(
+                SubExperimentRecord.from_repetitions(load, instances, float(load), [repetition])
+            )
+            with writer.open_series(load, instances, SERIES_LAG, 0) as lag:
+                lag.append(started, 0)
+    found = pairs.side_runs(tmp_path / "run")
+    assert sorted(found) == [("uc1-keys", 2000, 1), ("uc1-keys", 4000, 2)]
+    assert [r.side for r in found[("uc1-keys", 4000, 2)]] == ["change", "ref"]
+    assert round(pairs.second_vs_first(found[("uc1-keys", 2000, 1)]), 3) == 0.1
+    assert round(pairs.second_vs_first(found[("uc1-keys", 4000, 2)]), 3) == 0.05
