@@ -122,12 +122,16 @@ def test_gate_points_parses_its_arguments_and_explains_a_point(tmp_path):
     assert points.median_batch_s(tmp_path, 4000, 1) == 2.0
     assert points.median_batch_s(tmp_path, 4000, 2) is None
 
-    # state that fills in the first half and then holds: first-half median 300, second-half 640
+    # windows opened and evicted: the state rises and falls, and peaks alike in both halves
+    bounded = [0, 80, 170, 85, 150, 169, 85, 149, 170, 85]
     (tmp_path / "x_4000_1_state-rows_0.csv").write_text(
-        "labels,timestamp,value\n"
-        + "".join(f",{t},{v}\n" for t, v in enumerate([0, 300, 600, 640, 640, 640]))
+        "labels,timestamp,value\n" + "".join(f",{t},{v}\n" for t, v in enumerate(bounded))
     )
-    assert points.state_rows_halves(tmp_path, 4000, 1) == (300, 640)
+    assert points.state_rows_halves(tmp_path, 4000, 1) == (170, 170)
+    (tmp_path / "x_8000_1_state-rows_0.csv").write_text(  # every reading kept: it grows
+        "labels,timestamp,value\n" + "".join(f",{t},{100 * t}\n" for t in range(10))
+    )
+    assert points.state_rows_halves(tmp_path, 8000, 1) == (400, 900)
     assert points.state_rows_halves(tmp_path, 4000, 2) is None  # a stateless job
 
 
