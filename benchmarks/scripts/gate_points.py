@@ -33,7 +33,12 @@ from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_D
 from pytest_theodolite.gates import parse_threshold
 from pytest_theodolite.metrics import Metric
 from pytest_theodolite.protocol import MeasurementPlan
-from pytest_theodolite.results import SERIES_STATE_ROWS, SubExperimentRecord, read_series
+from pytest_theodolite.results import (
+    SERIES_BATCH_DURATION,
+    SERIES_STATE_ROWS,
+    SubExperimentRecord,
+    read_series,
+)
 from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer
 from pytest_theodolite.services import open_kafka, open_spark
 from pytest_theodolite.settings import TheodoliteSettings
@@ -87,21 +92,22 @@ def gate_point_settings(
     )
 
 
+def series_values(results: Path, load: int, instances: int, series: str) -> list[float]:
+    """Every value the runner sampled into one raw series of a point (all repetitions)."""
+    paths = sorted(results.glob(f"*_{load}_{instances}_{series}_*.csv"))
+    return [v for path in paths for v in read_series(path).values.tolist()]
+
+
 def median_batch_s(results: Path, load: int, instances: int) -> float | None:
     """The median of the batch durations the runner sampled (its ``batch-duration`` series)."""
-    durations = [
-        float(line.rsplit(",", 1)[1]) / 1000
-        for path in results.glob(f"*_{load}_{instances}_batch-duration_*.csv")
-        for line in path.read_text().splitlines()[1:]
-    ]
-    return statistics.median(durations) if durations else None
+    durations = series_values(results, load, instances, SERIES_BATCH_DURATION)
+    return statistics.median(durations) / 1000 if durations else None
 
 
 def state_rows_halves(results: Path, load: int, instances: int) -> tuple[float, float] | None:
     """The most rows in the job's state stores in the first and in the second half of its sampled series
     (peaks, not medians: the state rises and falls with the windows it holds); None for a stateless job."""
-    paths = sorted(results.glob(f"*_{load}_{instances}_{SERIES_STATE_ROWS}_*.csv"))
-    values = [v for path in paths for v in read_series(path).values.tolist()]
+    values = series_values(results, load, instances, SERIES_STATE_ROWS)
     if len(values) < 2:
         return None
     half = len(values) // 2
