@@ -118,6 +118,8 @@ def reanalyse(
             )
             lag = next(v for v in verdicts if v.name == LAG_TREND)
             protocol["stop"] = stop_of(lag.low, lag.high, lag.threshold, protocol.get("stop"))
+            if protocol["stop"] != "not-settled":  # the re-fit decides its certainty; not settled as recorded
+                protocol.pop("certain", None)
             # the CPU per record from the raw series where they were recorded, else as recorded
             cost = cost_from_series(series.get(SERIES_INSTANCE_CPU), series.get(SERIES_INPUT_RECORDS))
             recorded_cost = recorded_rep.cost if recorded_rep else {}

@@ -701,12 +701,15 @@ def compare_point(
     not_comparable: str | None = None,
     measured_cost: PointCost | None = None,
     cost_tolerance: float | None = None,
+    uncertain: str | None = None,
 ) -> PointComparison:
     """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED.
 
     `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
     NOT_COMPARABLE that has a baseline value. Where the demand passed, `measured_cost` is checked against the
-    baseline's figure (cost.check_cost): beyond `cost_tolerance` the point is a COST_REGRESSION."""
+    baseline's figure (cost.check_cost): beyond `cost_tolerance` the point is a COST_REGRESSION. `uncertain`
+    (certainty.uncertain_regression: why the verdicts behind a regression were not certain) makes a
+    REGRESSION NOT_COMPARABLE."""
     _check_tolerance(tolerance)
     if measured is not None and measured is not UNMEASURED and (not _is_whole(measured) or measured < 1):
         raise ValueError(
@@ -725,6 +728,8 @@ def compare_point(
             verdict = Verdict.COST_REGRESSION
     if not_comparable and verdict not in (Verdict.UNMEASURED, Verdict.NEW_LOAD):
         verdict = Verdict.NOT_COMPARABLE
+    elif uncertain and verdict is Verdict.REGRESSION:
+        verdict, not_comparable = Verdict.NOT_COMPARABLE, uncertain
     return PointComparison(
         load=load,
         baseline=baseline_value,
@@ -809,12 +814,14 @@ def compare(
     not_comparable: str | None = None,
     costs: Mapping[int, PointCost | None] | None = None,
     cost_tolerance: float | None = None,
+    uncertain: Mapping[int, str | None] | None = None,
 ) -> Comparison:
     """Every load of `measured` (its demand and its unmeasured loads) against `baseline`.
 
     Without a baseline every load is NEW_LOAD (then `benchmark` names it); without `measured_testbed` the
     testbeds are not compared. `costs` (load -> CPU per record at its demand) are checked against the
-    baseline's with `cost_tolerance`.
+    baseline's with `cost_tolerance`; `uncertain` (load -> why its regression would rest on uncertain
+    verdicts) as in `compare_point`.
     """
     _check_tolerance(tolerance)
     if baseline is not None and benchmark is not None and benchmark != baseline.benchmark:
@@ -831,6 +838,7 @@ def compare(
             not_comparable=not_comparable,
             measured_cost=(costs or {}).get(load),
             cost_tolerance=cost_tolerance,
+            uncertain=(uncertain or {}).get(load),
         )
         for load in loads
     )

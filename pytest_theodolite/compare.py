@@ -96,9 +96,11 @@ def compare_sides(
     ref_cost: PointCost | None = None,
     change_cost: PointCost | None = None,
     cost_tolerance: float | None = None,
+    uncertain: str | None = None,
 ) -> PointComparison:
     """The change's demand at one load against REF's (REF in the result's `baseline` fields); where both
-    sides need the same instances, the change's CPU per record against REF's with `cost_tolerance`."""
+    sides need the same instances, the change's CPU per record against REF's with `cost_tolerance`. A
+    regression resting on uncertain verdicts (`uncertain` says which) is NOT COMPARABLE."""
     not_comparable = None
     if ref is UNMEASURED:
         not_comparable = "REF could not be measured at this load (an invalid or errored sub-experiment)"
@@ -114,4 +116,5 @@ def compare_sides(
         not_comparable=not_comparable,
         measured_cost=change_cost,
         cost_tolerance=cost_tolerance,
+        uncertain=uncertain,
     )

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_theodolite.baseline import Baseline
+from pytest_theodolite.certainty import uncertain_regression
 from pytest_theodolite.results import SubExperimentRecord
 from pytest_theodolite.search import SKIPPED, UNMEASURED, Step
 from pytest_theodolite.slo import Outcome
@@ -21,6 +22,13 @@ class DemandPoint:
     status: str  # MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment) or SKIPPED (lower bound)
     sub_experiments: tuple[SubExperimentRecord, ...] = ()
     reason: str = ""
+
+    def uncertain_against(self, baseline: Baseline | None, tolerance: int) -> str | None:
+        """Why a regression against the stored baseline here would rest on uncertain verdicts
+        (certainty.py), or None."""
+        if baseline is None or self.load not in baseline.demand:
+            return None
+        return uncertain_regression(self.sub_experiments, baseline.demand[self.load], tolerance)
 
     @property
     def lag_slopes(self) -> dict[int, float | None]:

@@ -482,6 +482,10 @@ def summarise(
             not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
             costs=costs,
             cost_tolerance=(cost_tolerances or {}).get(name),
+            uncertain={
+                load: point.uncertain_against(baseline, tolerances.get(name, 0))
+                for load, point in experiment.points.items()
+            },
         )
         blind_spots = experiment.blind_spots(costs)
         plot = None
@@ -539,6 +543,10 @@ def _paired_report(
             measured_testbed=None,
             benchmark=name,
             not_comparable=session.not_comparable(baseline),
+            uncertain={
+                load: point.sides[CHANGE].uncertain_against(baseline, tolerance)
+                for load, point in experiment.points.items()
+            },
         )
         if baseline is not None
         else None

@@ -614,6 +614,7 @@ class TheodoliteGate:
             not_comparable=self.not_comparable,
             measured_cost=self.cost,
             cost_tolerance=self.spec.cost_tolerance,
+            uncertain=self.point.uncertain_against(self.baseline, self.spec.tolerance),
         )
 
     def check(self) -> PointComparison:

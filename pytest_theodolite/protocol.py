@@ -61,6 +61,10 @@ class Stop(str, enum.Enum):
 
 #: stops whose repetition FAILs without a fitted trend
 FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIND})
+#: stops whose verdict is certain: the interval lay on one side of the threshold, or the batches show a job
+#: that does not keep up. ``max-duration`` (the point estimate decided) is not; ``not-settled`` is only where
+#: the batches under the limit at least doubled (``MeasurementProtocol.certain``).
+CERTAIN_STOPS = frozenset({Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES})
 
 
 @dataclass(frozen=True)
@@ -287,6 +291,19 @@ class MeasurementProtocol:
 
     # -- what the record keeps ---------------------------------------------------------------------------
     @property
+    def certain(self) -> bool | None:
+        """Whether the verdict is certain (None until done). Not settled is certain only where the batches
+        under the CPU limit at least doubled -- a job falling behind whose batches grew too long to count the
+        falling-behind rule's three within the warm-up bound; where they fell, or grew by less, or too few
+        finished to tell, the job was at the edge of what it can take, and a verdict either way is a guess."""
+        if self.stop is None:
+            return None
+        if self.stop is Stop.NOT_SETTLED:
+            limited = self._limited_durations()
+            return len(limited) >= 2 and limited[-1] >= 2 * limited[0]
+        return self.stop in CERTAIN_STOPS
+
+    @property
     def warmup_used_s(self) -> float | None:
         """Seconds from the first sample to the start of the measurement; None if it never started."""
         if self.measure_from_s is None or self.start_s is None:
@@ -297,11 +314,20 @@ class MeasurementProtocol:
     def failure_reason(self) -> str | None:
         """Why the repetition FAILs without a fitted trend, or None."""
         if self.stop is Stop.NOT_SETTLED:
-            recent = [f"{d:.1f}" for d in list(self._batches.values())[-self.plan.settle_batches :]]
-            return (
-                f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound: micro-batch "
-                f"durations were still falling (last: {', '.join(recent) or 'none finished'} s)"
-            )
+            limited = self._limited_durations()
+            last = ", ".join(f"{d:.1f}" for d in limited[-self.plan.settle_batches :])
+            if not limited:
+                why = "no micro-batch finished under the CPU limit"
+            elif len(limited) < self.plan.settle_batches:
+                why = (
+                    f"only {len(limited)} micro-batch{'' if len(limited) == 1 else 'es'} finished under the "
+                    f"CPU limit ({last} s), too few to tell"
+                )
+            elif limited[-1] > limited[-self.plan.settle_batches]:
+                why = f"micro-batch durations were still changing ({last} s)"
+            else:
+                why = f"micro-batch durations were still falling ({last} s)"
+            return f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound: {why}"
         if self.stop is Stop.FALLING_BEHIND:
             recent = [f"{d:.1f}" for d in self._limited_durations()[-self.plan.falling_behind_batches :]]
             return (
@@ -332,6 +358,7 @@ class MeasurementProtocol:
             "warmup_s": self.warmup_used_s,
             "measured_s": measured,
             "stop": None if self.stop is None else self.stop.value,
+            "certain": self.certain,
             "points": None if self.estimate is None else self.estimate.points,
             "batches": len(self._batches),
             "failure": self.failure_reason,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_theodolite.baseline import UNMEASURED, Baseline, MeasuredDemand, PointComparison
+from pytest_theodolite.certainty import uncertain_regression
 from pytest_theodolite.compare import CHANGE, REF, SIDES, PairedDemandSearch, compare_sides
 from pytest_theodolite.cost import PointCost, point_cost
 from pytest_theodolite.demand_points import DemandPoint, baseline_guess, demand_point
@@ -105,6 +106,17 @@ class PairedPoint:
             ref_cost=self.point_cost(REF),
             change_cost=self.point_cost(CHANGE),
             cost_tolerance=cost_tolerance,
+            uncertain=self.uncertain(tolerance),
+        )
+
+    def uncertain(self, tolerance: int, reference_label: str = "REF") -> str | None:
+        """Why the change's regression against REF here would rest on uncertain verdicts (certainty.py)."""
+        return uncertain_regression(
+            self.sides[CHANGE].sub_experiments,
+            self.demand(REF),
+            tolerance,
+            self.sides[REF].sub_experiments,
+            reference_label,
         )
 
     def point_cost(self, side: str) -> PointCost | None:

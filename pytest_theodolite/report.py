@@ -189,11 +189,13 @@ def _commentary(report: BenchmarkReport) -> list[str]:
         sentences.append(
             f"unmeasured: load {_loads_text(comparison.unmeasured)} (an invalid or errored sub-experiment)"
         )
-    if comparison.not_comparable:
-        sentences.append(
-            f"not comparable: load {_loads_text(comparison.not_comparable)}: "
-            f"{comparison.not_comparable[0].reason}"
-        )
+    # one sentence per reason: a testbed's speed makes every load not comparable alike, uncertain verdicts
+    # each load for its own
+    by_reason: dict[str, list[PointComparison]] = {}
+    for point in comparison.not_comparable:
+        by_reason.setdefault(point.reason, []).append(point)
+    for reason, points in by_reason.items():
+        sentences.append(f"not comparable: load {_loads_text(points)}: {reason}")
     if comparison.improvements:
         sentences.append(_improvement_sentence(comparison.improvements, report.reference))
     if report.baseline_comparison is not None:

@@ -33,6 +33,7 @@ import pandas as pd
 
 from pytest_theodolite import host
 from pytest_theodolite.metrics import CapacityResult, DemandResult, Metric, SubExperiment
+from pytest_theodolite.protocol import CERTAIN_STOPS
 from pytest_theodolite.redaction import redact_secrets
 from pytest_theodolite.slo import (
     LAG_TREND,
@@ -45,6 +46,8 @@ from pytest_theodolite.slo import (
 )
 
 FORMAT_VERSION = 2  # 2: raw CSVs in Theodolite's `labels,timestamp,value` shape (1: `timestamp,value`)
+
+_CERTAIN_STOP_VALUES = frozenset(stop.value for stop in CERTAIN_STOPS)
 
 SERIES_LAG = "lag-trend"  # Theodolite's name for the total-lag series
 SERIES_GENERATOR_RATE = "generator-rate"
@@ -88,6 +91,16 @@ class RepetitionRecord:
     protocol: Mapping[str, Any] = field(default_factory=dict)
     #: the instances' CPU per offered record with its interval (cost.CostEstimate.to_dict); empty: not read
     cost: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def certain(self) -> bool:
+        """Whether its verdict was certain (protocol.MeasurementProtocol.certain). Results written before the
+        protocol recorded it: from the stop reason; none recorded (a fixed protocol of old) counts as certain."""
+        flag = self.protocol.get("certain")
+        if flag is not None:
+            return bool(flag)
+        stop = self.protocol.get("stop")
+        return stop is None or stop in _CERTAIN_STOP_VALUES
 
     @property
     def warmup_s(self) -> float | None:
@@ -141,6 +154,11 @@ class SubExperimentRecord:
     @property
     def outcome(self) -> Outcome:
         return combine_verdicts(self.verdicts)
+
+    @property
+    def certain(self) -> bool:
+        """Whether every repetition's verdict was certain (see RepetitionRecord.certain)."""
+        return all(r.certain for r in self.repetitions)
 
     @property
     def lag_trend_slope(self) -> float | None:

@@ -2,8 +2,10 @@
 
 The demand search, baseline comparison, reports and exit codes are the real code; only the sub-experiment is
 replaced by a rule: ``r`` instances pass a load iff ``load <= capacity_per_instance * r``; loads listed in
-``invalid_loads`` make the generator fall short (INVALID). ``SCRIPTED_SECONDS`` makes each sub-experiment
-take that long, and ``SCRIPTED_LOG`` names a file that gets a line ``sub-experiment <start> <end>`` for each.
+``invalid_loads`` make the generator fall short (INVALID); ``SCRIPTED_UNCERTAIN`` (``SCRIPTED_REF_UNCERTAIN``
+for REF) lists ``load:instances`` whose verdict the point estimate decided at the measurement's bound.
+``SCRIPTED_SECONDS`` makes each sub-experiment take that long, and ``SCRIPTED_LOG`` names a file that gets a
+line ``sub-experiment <start> <end>`` for each.
 """
 
 from __future__ import annotations
@@ -49,14 +51,20 @@ class ScriptedRunner:
         time.sleep(float(os.environ.get("SCRIPTED_SECONDS", "0")))
         if os.environ.get("SCRIPTED_LOG"):
             log_interval(os.environ["SCRIPTED_LOG"], "sub-experiment", start, time.time())
-        record = scripted_record(load, resources, self.capacity_per_instance, self.invalid_loads)
+        record = scripted_record(
+            load, resources, self.capacity_per_instance, self.invalid_loads, _points("SCRIPTED_UNCERTAIN")
+        )
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
         return record
 
 
 def scripted_record(
-    load: int, resources: int, capacity_per_instance: int, invalid_loads: frozenset[int]
+    load: int,
+    resources: int,
+    capacity_per_instance: int,
+    invalid_loads: frozenset[int],
+    uncertain: frozenset[tuple[int, int]] = frozenset(),
 ) -> SubExperimentRecord:
     if load in invalid_loads:
         verdicts = (
@@ -71,7 +79,16 @@ def scripted_record(
     else:
         slope = load - capacity_per_instance * resources
         outcome = Outcome.PASS if slope <= 0 else Outcome.FAIL
-        verdicts = (SloVerdict(LAG_TREND, outcome, float(slope), 100.0),)
+        # an uncertain verdict's interval straddles the threshold (100)
+        interval = (
+            (min(slope, 100.0) - 50, max(slope, 100.0) + 50)
+            if (load, resources) in uncertain
+            else (None, None)
+        )
+        verdicts = (SloVerdict(LAG_TREND, outcome, float(slope), 100.0, "", *interval),)
+    protocol = (
+        {"stop": "max-duration", "certain": False} if (load, resources) in uncertain else {"stop": "certain"}
+    )
     # a CPU cost per record that grows as the capacity per instance shrinks (pull-request mode's figure);
     # SCRIPTED_CPU_US (with SCRIPTED_CPU_HALF_WIDTH, its interval) scripts it directly
     us = (
@@ -83,7 +100,7 @@ def scripted_record(
     half = float(os.environ.get("SCRIPTED_CPU_HALF_WIDTH", "0"))
     cost = {"cpu_us_per_record": us, "low": us - half, "high": us + half, "blocks": 5} if half else {}
     return SubExperimentRecord.from_repetitions(
-        load, resources, float(load), [RepetitionRecord(0, verdicts, counters, {}, cost)]
+        load, resources, float(load), [RepetitionRecord(0, verdicts, counters, protocol, cost)]
     )
 
 
@@ -94,9 +111,13 @@ class ScriptedSide:
 
     capacity_per_instance: int
     invalid_loads: frozenset[int]
+    uncertain: frozenset[tuple[int, int]] = frozenset()
 
     def run(self, load: int, resources: int, workload: Workload):
-        return scripted_record(load, resources, self.capacity_per_instance, self.invalid_loads), {}
+        record = scripted_record(
+            load, resources, self.capacity_per_instance, self.invalid_loads, self.uncertain
+        )
+        return record, {}
 
     def close(self) -> None:
         pass
@@ -104,6 +125,12 @@ class ScriptedSide:
 
 def _loads(variable: str) -> frozenset[int]:
     return frozenset(int(x) for x in os.environ.get(variable, "").split(",") if x)
+
+
+def _points(variable: str) -> frozenset[tuple[int, int]]:
+    """``1000:1,2000:2`` -> {(1000, 1), (2000, 2)}"""
+    pairs = (x.split(":") for x in os.environ.get(variable, "").split(",") if x)
+    return frozenset((int(load), int(instances)) for load, instances in pairs)
 
 
 @dataclass
@@ -125,10 +152,14 @@ class ScriptedSession(TheodoliteSession):
         if benchmark.name not in self.experiments and self.compare is not None:
             sides = {
                 REF: ScriptedSide(
-                    int(os.environ.get("SCRIPTED_REF_CAPACITY", "1000")), _loads("SCRIPTED_REF_INVALID")
+                    int(os.environ.get("SCRIPTED_REF_CAPACITY", "1000")),
+                    _loads("SCRIPTED_REF_INVALID"),
+                    _points("SCRIPTED_REF_UNCERTAIN"),
                 ),
                 CHANGE: ScriptedSide(
-                    int(os.environ.get("SCRIPTED_CAPACITY", "1000")), _loads("SCRIPTED_INVALID")
+                    int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
+                    _loads("SCRIPTED_INVALID"),
+                    _points("SCRIPTED_UNCERTAIN"),
                 ),
             }
             self.experiments[benchmark.name] = PairedExperiment(

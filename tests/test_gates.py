@@ -451,6 +451,31 @@ def test_a_baseline_from_a_testbed_of_another_speed_is_not_comparable_never_a_re
     assert "REGRESSION" not in result.stdout.str()
 
 
+def test_a_regression_whose_fail_was_not_certain_is_not_comparable_never_a_regression(
+    gate_project, monkeypatch
+):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 1000 / 2000 / 3000 now need 2 / 3 / none
+    monkeypatch.setenv("SCRIPTED_UNCERTAIN", "1000:1,2000:2,3000:3")  # each FAIL at the baseline's demand
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
+    result.assert_outcomes(failed=3)
+    assert result.ret == 7
+    result.stdout.fnmatch_lines(
+        [
+            "*scripted load 1000: measured 2 instances, baseline 1 instance: not comparable: the verdicts that "
+            "would make this a regression were not certain (the change's FAIL at 1 instance: lag slope +300 "
+            "?+50, +350? vs 100 records/s, *",
+            "scripted: NOT COMPARABLE (3 loads not comparable)",
+        ]
+    )
+    assert "REGRESSION" not in result.stdout.str()
+    # certain where it decides (the FAIL at the baseline's demand + tolerance): a regression again
+    monkeypatch.setenv("SCRIPTED_UNCERTAIN", "1000:2,2000:1")
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
+    result.assert_outcomes(failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["scripted: REGRESSION (3 regressions)"])
+
+
 def test_a_baseline_within_the_calibration_margin_is_compared(gate_project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "700")
     monkeypatch.setenv("SCRIPTED_CALIBRATION", "380000")

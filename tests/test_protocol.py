@@ -109,7 +109,7 @@ def test_a_job_whose_batches_grow_without_bound_is_failed_without_waiting_for_a_
     samples = micro_batch_run(12000, lambda k: 1.0 if k < 3 else 5.0 * 1.6 ** (k - 3), 400)
     protocol = MeasurementProtocol(PLAN, threshold_rps=600, offered_rate=12000)
     run(protocol, samples)
-    assert protocol.stop is Stop.FALLING_BEHIND
+    assert protocol.stop is Stop.FALLING_BEHIND and protocol.certain is True
     assert protocol.failure_reason.startswith(
         "the job falls behind: each micro-batch took longer than the last"
     )
@@ -134,14 +134,39 @@ def test_growing_batch_durations(durations, growing):
 
 
 def test_batch_durations_that_keep_falling_never_settle_and_say_so():
-    samples = micro_batch_run(2000, lambda k: max(0.3, 30.0 * 0.93**k), 200)
+    samples = micro_batch_run(2000, lambda k: max(0.3, 20.0 * 0.85**k), 200)
     protocol = MeasurementProtocol(
-        MeasurementPlan(max_warmup_s=40, prime_batches=1), threshold_rps=100, offered_rate=2000
+        MeasurementPlan(max_warmup_s=100, prime_batches=1), threshold_rps=100, offered_rate=2000
     )
     run(protocol, samples)
     assert protocol.stop is Stop.NOT_SETTLED and protocol.warmup_used_s is None
-    assert "no steady state within the 40 s warm-up bound" in protocol.failure_reason
+    assert "no steady state within the 100 s warm-up bound" in protocol.failure_reason
     assert "durations were still falling" in protocol.failure_reason
+    assert protocol.certain is False  # catching up a backlog: no steady state, no verdict either way
+
+
+@pytest.mark.parametrize(
+    "growth, certain",
+    [
+        # measured: UC1 20 000 at 4 instances on a 0.74x host, batches 16.0, 19.1, 20.2, 22.3 s -- at the edge
+        (1.1, False),
+        # measured: UC1 12 000 on 1 instance, 2.8, 6.6, 15.4, 32.2 s: falling behind, too slowly to count three
+        (2.5, True),
+    ],
+)
+def test_long_batches_that_never_settle_are_a_certain_fail_only_where_they_at_least_double(growth, certain):
+    samples = micro_batch_run(
+        20000, lambda k: 1.0 if k < 3 else 3.0 * growth ** (k - 3) + 13 * (growth < 2), 200
+    )
+    protocol = MeasurementProtocol(PLAN, threshold_rps=1000, offered_rate=20000)
+    run(protocol, samples)
+    assert protocol.stop is Stop.NOT_SETTLED
+    assert protocol.certain is certain
+    assert protocol.summary()["certain"] is certain
+    assert (
+        "finished under the CPU limit" in protocol.failure_reason
+        and "too few to tell" in protocol.failure_reason
+    )
 
 
 def test_a_slope_near_the_threshold_measures_to_the_bound_and_says_it_was_not_certain():
@@ -152,6 +177,7 @@ def test_a_slope_near_the_threshold_measures_to_the_bound_and_says_it_was_not_ce
     run(protocol, samples)
     assert protocol.stop is Stop.MAX_DURATION
     assert protocol.summary()["measured_s"] == pytest.approx(60, abs=1)
+    assert protocol.summary()["certain"] is False  # the point estimate decided
     assert protocol.estimate.low < 100 < protocol.estimate.high
 
 

@@ -152,6 +152,40 @@ def test_with_a_cost_tolerance_that_slowdown_fails_against_ref(project, monkeypa
     )
 
 
+def test_a_regression_that_rests_on_an_uncertain_verdict_is_not_comparable_never_a_regression(
+    project, monkeypatch
+):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 1000 / 2000 / 3000 need 2 / 3 / none (REF: 1 / 2 / 3)
+    # 1000: REF's PASS at 1 was not certain; 2000: the change's FAIL at 2 was not; 3000: both certain
+    monkeypatch.setenv("SCRIPTED_REF_UNCERTAIN", "1000:1")
+    monkeypatch.setenv("SCRIPTED_UNCERTAIN", "2000:2")
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # 3000 is a regression
+    result.stdout.fnmatch_lines(
+        [
+            "*scripted load 1000: measured 2 instances, REF main (0123456) 1 instance: not comparable: the "
+            "verdicts that would make this a regression were not certain (REF's PASS at 1 instance: lag slope "
+            "+0 ?-50, +150? vs 100 records/s, the interval still across the threshold when the measurement's "
+            "bound ended it): this load is at the edge of what this host's instances take*",
+            "*scripted load 2000: measured 3 instances, REF main (0123456) 2 instances: not comparable: the "
+            "verdicts that would make this a regression were not certain (the change's FAIL at 2 instances: *",
+            "*scripted load 3000: measured none*: regression",
+        ]
+    )
+    # uncertain everywhere a regression would rest: nothing is a regression, exit 7
+    monkeypatch.setenv("SCRIPTED_UNCERTAIN", "2000:2,3000:3")
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(failed=3)
+    assert result.ret == 7
+    assert "REGRESSION" not in result.stdout.str()
+    # an uncertain verdict that decides nothing changes nothing: REF's FAIL below its demand
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
+    monkeypatch.setenv("SCRIPTED_REF_UNCERTAIN", "2000:1")
+    monkeypatch.delenv("SCRIPTED_UNCERTAIN")
+    project.runpytest("--theodolite-compare-ref", "main").assert_outcomes(passed=3)
+
+
 def test_a_load_ref_could_not_measure_is_not_comparable_with_exit_7(project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_REF_INVALID", "2000")
     result = project.runpytest("--theodolite-compare-ref", "main")
