@@ -29,7 +29,7 @@ from pytest_theodolite.baseline import (
     write_baseline,
 )
 from pytest_theodolite.compare import CHANGE, REF
-from pytest_theodolite.cost import BlindSpot, PointCost
+from pytest_theodolite.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
 from pytest_theodolite.demand_points import DemandPoint
 from pytest_theodolite.errors import TheodoliteSetupError
 from pytest_theodolite.gates import (
@@ -671,8 +671,8 @@ class TheodoliteGate:
                 f"{comparison.describe(name, self.reference)}\n"
                 f"CPU per record at {_count_instances(before.resources)}: {self.reference} "
                 f"{estimate_text(before)}, measured {cost_text(comparison, after)}; "
-                "a regression needs the rise beyond the tolerance and the measured interval wholly above the "
-                "baseline's",
+                "a regression needs the rise beyond the tolerance and beyond the figures' noise (one-sided "
+                f"p < {SIGNIFICANCE:g}, with {RUN_TO_RUN_CV:.0%} from run to run beside each run's own)",
                 pytrace=False,
             )
         return comparison

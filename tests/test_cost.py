@@ -105,8 +105,17 @@ def test_a_rise_beyond_the_tolerance_and_the_noise_is_a_regression() -> None:
     check = check_cost(cost(50, 49, 51), cost(60, 58, 62), tolerance=0.1)
     assert check.status == REGRESSION
     assert check.relative == pytest.approx(0.2)
-    assert check.p_value is not None and check.p_value < 1e-4
+    assert check.p_value is not None and check.p_value < 0.01
     assert check.text == f"+20% (tolerance 10%, p {check.p_value:.2g})"
+
+
+def test_a_rise_no_larger_than_a_fresh_host_makes_of_unchanged_code_is_within_the_noise() -> None:
+    # measured: UC1 4 000 on 1 instance, unchanged code on a fresh machine of the baselines' kind: +9 %,
+    # p 0.026 on the two figures' blocks alone -- a false cost regression at 8 % before the run-to-run term
+    baseline, measured = cost(52.1, 47.4, 56.8, resources=1), cost(56.7, 54.7, 58.7, resources=1)
+    check = check_cost(baseline, measured, tolerance=0.08)
+    assert check.status == PASS and check.relative == pytest.approx(0.088, abs=0.001)
+    assert 0.1 < check.p_value < 0.2
 
 
 def test_a_rise_within_the_tolerance_passes() -> None:
@@ -118,7 +127,21 @@ def test_a_rise_beyond_the_tolerance_but_within_the_noise_passes() -> None:
     check = check_cost(cost(50, 40, 60), cost(58, 50, 66), tolerance=0.1)
     assert check.status == PASS
     assert check.relative == pytest.approx(0.16)
-    assert 0.05 < check.p_value < 0.1
+    assert 0.05 < check.p_value < 0.2
+
+
+def test_the_run_to_run_term_widens_the_test_by_a_known_variance() -> None:
+    from scipy import stats
+
+    from pytest_theodolite.cost import rise_p_value
+
+    b, m = CostEstimate(50, 47, 53, 5), CostEstimate(56, 54, 58, 6)
+    se_b, se_m = 3 / stats.t.ppf(0.975, 4), 2 / stats.t.ppf(0.975, 5)
+    variance = se_b**2 + se_m**2 + (0.05 * 50) ** 2 + (0.05 * 56) ** 2
+    freedom = variance**2 / (se_b**4 / 4 + se_m**4 / 5)  # the known part adds nothing to the denominator
+    expected = stats.t.sf(6 / variance**0.5, freedom)
+    assert rise_p_value(b, m, run_to_run_cv=0.05) == pytest.approx(expected)
+    assert rise_p_value(b, m, run_to_run_cv=0.05) > rise_p_value(b, m)
 
 
 def test_the_rise_p_value_is_a_one_sided_welch_t_test() -> None:
