@@ -15,15 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_theodolite.baseline import _instances
 from pytest_theodolite.results import SubExperimentRecord
 from pytest_theodolite.slo import LAG_TREND, Outcome
 
 
 def verdict_text(record: SubExperimentRecord) -> str:
     """How an uncertain verdict came about, e.g. 'FAIL at 4 instances: no steady state within ...'."""
-    head = (
-        f"{record.outcome.value.upper()} at {record.resources} instance{'' if record.resources == 1 else 's'}"
-    )
+    head = f"{record.outcome.value.upper()} at {_instances(record.resources)}"
     repetition = next((r for r in record.repetitions if not r.certain), record.repetitions[0])
     if repetition.protocol.get("failure"):
         return f"{head}: {repetition.protocol['failure']}"

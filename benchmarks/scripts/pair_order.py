@@ -14,9 +14,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_theodolite.compare import SIDES
 from pytest_theodolite.results import SERIES_LAG, list_experiment_ids, read_results, read_series
-
-SIDES = ("ref", "change")
+from pytest_theodolite.slo import Outcome
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def side_runs(run: Path) -> dict[tuple[str, int, int], list[SideRun]]:
             for record in results.sub_experiments:
                 lag = results.series_path(record.load, record.resources, SERIES_LAG, 0)
                 cost = record.cpu_us_per_record
-                if record.outcome.value != "pass" or cost is None or lag is None:
+                if record.outcome is not Outcome.PASS or cost is None or lag is None:
                     continue
                 started = float(read_series(lag).timestamps_s[0])
                 key = (benchmark, record.load, record.resources)
