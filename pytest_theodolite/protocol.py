@@ -11,8 +11,11 @@ code, not the host"). One repetition goes through four phases, fed one lag sampl
    primed at full speed, or left by the limit, is worked off): the mean of the newer half of the last
    ``settle_batches`` durations is at least ``1 - settle_tolerance`` times the older half's longest. A job that
    falls behind has growing batches and so settles at once (and then fails the lag trend). Never settling
-   within ``max_warmup_s`` fails the repetition, saying so. A fixed ``warmup_s`` (Theodolite's protocol)
-   replaces this phase.
+   within ``max_warmup_s`` fails the repetition, saying so -- unless fewer than ``settle_batches`` batches
+   finished under the limit by then: batches of 20-40 s (a job at or past the edge of its capacity) leave too
+   few in 90 s to tell settling from falling behind, and such a verdict was a guess. Those get the bound once
+   more (``2 x max_warmup_s``), so that the batches decide: they settle and the lag trend is measured, or grow
+   and the job falls behind. A fixed ``warmup_s`` (Theodolite's protocol) replaces this phase.
 3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
    after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
    (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty
@@ -77,7 +80,8 @@ class MeasurementPlan:
     max_prime_s: float = 30.0
     settle_batches: int = 4
     settle_tolerance: float = 0.2
-    max_warmup_s: float = 90.0  # the settling phase's bound, counted from the end of priming
+    #: the settling phase's bound, counted from the end of priming (twice that while too few batches finished)
+    max_warmup_s: float = 90.0
     min_duration_s: float = 20.0
     max_duration_s: float = 120.0
     min_points: int = 3  # points of the fit before an interval may stop the measurement (Student t allows 3)
@@ -243,8 +247,16 @@ class MeasurementProtocol:
         limited = self._limited_durations()
         if batch_durations_settled(limited, self.plan.settle_batches, self.plan.settle_tolerance):
             self._start_measuring(now)
-        elif now - self.limited_at_s >= self.plan.max_warmup_s:
+        elif now - self.limited_at_s >= self.warmup_bound_s:
             self._finish(Stop.NOT_SETTLED)
+
+    @property
+    def warmup_bound_s(self) -> float:
+        """The settling phase's bound now: ``max_warmup_s``, twice that while fewer than ``settle_batches``
+        batches have finished under the CPU limit (too few to tell; see the module docstring)."""
+        if len(self._limited_durations()) < self.plan.settle_batches:
+            return 2 * self.plan.max_warmup_s
+        return self.plan.max_warmup_s
 
     def _start_measuring(self, now: float) -> None:
         self.phase, self.measure_from_s = Phase.MEASURING, now
@@ -327,7 +339,7 @@ class MeasurementProtocol:
                 why = f"micro-batch durations were still changing ({last} s)"
             else:
                 why = f"micro-batch durations were still falling ({last} s)"
-            return f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound: {why}"
+            return f"no steady state within the {self.warmup_bound_s:g} s warm-up bound: {why}"
         if self.stop is Stop.FALLING_BEHIND:
             recent = [f"{d:.1f}" for d in self._limited_durations()[-self.plan.falling_behind_batches :]]
             return (

@@ -380,7 +380,7 @@ class ExperimentRunner:
         deadline = (
             time.monotonic()
             + plan.max_prime_s
-            + (plan.warmup_s or plan.max_warmup_s)
+            + (plan.warmup_s or 2 * plan.max_warmup_s)
             + plan.max_duration_s
             + 60
         )

@@ -145,28 +145,48 @@ def test_batch_durations_that_keep_falling_never_settle_and_say_so():
     assert protocol.certain is False  # catching up a backlog: no steady state, no verdict either way
 
 
+def test_long_batches_at_the_edge_get_a_longer_warmup_and_their_lag_trend_is_measured():
+    # measured: UC1 20 000 at 4 instances on a 0.74x host, batches 16.0, 19.1, 20.2, 22.3 s within the 90 s
+    # bound -- too few to tell, a not-settled guess; given the bound once more they settle and are measured
+    samples = micro_batch_run(20000, lambda k: 1.0 if k < 3 else 16.0 * 1.05 ** (k - 3), 400)
+    protocol = MeasurementProtocol(PLAN, threshold_rps=1000, offered_rate=20000)
+    phases = run(protocol, samples)
+    assert Phase.MEASURING in phases
+    assert protocol.stop in (Stop.CERTAIN, Stop.MAX_DURATION, Stop.FALLING_BEHIND)
+    assert protocol.warmup_used_s > PLAN.max_warmup_s  # it needed the longer bound
+
+
+def test_long_batches_that_grow_are_told_falling_behind_within_the_longer_warmup():
+    # measured: UC1 12 000 with +50 % CPU per record on 2 instances, 9.4, 18.3, 32.8 s when the 90 s bound
+    # ended it as a not-settled guess; one more batch shows the growth
+    plan = MeasurementPlan(max_warmup_s=90)  # the gates' bound
+    samples = micro_batch_run(
+        12000, lambda k: 1.0 if k < 3 else 9.4 if k == 3 else 18.3 * 1.8 ** (k - 4), 300
+    )
+    protocol = MeasurementProtocol(plan, threshold_rps=600, offered_rate=12000)
+    run(protocol, samples)
+    assert protocol.stop is Stop.FALLING_BEHIND and protocol.certain is True
+    assert protocol.last_s - protocol.limited_at_s > plan.max_warmup_s
+
+
 @pytest.mark.parametrize(
-    "growth, certain",
+    "durations, certain",
     [
-        # measured: UC1 20 000 at 4 instances on a 0.74x host, batches 16.0, 19.1, 20.2, 22.3 s -- at the edge
-        (1.1, False),
-        # measured: UC1 12 000 on 1 instance, 2.8, 6.6, 15.4, 32.2 s: falling behind, too slowly to count three
-        (2.5, True),
+        ([10, 25, 60, 150], True),  # the batches under the limit (25, 60 s) at least doubled: falling behind
+        ([10, 50, 55, 150], False),  # two long ones that barely grew: a guess either way
     ],
 )
-def test_long_batches_that_never_settle_are_a_certain_fail_only_where_they_at_least_double(growth, certain):
-    samples = micro_batch_run(
-        20000, lambda k: 1.0 if k < 3 else 3.0 * growth ** (k - 3) + 13 * (growth < 2), 200
-    )
+def test_batches_too_long_for_even_the_longer_warmup_fail_certain_only_where_they_at_least_double(
+    durations, certain
+):
+    samples = micro_batch_run(20000, lambda k: 1.0 if k < 3 else durations[min(k - 3, 3)], 300)
     protocol = MeasurementProtocol(PLAN, threshold_rps=1000, offered_rate=20000)
     run(protocol, samples)
     assert protocol.stop is Stop.NOT_SETTLED
-    assert protocol.certain is certain
-    assert protocol.summary()["certain"] is certain
-    assert (
-        "finished under the CPU limit" in protocol.failure_reason
-        and "too few to tell" in protocol.failure_reason
-    )
+    assert protocol.certain is certain and protocol.summary()["certain"] is certain
+    assert "no steady state within the 120 s warm-up bound" in protocol.failure_reason
+    assert "only 2 micro-batches finished under the CPU limit" in protocol.failure_reason
+    assert "too few to tell" in protocol.failure_reason
 
 
 def test_a_slope_near_the_threshold_measures_to_the_bound_and_says_it_was_not_certain():
