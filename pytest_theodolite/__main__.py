@@ -42,6 +42,7 @@ from pytest_theodolite.results import (
     read_results,
 )
 from pytest_theodolite.slo import (
+    BATCH_DURATION,
     GENERATOR_RATE,
     LAG_TREND,
     SLOPE_METHODS,
@@ -117,7 +118,20 @@ def reanalyse(
                 records_malformed=counters.get("records_malformed"),
             )
             lag = next(v for v in verdicts if v.name == LAG_TREND)
-            protocol["stop"] = stop_of(lag.low, lag.high, lag.threshold, protocol.get("stop"))
+            batches = next((v for v in verdicts if v.name == BATCH_DURATION), None)
+            batch_interval = (
+                (batches.low, batches.high)
+                if batches is not None and batches.low is not None and batches.high is not None
+                else None
+            )
+            protocol["stop"] = stop_of(
+                lag.low,
+                lag.high,
+                lag.threshold,
+                protocol.get("stop"),
+                batch_interval,
+                None if batches is None else batches.threshold,
+            )
             if protocol["stop"] != "not-settled":  # the re-fit decides its certainty; not settled as recorded
                 protocol.pop("certain", None)
             # the CPU per record from the raw series where they were recorded, else as recorded

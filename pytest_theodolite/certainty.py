@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from pytest_theodolite.baseline import _instances
 from pytest_theodolite.results import SubExperimentRecord
-from pytest_theodolite.slo import LAG_TREND, Outcome
+from pytest_theodolite.slo import BATCH_DURATION, LAG_TREND, Outcome
 
 
 def verdict_text(record: SubExperimentRecord) -> str:
@@ -26,13 +26,22 @@ def verdict_text(record: SubExperimentRecord) -> str:
     repetition = next((r for r in record.repetitions if not r.certain), record.repetitions[0])
     if repetition.protocol.get("failure"):
         return f"{head}: {repetition.protocol['failure']}"
+    bound_ended = "the interval still across the threshold when the measurement's bound ended it"
     lag = next((v for v in record.verdicts if v.name == LAG_TREND), None)
+    batches = next((v for v in record.verdicts if v.name == BATCH_DURATION), None)
+    if (
+        batches is not None
+        and None not in (batches.value, batches.low, batches.high, batches.threshold)
+        and batches.low <= batches.threshold < batches.high  # type: ignore[operator]
+    ):
+        return (
+            f"{head}: median micro-batch duration {batches.value:.2f} [{batches.low:.2f}, {batches.high:.2f}] "
+            f"vs {batches.threshold:g} s, {bound_ended}"
+        )
     if lag is not None and lag.value is not None and lag.low is not None and lag.high is not None:
         threshold = "" if lag.threshold is None else f" vs {lag.threshold:.0f}"
-        return (
-            f"{head}: lag slope {lag.value:+.0f} [{lag.low:+.0f}, {lag.high:+.0f}]{threshold} records/s, "
-            "the interval still across the threshold when the measurement's bound ended it"
-        )
+        slope = f"{lag.value:+.0f} [{lag.low:+.0f}, {lag.high:+.0f}]{threshold}"
+        return f"{head}: lag slope {slope} records/s, {bound_ended}"
     return f"{head}: stopped {repetition.protocol.get('stop') or 'without a stop reason'}"
 
 

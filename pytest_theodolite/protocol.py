@@ -19,11 +19,14 @@ code, not the host"). One repetition goes through four phases, fed one lag sampl
 3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
    after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
    (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty
-   it had). A job that falls far behind is told sooner: a micro-batch engine takes all pending input into its
-   next batch, so when the load exceeds what it can process each batch is longer than the last, without bound
-   (one that keeps up converges to a fixed batch time, by ever smaller steps). ``falling_behind_batches``
-   finished batches that grow by steps that do not shrink, the last at least twice the first, end the
-   measurement as ``falling-behind`` -- a FAIL -- instead of waiting minutes for batches long enough to fit.
+   it had). Where the job's micro-batches are bounded too (``max_batch_s``, the batch-duration SLO), the
+   median batch's interval must also lie on one side of that bound -- a certain FAIL of either SLO decides
+   at once, a PASS needs both. A job that falls far behind is told sooner: a micro-batch engine takes all
+   pending input into its next batch, so when the load exceeds what it can process each batch is longer
+   than the last, without bound (one that keeps up converges to a fixed batch time, by ever smaller steps).
+   ``falling_behind_batches`` finished batches that grow by steps that do not shrink, the last at least
+   twice the first, end the measurement as ``falling-behind`` -- a FAIL -- instead of waiting minutes for
+   batches long enough to fit.
 4. **done**.
 
 Nothing here talks to Kafka or Spark: the runner feeds samples and applies the CPU limit when asked.
@@ -40,9 +43,11 @@ from typing import Any
 
 from pytest_theodolite.slo import (
     DEFAULT_CONFIDENCE,
+    Outcome,
     SlopeEstimate,
     SlopeMethod,
     TimeSeries,
+    batch_duration_interval,
     lag_trend_estimate,
 )
 
@@ -172,6 +177,7 @@ class MeasurementProtocol:
     method: SlopeMethod = "batch-aligned"
     confidence: float = DEFAULT_CONFIDENCE
     offered_rate: float | None = None  # records/s: places batch-aligned points at their batch's commit
+    max_batch_s: float | None = None  # the batch-duration SLO's bound; None: the lag trend alone decides
     phase: Phase = field(init=False)
     start_s: float | None = field(default=None, init=False)
     limited_at_s: float | None = field(default=None, init=False)
@@ -187,6 +193,7 @@ class MeasurementProtocol:
     #: finished batch id -> duration (s), in the order first seen
     _batches: dict[int, float] = field(default_factory=dict, init=False, repr=False)
     _first_limited_batch: int | None = field(default=None, init=False, repr=False)
+    _first_measured_batch: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.phase = Phase.PRIMING if self.plan.prime_unlimited else Phase.SETTLING
@@ -260,6 +267,7 @@ class MeasurementProtocol:
 
     def _start_measuring(self, now: float) -> None:
         self.phase, self.measure_from_s = Phase.MEASURING, now
+        self._first_measured_batch = max(self._batches, default=-1) + 1
 
     def _limited_durations(self) -> list[float]:
         first = self._first_limited_batch if self._first_limited_batch is not None else 0
@@ -274,15 +282,33 @@ class MeasurementProtocol:
         if elapsed < self.plan.min_duration_s:
             return
         self.estimate = self._estimate()
-        decided = (
-            self.estimate is not None
-            and self.estimate.points >= self.plan.min_points
-            and self.estimate.side_of(self.threshold_rps) is not None
+        fitted = self.estimate is not None and self.estimate.points >= self.plan.min_points
+        lag = self.estimate.side_of(self.threshold_rps) if fitted and self.estimate is not None else None
+        batches = self.batch_side()
+        decided = fitted and (
+            Outcome.FAIL in (lag, batches) or (lag is Outcome.PASS and batches is Outcome.PASS)
         )
         if decided:
             self._finish(Stop.CERTAIN)
         elif elapsed >= self.plan.max_duration_s:
             self._finish(Stop.MAX_DURATION if self.estimate is not None else Stop.NO_BATCHES)
+
+    def batch_side(self) -> Outcome | None:
+        """PASS or FAIL once the median measured batch duration's interval lies on one side of ``max_batch_s``
+        (always PASS without that bound); None while it straddles it or too few batches finished."""
+        if self.max_batch_s is None:
+            return Outcome.PASS
+        first = self._first_measured_batch if self._first_measured_batch is not None else math.inf
+        interval = batch_duration_interval(
+            [d for b, d in self._batches.items() if b >= first], self.confidence
+        )
+        if interval is None:
+            return None
+        if interval[1] <= self.max_batch_s:
+            return Outcome.PASS
+        if interval[0] > self.max_batch_s:
+            return Outcome.FAIL
+        return None
 
     def _estimate(self) -> SlopeEstimate | None:
         try:
@@ -378,16 +404,25 @@ class MeasurementProtocol:
 
 
 def stop_of(
-    estimate_low: float | None, estimate_high: float | None, threshold: float | None, recorded: str | None
+    estimate_low: float | None,
+    estimate_high: float | None,
+    threshold: float | None,
+    recorded: str | None,
+    batch_interval: tuple[float, float] | None = None,
+    max_batch_s: float | None = None,
 ) -> str | None:
     """The stop reason a recomputed interval implies: a failing stop as recorded, ``certain`` where the
-    interval lies on one side of the threshold, else ``max-duration`` (the bound was what ended it)."""
+    interval lies on one side of the threshold, else ``max-duration`` (the bound was what ended it). With the
+    batch-duration SLO's bound and its median's interval, as the live protocol decides: a certain FAIL of
+    either is certain, a PASS needs both."""
     if recorded in {s.value for s in FAILING_STOPS}:
         return recorded
     if estimate_low is None or estimate_high is None or threshold is None:
         return recorded
-    return (
-        Stop.CERTAIN.value
-        if estimate_high < threshold or estimate_low >= threshold
-        else Stop.MAX_DURATION.value
-    )
+    lag = Outcome.PASS if estimate_high < threshold else Outcome.FAIL if estimate_low >= threshold else None
+    sides = [lag]
+    if max_batch_s is not None and batch_interval is not None:
+        low, high = batch_interval
+        sides.append(Outcome.PASS if high <= max_batch_s else Outcome.FAIL if low > max_batch_s else None)
+    certain = Outcome.FAIL in sides or all(side is Outcome.PASS for side in sides)
+    return Stop.CERTAIN.value if certain else Stop.MAX_DURATION.value

@@ -266,6 +266,7 @@ class ExperimentRunner:
             method=self.settings.slo.slope_method,
             confidence=self.settings.slo.confidence,
             offered_rate=workload.target_rate,
+            max_batch_s=self.settings.slo.max_batch_duration_s,
         )
         sampled = _Sampled()
         phases: dict[str, float] = {}

@@ -54,3 +54,18 @@ def test_verdict_text_names_outcome_instances_and_why():
     assert verdict_text(record(1, Outcome.FAIL, "max-duration")).startswith(
         "FAIL at 1 instance: lag slope +1500 [+800, +2200] vs 1000 records/s"
     )
+
+
+def test_an_uncertain_batch_duration_verdict_is_named_with_its_interval():
+    from pytest_theodolite.slo import BATCH_DURATION
+
+    lag = SloVerdict(LAG_TREND, Outcome.PASS, 50.0, 1000.0, "", -300.0, 400.0)  # certain
+    batches = SloVerdict(BATCH_DURATION, Outcome.FAIL, 7.8, 7.5, "", 7.1, 8.4)  # across the bound
+    repetition = RepetitionRecord(0, (lag, batches), {}, {"stop": "max-duration", "certain": False})
+    fail = SubExperimentRecord.from_repetitions(16000, 4, 16000.0, [repetition])
+    assert verdict_text(fail) == (
+        "FAIL at 4 instances: median micro-batch duration 7.80 [7.10, 8.40] vs 7.5 s, the interval still "
+        "across the threshold when the measurement's bound ended it"
+    )
+    why = uncertain_regression([fail], 4)
+    assert why is not None and "median micro-batch duration 7.80" in why

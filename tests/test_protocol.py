@@ -226,6 +226,11 @@ def test_the_stop_reason_is_recomputed_from_an_interval():
     assert stop_of(90.0, 120.0, 100.0, "certain") == "max-duration"
     assert stop_of(None, None, 100.0, "not-settled") == "not-settled"
     assert stop_of(-10.0, 50.0, 100.0, "no-batches") == "no-batches"
+    # with the batch-duration SLO's bound: a PASS needs both intervals on their side, a FAIL one of them
+    assert stop_of(-10.0, 50.0, 100.0, "certain", (5.9, 6.4), 7.5) == "certain"
+    assert stop_of(-10.0, 50.0, 100.0, "certain", (7.1, 8.0), 7.5) == "max-duration"
+    assert stop_of(90.0, 120.0, 100.0, "max-duration", (8.1, 9.0), 7.5) == "certain"
+    assert stop_of(-10.0, 50.0, 100.0, "certain", None, 7.5) == "certain"  # no interval recorded
 
 
 @pytest.mark.parametrize(
@@ -303,3 +308,24 @@ def test_a_lag_that_is_zero_after_every_commit_has_an_exact_interval():
     )
     assert (flat.slope, flat.low, flat.high) == (0.0, 0.0, 0.0)
     assert flat.side_of(100) is Outcome.PASS and flat.certainty(100) == 1.0
+
+
+@pytest.mark.parametrize(
+    "max_batch_s, stop, certain",
+    [
+        (9.0, Stop.CERTAIN, True),  # 6 s batches well under the bound: the lag trend and the bound agree
+        (4.0, Stop.CERTAIN, True),  # well over it: a certain FAIL of the batch-duration SLO
+        (6.0, Stop.MAX_DURATION, False),  # at it: the lag trend is certain, the bound is not
+    ],
+)
+def test_a_bounded_batch_duration_is_measured_until_its_median_is_certain_too(max_batch_s, stop, certain):
+    samples = micro_batch_run(2000, lambda k: 1.0 if k < 3 else 6.0, 400, seed=3)
+    plan = MeasurementPlan(max_warmup_s=60, min_duration_s=20, max_duration_s=120)
+    protocol = MeasurementProtocol(plan, threshold_rps=100, offered_rate=2000, max_batch_s=max_batch_s)
+    run(protocol, samples)
+    assert protocol.stop is stop and protocol.certain is certain
+    unbounded = MeasurementProtocol(plan, threshold_rps=100, offered_rate=2000)
+    run(unbounded, samples)
+    assert unbounded.stop is Stop.CERTAIN  # the lag trend alone was certain
+    if stop is Stop.MAX_DURATION:
+        assert protocol.batch_side() is None and unbounded.last_s < protocol.last_s

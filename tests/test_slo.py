@@ -425,3 +425,41 @@ def test_a_run_that_never_settled_fails_and_its_generator_is_judged_on_every_sam
     outcomes = {v.name: v.outcome for v in verdicts}
     assert outcomes == {"lag-trend": Outcome.FAIL, "generator-rate": Outcome.PASS}
     assert verdicts[0].detail.startswith("the job falls behind")
+
+
+from pytest_theodolite.slo import batch_duration_interval, finished_batch_durations_s  # noqa: E402
+
+
+def test_the_median_batch_durations_interval_weighs_the_distance_from_the_bound():
+    assert batch_duration_interval([9.0]) is None  # one batch: no interval
+    low, high = batch_duration_interval([18.0, 19.0, 20.0, 18.5, 19.5])
+    assert 17.5 < low < 19 < high < 20.5
+    # 5 of 5 batches at 2.5x a 7.5 s bound: certain by magnitude (a sign test would give p 0.03)
+    assert batch_duration_interval([18.0, 19.0, 20.0, 18.5, 19.5])[0] > 7.5
+    # around the bound: the interval straddles it
+    low, high = batch_duration_interval([7.0, 8.0, 7.4, 7.9, 7.2, 7.7])
+    assert low < 7.5 < high
+    # more batches narrow it
+    wide = batch_duration_interval([6.0, 7.0, 6.5])
+    narrow = batch_duration_interval([6.0, 7.0, 6.5] * 6)
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]
+
+
+def test_finished_batch_durations_take_each_batch_at_the_first_sample_that_names_it():
+    # batches of 3 s (ids 0..), sampled each second as the longer of the last finished and the running one
+    t = [float(i) for i in range(3, 16)]
+    ids = [i // 3 - 1 for i in range(3, 16)]  # the last finished batch at t: 0 at 3-5 s, 1 at 6-8 s ...
+    ms = [3000.0 if i % 3 == 0 else 3000.0 + 1000 * (i % 3) for i in range(3, 16)]
+    durations = finished_batch_durations_s(TimeSeries.of(t, ms), TimeSeries.of(t, ids), from_s=3.0)
+    assert durations == [3.0, 3.0, 3.0, 3.0]  # batch 0 dropped: it may have started before from_s
+
+
+def test_the_batch_duration_verdict_carries_its_interval_with_the_batch_ids():
+    t = [float(i) for i in range(60)]
+    ids = [i // 3 for i in range(60)]
+    ms = [9000.0 + 300 * ((i // 3) % 2) for i in range(60)]  # 9.0 / 9.3 s batches
+    series = TimeSeries.of(t, ms)
+    verdict = check_batch_duration(series, max_s=7.5, warmup_s=5, batch_ids=TimeSeries.of(t, ids))
+    assert verdict.outcome is Outcome.FAIL and verdict.low > 7.5 and verdict.high < 9.5
+    assert f"[{verdict.low:.2f}, {verdict.high:.2f}]" in verdict.detail
+    assert check_batch_duration(series, max_s=7.5, warmup_s=5).low is None  # no ids: no interval
