@@ -13,9 +13,10 @@ code, not the host"). One repetition goes through four phases, fed one lag sampl
    falls behind has growing batches and so settles at once (and then fails the lag trend). Never settling
    within ``max_warmup_s`` fails the repetition, saying so -- unless fewer than ``settle_batches`` batches
    finished under the limit by then: batches of 20-40 s (a job at or past the edge of its capacity) leave too
-   few in 90 s to tell settling from falling behind, and such a verdict was a guess. Those get the bound once
-   more (``2 x max_warmup_s``), so that the batches decide: they settle and the lag trend is measured, or grow
-   and the job falls behind. A fixed ``warmup_s`` (Theodolite's protocol) replaces this phase.
+   few in 90 s to tell settling from falling behind, and such a verdict was a guess. Unless those few already
+   doubled, they get the bound once more (``2 x max_warmup_s``), so that the batches decide: they settle and
+   the lag trend is measured, or grow and the job falls behind. A fixed ``warmup_s`` (Theodolite's
+   protocol) replaces this phase.
 3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
    after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
    (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty
@@ -156,6 +157,12 @@ def batch_durations_growing(
     )
 
 
+def _doubled(durations_s: Sequence[float]) -> bool:
+    """At least two batch durations, the last at least twice the first: a job falling behind, though too
+    slowly (or in too few batches) for `batch_durations_growing`."""
+    return len(durations_s) >= 2 and durations_s[-1] >= 2 * durations_s[0]
+
+
 def batch_durations_settled(durations_s: Sequence[float], batches: int, tolerance: float) -> bool:
     """True once the last `batches` finished batch durations stop falling: the newer half's mean is at least
     (1 - tolerance) x the older half's longest (growing durations count as settled: that job falls behind).
@@ -260,8 +267,10 @@ class MeasurementProtocol:
     @property
     def warmup_bound_s(self) -> float:
         """The settling phase's bound now: ``max_warmup_s``, twice that while fewer than ``settle_batches``
-        batches have finished under the CPU limit (too few to tell; see the module docstring)."""
-        if len(self._limited_durations()) < self.plan.settle_batches:
+        batches have finished under the CPU limit (too few to tell; see the module docstring) and they have
+        not yet doubled (which already tells a job falling behind)."""
+        limited = self._limited_durations()
+        if len(limited) < self.plan.settle_batches and not _doubled(limited):
             return 2 * self.plan.max_warmup_s
         return self.plan.max_warmup_s
 
@@ -337,8 +346,7 @@ class MeasurementProtocol:
         if self.stop is None:
             return None
         if self.stop is Stop.NOT_SETTLED:
-            limited = self._limited_durations()
-            return len(limited) >= 2 and limited[-1] >= 2 * limited[0]
+            return _doubled(self._limited_durations())
         return self.stop in CERTAIN_STOPS
 
     @property
@@ -365,7 +373,13 @@ class MeasurementProtocol:
                 why = f"micro-batch durations were still changing ({last} s)"
             else:
                 why = f"micro-batch durations were still falling ({last} s)"
-            return f"no steady state within the {self.warmup_bound_s:g} s warm-up bound: {why}"
+            settled_for = (self.last_s or 0.0) - (self.limited_at_s or 0.0)
+            extended = (
+                f" (extended to {settled_for:.0f} s for its long batches)"
+                if settled_for > self.plan.max_warmup_s + 1
+                else ""
+            )
+            return f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound{extended}: {why}"
         if self.stop is Stop.FALLING_BEHIND:
             recent = [f"{d:.1f}" for d in self._limited_durations()[-self.plan.falling_behind_batches :]]
             return (

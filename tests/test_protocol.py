@@ -184,7 +184,7 @@ def test_batches_too_long_for_even_the_longer_warmup_fail_certain_only_where_the
     run(protocol, samples)
     assert protocol.stop is Stop.NOT_SETTLED
     assert protocol.certain is certain and protocol.summary()["certain"] is certain
-    assert "no steady state within the 120 s warm-up bound" in protocol.failure_reason
+    assert "no steady state within the 60 s warm-up bound (extended to" in protocol.failure_reason
     assert "only 2 micro-batches finished under the CPU limit" in protocol.failure_reason
     assert "too few to tell" in protocol.failure_reason
 
@@ -329,3 +329,13 @@ def test_a_bounded_batch_duration_is_measured_until_its_median_is_certain_too(ma
     assert unbounded.stop is Stop.CERTAIN  # the lag trend alone was certain
     if stop is Stop.MAX_DURATION:
         assert protocol.batch_side() is None and unbounded.last_s < protocol.last_s
+
+
+def test_few_long_batches_that_already_doubled_end_at_the_plain_bound():
+    # 8 then 20 s under the limit: a job falling behind already, no need to wait for a third batch
+    samples = micro_batch_run(20000, lambda k: [1, 1, 1, 5, 8, 20, 100][min(k, 6)], 300)
+    protocol = MeasurementProtocol(PLAN, threshold_rps=1000, offered_rate=20000)
+    run(protocol, samples)
+    assert protocol.stop is Stop.NOT_SETTLED and protocol.certain is True
+    assert protocol.last_s - protocol.limited_at_s == pytest.approx(PLAN.max_warmup_s, abs=1)
+    assert "no steady state within the 60 s warm-up bound: only 2 micro-batches" in protocol.failure_reason
