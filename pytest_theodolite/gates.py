@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_theodolite.baseline import Baseline, Comparison, Testbed, compare
 from pytest_theodolite.calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
+from pytest_theodolite.certainty import to_confirm
 from pytest_theodolite.compare import CHANGE, REF, SAME_TESTBED, SIDES
 from pytest_theodolite.cost import (
     BlindSpot,
@@ -40,7 +41,7 @@ from pytest_theodolite.report import (
 )
 from pytest_theodolite.results import SubExperimentRecord
 from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
-from pytest_theodolite.search import IncrementalSearch, parse_strategy
+from pytest_theodolite.search import MEASURED, NONE, IncrementalSearch, parse_strategy
 from pytest_theodolite.settings import TheodoliteSettings
 from pytest_theodolite.sides import spec_for
 from pytest_theodolite.slo import LAG_TREND, SlopeThreshold, SloSettings
@@ -232,19 +233,30 @@ class BenchmarkExperiment:
             Metric.DEMAND, self.settings.strategy, self.settings.lower_bound, self.settings.resources
         )
 
-    def measure(self, load: int, baseline: Baseline | None = None) -> DemandPoint:
-        """demand(load); a baseline-guess search starts at `baseline`'s demand there (`baseline_guess`)."""
+    def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> DemandPoint:
+        """demand(load); a baseline-guess search starts at `baseline`'s demand there (`baseline_guess`). Where
+        the demand exceeds the baseline's + `tolerance` on a certain FAIL, that FAIL is measured once more
+        (certainty.to_confirm)."""
         if load in self.points:
             return self.points[load]
         step = self.search.search(load, self._run, baseline_guess(baseline, load, self.settings.resources))
         runs = tuple(self.runner.records[(s.load, s.resources)] for s in step.sub_experiments)
         point = demand_point(step, runs, self.search.previous(load))
+        if baseline is not None and load in baseline.demand and point.status in (MEASURED, NONE):
+            again, _ = to_confirm(runs, point.resources, baseline.demand[load], tolerance)
+            if again is not None:
+                self._run(load, again, confirm=True)
+                runs = tuple(self.runner.records[(r.load, r.resources)] for r in runs)
+                point = replace(point, sub_experiments=runs)
         self.points[load] = point
         self.runner.writer.write_demand(self.demand_result())
         return point
 
-    def _run(self, load: int, resources: int) -> SubExperimentRecord:
-        record = self.runner.run_sub_experiment(load, resources)
+    def _run(self, load: int, resources: int, *, confirm: bool = False) -> SubExperimentRecord:
+        if confirm:
+            record = self.runner.confirm_sub_experiment(load, resources)
+        else:
+            record = self.runner.run_sub_experiment(load, resources)
         if self.on_sub_experiment is not None:
             self.on_sub_experiment(self.benchmark.name, record, self.runner.timings)
         return record
@@ -383,7 +395,11 @@ def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
     trend = ""
     if lag is not None and lag.value is not None and lag.threshold is not None:
         interval = "" if lag.low is None or lag.high is None else f" [{lag.low:.0f}, {lag.high:.0f}]"
-        trend = f"; lag slope {lag.value:.0f}{interval} vs {lag.threshold:.0f} records/s"
+        median = " (median)" if len(record.repetitions) > 1 else ""
+        trend = f"; lag slope {lag.value:.0f}{interval}{median} vs {lag.threshold:.0f} records/s"
+    if len(record.repetitions) > 1:  # e.g. a regression's deciding verdict, measured once more
+        each = ", ".join(r.outcome.value.upper() for r in record.repetitions)
+        trend += f"; {len(record.repetitions)} repetitions: {each}"
     last_repetition = record.repetitions[-1] if record.repetitions else None
     protocol = last_repetition.protocol if last_repetition is not None else {}
     last = timings.get((record.load, record.resources, len(record.repetitions) - 1))

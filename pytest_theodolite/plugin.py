@@ -721,7 +721,7 @@ def theodolite_gate(
         session.on_sub_experiment = _sub_experiment_hook(request.config)
     state.session = session
     experiment = _start(request, lambda: session.experiment(spec.benchmark, spec.settings))
-    measured = _start(request, lambda: experiment.measure(theodolite_load, baseline))
+    measured = _start(request, lambda: experiment.measure(theodolite_load, baseline, spec.tolerance))
     paired = measured if isinstance(measured, PairedPoint) else None
     point = measured.sides[CHANGE] if isinstance(measured, PairedPoint) else measured
     cost = spot = None

@@ -9,12 +9,12 @@ demand point), with REF's point and the comparison beside it. Both sides run in 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_theodolite.baseline import UNMEASURED, Baseline, MeasuredDemand, PointComparison
-from pytest_theodolite.certainty import uncertain_regression
+from pytest_theodolite.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.compare import CHANGE, REF, SIDES, PairedDemandSearch, compare_sides
 from pytest_theodolite.cost import PointCost, point_cost
 from pytest_theodolite.demand_points import DemandPoint, baseline_guess, demand_point
@@ -155,8 +155,10 @@ class PairedExperiment:
             }
         )
 
-    def _run(self, side: str, load: int, resources: int) -> SubExperimentRecord:
-        record, timings = self.sides[side].run(load, resources, self.benchmark.workload(load))
+    def _run(self, side: str, load: int, resources: int, *, confirm: bool = False) -> SubExperimentRecord:
+        record, timings = self.sides[side].run(
+            load, resources, self.benchmark.workload(load), confirm=confirm
+        )
         self.records[(side, load, resources)] = record
         self.timings[side].update(timings)
         if self.on_sub_experiment is not None:
@@ -164,8 +166,10 @@ class PairedExperiment:
             self.on_sub_experiment(label, record, self.timings[side])
         return record
 
-    def measure(self, load: int, baseline: Baseline | None = None) -> PairedPoint:
-        """Both sides' demand at `load`; a baseline-guess search starts both at the baseline's demand."""
+    def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> PairedPoint:
+        """Both sides' demand at `load`; a baseline-guess search starts both at the baseline's demand. Where
+        the change's demand exceeds REF's + `tolerance` on certain verdicts, those verdicts are measured once
+        more, each side in the reverse order of its first run (certainty.to_confirm)."""
         if load in self.points:
             return self.points[load]
         steps = self.search.measure(load, self._run, baseline_guess(baseline, load, self.settings.resources))
@@ -177,9 +181,35 @@ class PairedExperiment:
             )
             for side, step in steps.items()
         }
-        paired = PairedPoint(load, sides)
+        paired = self._confirmed(PairedPoint(load, sides), tolerance)
         self.points[load] = paired
         return paired
+
+    def _confirmed(self, paired: PairedPoint, tolerance: int) -> PairedPoint:
+        change_at, ref_at = to_confirm(
+            paired.sides[CHANGE].sub_experiments,
+            paired.demand(CHANGE),
+            paired.demand(REF),
+            tolerance,
+            paired.sides[REF].sub_experiments,
+        )
+        targets = {side: r for side, r in ((CHANGE, change_at), (REF, ref_at)) if r is not None}
+        if not targets:
+            return paired
+        # the side that ran later at this load runs first now: the order inside a pair is not neutral
+        ran_at = {side: self.search.order.index((side, paired.load, r)) for side, r in targets.items()}
+        for side in sorted(targets, key=lambda s: -ran_at[s]):
+            self._run(side, paired.load, targets[side], confirm=True)
+        sides = {
+            side: replace(
+                point,
+                sub_experiments=tuple(
+                    self.records[(side, r.load, r.resources)] for r in point.sub_experiments
+                ),
+            )
+            for side, point in paired.sides.items()
+        }
+        return PairedPoint(paired.load, sides)
 
     def demand_result(self, side: str = CHANGE) -> DemandResult:
         result = self.search.searches[side].result(self.settings.loads)

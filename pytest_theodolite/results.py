@@ -157,8 +157,10 @@ class SubExperimentRecord:
 
     @property
     def certain(self) -> bool:
-        """Whether every repetition's verdict was certain (see RepetitionRecord.certain)."""
-        return all(r.certain for r in self.repetitions)
+        """Whether every repetition's verdict was certain (see RepetitionRecord.certain) and they all reached
+        the same outcome: repetitions of one (load, instances) that disagree, each certain by its own interval,
+        show that run-to-run variation -- not the code -- decided between them."""
+        return all(r.certain for r in self.repetitions) and len({r.outcome for r in self.repetitions}) <= 1
 
     @property
     def lag_trend_slope(self) -> float | None:

@@ -222,6 +222,19 @@ class ExperimentRunner:
         repetitions = [
             self.run_repetition(load, resources, rep, workload) for rep in range(self.settings.repetitions)
         ]
+        return self._finish_sub_experiment(load, resources, workload, repetitions)
+
+    def confirm_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
+        """One more repetition of a finished sub-experiment, combined with its earlier ones (the median slope
+        decides; repetitions that disagree make the record uncertain: certainty.to_confirm)."""
+        earlier = self.records[(load, resources)]
+        workload = self.benchmark.workload(load)
+        repetition = self.run_repetition(load, resources, len(earlier.repetitions), workload)
+        return self._finish_sub_experiment(load, resources, workload, [*earlier.repetitions, repetition])
+
+    def _finish_sub_experiment(
+        self, load: int, resources: int, workload: Workload, repetitions: Sequence[RepetitionRecord]
+    ) -> SubExperimentRecord:
         record = SubExperimentRecord.from_repetitions(load, resources, workload.target_rate, repetitions)
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record

@@ -190,10 +190,13 @@ def serve(connection: Connection, spec: SideSpec) -> None:
             message = connection.recv()
             if message[0] == "stop":
                 break
-            _, load, resources, workload = message
+            kind, load, resources, workload = message
             try:
                 runner.benchmark = replace(benchmark, workload=_fixed_workload(workload))
-                record = runner.run_sub_experiment(load, resources)
+                if kind == "confirm":
+                    record = runner.confirm_sub_experiment(load, resources)
+                else:
+                    record = runner.run_sub_experiment(load, resources)
                 timings = {k: v for k, v in runner.timings.items() if k[:2] == (load, resources)}
                 connection.send(("record", record, timings))
             except Exception:
@@ -251,12 +254,13 @@ class SideProcess:
             ) from None
 
     def run(
-        self, load: int, resources: int, workload: Workload
+        self, load: int, resources: int, workload: Workload, *, confirm: bool = False
     ) -> tuple[SubExperimentRecord, dict[Any, PhaseTimings]]:
-        """One sub-experiment of this side; its record and phase timings."""
+        """One sub-experiment of this side (with `confirm`: one more repetition of one it ran, combined with
+        it); its record and phase timings."""
         if self._connection is None:
             raise SideError(f"{self.spec.side}: not started")
-        self._connection.send(("run", load, resources, workload))
+        self._connection.send(("confirm" if confirm else "run", load, resources, workload))
         message = self._receive(None, f"the sub-experiment load={load} instances={resources}")
         if message[0] != "record":
             raise SideError(f"{self.spec.side}: load={load} instances={resources} failed: {message[1]}")

@@ -651,7 +651,8 @@ def median_trend_verdict(repetition_verdicts: Sequence[SloVerdict]) -> SloVerdic
             f"{name}: repetitions were judged against different thresholds {sorted(map(str, thresholds))}"
         )
     threshold = float(repetition_verdicts[0].threshold)  # type: ignore[arg-type]
-    slopes = [float(v.value) for v in repetition_verdicts]  # type: ignore[arg-type]
+    # a FAIL without a slope (no steady state, falling behind, too few batches): a lag that grows without bound
+    slopes = [math.inf if v.value is None else float(v.value) for v in repetition_verdicts]
     median = statistics.median(
         slopes
     )  # even count: mean of the middle two, like statistics.median in Theodolite

@@ -3,7 +3,9 @@
 The demand search, baseline comparison, reports and exit codes are the real code; only the sub-experiment is
 replaced by a rule: ``r`` instances pass a load iff ``load <= capacity_per_instance * r``; loads listed in
 ``invalid_loads`` make the generator fall short (INVALID); ``SCRIPTED_UNCERTAIN`` (``SCRIPTED_REF_UNCERTAIN``
-for REF) lists ``load:instances`` whose verdict the point estimate decided at the measurement's bound.
+for REF) lists ``load:instances`` whose verdict the point estimate decided at the measurement's bound;
+``SCRIPTED_FLAKY`` (``SCRIPTED_REF_FLAKY``) those whose confirming repetition reaches the other outcome (each
+certain by its own interval); elsewhere a confirmation reproduces the verdict.
 ``SCRIPTED_SECONDS`` makes each sub-experiment take that long, and ``SCRIPTED_LOG`` names a file that gets a
 line ``sub-experiment <start> <end>`` for each.
 """
@@ -57,6 +59,26 @@ class ScriptedRunner:
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
         return record
+
+    def confirm_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
+        record = confirmed(self.records[(load, resources)], _points("SCRIPTED_FLAKY"))
+        self.writer.record_sub_experiment(record)
+        self.records[(load, resources)] = record
+        return record
+
+
+def confirmed(record: SubExperimentRecord, flaky: frozenset[tuple[int, int]]) -> SubExperimentRecord:
+    """`record` with one more repetition: the same verdict, or the other one where (load, instances) is flaky."""
+    first = record.repetitions[0]
+    lag = first.verdicts[0]
+    if (record.load, record.resources) in flaky and lag.value is not None:
+        value = -50.0 if lag.outcome is Outcome.FAIL else 300.0
+        outcome = Outcome.PASS if value < 100 else Outcome.FAIL
+        lag = SloVerdict(LAG_TREND, outcome, value, 100.0, "")
+    again = RepetitionRecord(len(record.repetitions), (lag,), first.counters, first.protocol, first.cost)
+    return SubExperimentRecord.from_repetitions(
+        record.load, record.resources, record.target_rate, [*record.repetitions, again]
+    )
 
 
 def scripted_record(
@@ -112,11 +134,17 @@ class ScriptedSide:
     capacity_per_instance: int
     invalid_loads: frozenset[int]
     uncertain: frozenset[tuple[int, int]] = frozenset()
+    flaky: frozenset[tuple[int, int]] = frozenset()
+    records: dict = field(default_factory=dict)
 
-    def run(self, load: int, resources: int, workload: Workload):
-        record = scripted_record(
-            load, resources, self.capacity_per_instance, self.invalid_loads, self.uncertain
-        )
+    def run(self, load: int, resources: int, workload: Workload, *, confirm: bool = False):
+        if confirm:
+            record = confirmed(self.records[(load, resources)], self.flaky)
+        else:
+            record = scripted_record(
+                load, resources, self.capacity_per_instance, self.invalid_loads, self.uncertain
+            )
+        self.records[(load, resources)] = record
         return record, {}
 
     def close(self) -> None:
@@ -155,11 +183,13 @@ class ScriptedSession(TheodoliteSession):
                     int(os.environ.get("SCRIPTED_REF_CAPACITY", "1000")),
                     _loads("SCRIPTED_REF_INVALID"),
                     _points("SCRIPTED_REF_UNCERTAIN"),
+                    _points("SCRIPTED_REF_FLAKY"),
                 ),
                 CHANGE: ScriptedSide(
                     int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
                     _loads("SCRIPTED_INVALID"),
                     _points("SCRIPTED_UNCERTAIN"),
+                    _points("SCRIPTED_FLAKY"),
                 ),
             }
             self.experiments[benchmark.name] = PairedExperiment(

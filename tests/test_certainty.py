@@ -1,6 +1,6 @@
 """Which verdicts a regression rests on, and whether they were certain (certainty.py), on scripted records."""
 
-from pytest_theodolite.certainty import uncertain_regression, verdict_text
+from pytest_theodolite.certainty import to_confirm, uncertain_regression, verdict_text
 from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.slo import LAG_TREND, Outcome, SloVerdict
 
@@ -69,3 +69,57 @@ def test_an_uncertain_batch_duration_verdict_is_named_with_its_interval():
     )
     why = uncertain_regression([fail], 4)
     assert why is not None and "median micro-batch duration 7.80" in why
+
+
+def repeated(resources: int, *outcomes: Outcome, load: int = 12000) -> SubExperimentRecord:
+    """A record with one certain repetition per outcome (slope +693 for a FAIL, +227 for a PASS)."""
+    repetitions = [
+        RepetitionRecord(
+            i,
+            (SloVerdict(LAG_TREND, o, 693.0 if o is Outcome.FAIL else 227.0, 600.0, "", 0.0, 0.0),),
+            {},
+            {"stop": "certain", "certain": True},
+        )
+        for i, o in enumerate(outcomes)
+    ]
+    return SubExperimentRecord.from_repetitions(load, resources, float(load), repetitions)
+
+
+def test_repetitions_that_disagree_make_a_record_uncertain_and_are_named():
+    flipped = repeated(2, Outcome.FAIL, Outcome.PASS)
+    assert not flipped.certain and repeated(2, Outcome.FAIL, Outcome.FAIL).certain
+    assert verdict_text(flipped).startswith(
+        "PASS at 2 instances: its 2 repetitions disagreed (FAIL, lag slope +693 [+0, +0]; PASS, lag slope +227"
+    )  # the median of +693 and +227 passes
+    # the change's FAIL at REF's demand turned PASS in its confirmation: no regression rests on it
+    why = uncertain_regression([repeated(1, Outcome.FAIL), flipped], 2, 0, [repeated(2, Outcome.PASS)])
+    assert why is not None and "the change's PASS at 2 instances: its 2 repetitions disagreed" in why
+    # REF's PASS at its demand failed its confirmation: its demand is not what the search saw
+    ref_flipped = repeated(2, Outcome.PASS, Outcome.FAIL)
+    why = uncertain_regression([repeated(2, Outcome.FAIL, Outcome.FAIL)], 2, 0, [ref_flipped], "REF")
+    assert why is not None and "REF's" in why and "repetitions disagreed" in why
+    # both reproduced: the regression stands
+    assert (
+        uncertain_regression(
+            [repeated(2, Outcome.FAIL, Outcome.FAIL)], 2, 0, [repeated(2, Outcome.PASS, Outcome.PASS)]
+        )
+        is None
+    )
+
+
+def test_a_regression_on_certain_single_verdicts_is_confirmed_once_before_it_is_reported():
+    change = [repeated(2, Outcome.FAIL), repeated(3, Outcome.PASS)]
+    ref = [repeated(1, Outcome.FAIL), repeated(2, Outcome.PASS)]
+    assert to_confirm(change, 3, 2, 0, ref) == (2, 2)
+    assert to_confirm(change, 3, 2, 0) == (2, None)  # a stored baseline: only the change's FAIL
+    assert to_confirm(change, 3, 2, 1, ref) == (None, None)  # within the tolerance: no regression
+    assert to_confirm(change, 2, 2, 0, ref) == (None, None)  # equal demands
+    assert to_confirm(change, None, None, 0, ref) == (None, None)  # REF none: nothing to regress from
+    # the change's FAIL at 1 decides a regression against REF's 1 (demand "none" counts as above)
+    assert to_confirm([repeated(1, Outcome.FAIL)], None, 1, 0, [repeated(1, Outcome.PASS)]) == (1, 1)
+    # already confirmed (two repetitions each): nothing more to run
+    confirmed = [repeated(2, Outcome.FAIL, Outcome.FAIL), repeated(3, Outcome.PASS)]
+    assert to_confirm(confirmed, 3, 2, 0, [repeated(2, Outcome.PASS, Outcome.PASS)]) == (None, None)
+    # uncertain: not comparable already, nothing to confirm
+    unsettled = record(2, Outcome.FAIL, "not-settled", certain=False)
+    assert to_confirm([unsettled], None, 2, 0) == (None, None)

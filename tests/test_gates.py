@@ -604,3 +604,38 @@ def test_updating_a_baseline_records_the_cpu_per_record_at_each_demand(gate_proj
     # and the next run compares with it
     monkeypatch.setenv("SCRIPTED_CPU_US", "120")
     project.runpytest("--theodolite-cost-tolerance=20%").assert_outcomes(failed=3)
+
+
+def test_a_regression_is_measured_once_more_and_one_that_does_not_reproduce_is_not_comparable(
+    gate_project, monkeypatch
+):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 1000 / 2000 / 3000 need 2 / 3 / none against 1 / 2 / 3
+    monkeypatch.setenv("SCRIPTED_FLAKY", "1000:1")  # its certain FAIL at 1 instance passes when run again
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    result = project.runpytest()
+    result.assert_outcomes(failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # 2000 and 3000 reproduced
+    result.stdout.fnmatch_lines(
+        [
+            "theodolite: scripted load=1000 instances=1: FAIL (lag-trend fail; lag slope 300 vs 100 records/s)",
+            "theodolite: scripted load=1000 instances=1: FAIL (lag-trend fail; lag slope 125 (median) vs 100 "
+            "records/s; 2 repetitions: FAIL, PASS)",
+            "*scripted load 1000: measured 2 instances, baseline 1 instance: not comparable: the verdicts that "
+            "would make this a regression were not certain (the change's * at 1 instance: its 2 repetitions "
+            "disagreed (FAIL, lag slope +300; PASS, lag slope -50))*",
+            "*scripted load 2000: measured 3 instances, baseline 2 instances: regression*",
+            "scripted: REGRESSION (2 regressions, 1 load not comparable)",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "theodolite: scripted load=2000 instances=2: FAIL (lag-trend fail; lag slope 600 vs 100 records/s)",
+            "theodolite: scripted load=2000 instances=2: FAIL (lag-trend fail; lag slope 600 (median) vs 100 "
+            "records/s; 2 repetitions: FAIL, FAIL)",
+        ]
+    )
+    # nothing to confirm where the demand meets the baseline
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
+    result = project.runpytest()
+    result.assert_outcomes(passed=3)
+    assert "repetitions" not in result.stdout.str()

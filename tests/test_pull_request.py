@@ -231,3 +231,38 @@ def test_update_baselines_and_compare_ref_are_refused_together(project):
     result = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-update-baselines")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*use one at a time*"])
+
+
+def test_a_regression_is_measured_once_more_on_both_sides_in_the_reverse_order(project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 1000 / 2000 / 3000 need 2 / 3 / none (REF: 1 / 2 / 3)
+    monkeypatch.setenv("SCRIPTED_REF_FLAKY", "2000:2")  # REF's certain PASS at 2 fails when run again
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(failed=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # 1000 and 3000 reproduced
+    lines = [line.split(": ", 1)[1] for line in live_lines(result)]
+    # 1000: REF ran first at 1 instance, the change second; the confirmation runs the change first
+    assert lines[3:5] == [
+        "scripted [change] load=1000 instances=1: FAIL (lag-trend fail; lag slope 300 (median) vs 100 "
+        "records/s; 2 repetitions: FAIL, FAIL)",
+        "scripted [REF main (0123456)] load=1000 instances=1: PASS (lag-trend pass; lag slope 0 (median) vs "
+        "100 records/s; 2 repetitions: PASS, PASS)",
+    ]
+    # 2000: the change ran first at 2 instances, so REF goes first now
+    assert lines[9].startswith("scripted [REF main (0123456)] load=2000 instances=2: FAIL")
+    assert lines[9].endswith("2 repetitions: PASS, FAIL)")
+    assert lines[10].startswith("scripted [change] load=2000 instances=2: FAIL")
+    result.stdout.fnmatch_lines(
+        [
+            "scripted load 1000: measured 2 instances, REF main (0123456) 1 instance: regression",
+            "scripted load 2000: measured 3 instances, REF main (0123456) 2 instances: not comparable: the "
+            "verdicts that would make this a regression were not certain (REF's FAIL at 2 instances: its 2 "
+            "repetitions disagreed (PASS, lag slope +0; FAIL, lag slope +300))*",
+            "scripted load 3000: measured none*: regression",
+            "scripted: REGRESSION (2 regressions, 1 load not comparable)",
+        ]
+    )
+    # equal demands: nothing is measured twice
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=3)
+    assert "repetitions" not in result.stdout.str()

@@ -99,3 +99,29 @@ def test_a_job_that_cannot_start_is_errored_not_failed(kafka_cluster, spark_clus
     assert not [t for t in kafka_cluster.list_topics() if any(i in t for i in runner.run_ids)], (
         "topics left behind"
     )
+
+
+def test_a_confirming_repetition_is_added_to_its_sub_experiment_and_read_back(
+    kafka_cluster, spark_cluster, tmp_path
+):
+    settings = ExperimentSettings(
+        loads=(200,),
+        resources=(1,),
+        duration_s=8,
+        sample_interval_s=1,
+        slo=SloSettings(warmup_s=3, lag_trend_threshold=SlopeThreshold(relative_to_load=0.1)),
+    )
+    benchmark = uc1_benchmark()
+    writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
+    runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    first = runner.run_sub_experiment(200, 1)
+    again = runner.confirm_sub_experiment(200, 1)
+    assert [r.repetition for r in again.repetitions] == [0, 1]
+    assert again.repetitions[0] == first.repetitions[0]  # the first run is kept as it was
+    assert again.outcome.is_measured  # a verdict was reached (which one is the host's)
+    recorded = read_results(tmp_path, "1")
+    (sub_experiment,) = recorded.sub_experiments
+    assert len(sub_experiment.repetitions) == 2 and sub_experiment.outcome is again.outcome
+    for repetition in (0, 1):  # each repetition keeps its own raw series
+        assert len(read_series(recorded.series_path(200, 1, "lag-trend", repetition))) > 3
+    assert analyse_cli.main(["analyse", str(tmp_path)]) == 0

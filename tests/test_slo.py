@@ -463,3 +463,10 @@ def test_the_batch_duration_verdict_carries_its_interval_with_the_batch_ids():
     assert verdict.outcome is Outcome.FAIL and verdict.low > 7.5 and verdict.high < 9.5
     assert f"[{verdict.low:.2f}, {verdict.high:.2f}]" in verdict.detail
     assert check_batch_duration(series, max_s=7.5, warmup_s=5).low is None  # no ids: no interval
+
+
+def test_the_median_over_repetitions_counts_a_fail_without_a_slope_as_a_lag_without_bound():
+    unsettled = SloVerdict(LAG_TREND, Outcome.FAIL, None, 600.0, "no steady state within ...")
+    passed = SloVerdict(LAG_TREND, Outcome.PASS, 227.0, 600.0, "")
+    assert median_trend_verdict([unsettled, passed, passed]).outcome is Outcome.PASS
+    assert median_trend_verdict([unsettled, unsettled, passed]).outcome is Outcome.FAIL
