@@ -8,6 +8,7 @@ without running, as in Theodolite. Nothing here imports pytest; plugin.py turns 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -396,7 +397,9 @@ def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
     if lag is not None and lag.value is not None and lag.threshold is not None:
         interval = "" if lag.low is None or lag.high is None else f" [{lag.low:.0f}, {lag.high:.0f}]"
         median = " (median)" if len(record.repetitions) > 1 else ""
-        trend = f"; lag slope {lag.value:.0f}{interval}{median} vs {lag.threshold:.0f} records/s"
+        # a median over a FAIL without a slope (falling behind, no steady state) is an unbounded lag
+        slope = f"{lag.value:.0f}" if math.isfinite(lag.value) else "unbounded"
+        trend = f"; lag slope {slope}{interval}{median} vs {lag.threshold:.0f} records/s"
     if len(record.repetitions) > 1:  # e.g. a regression's deciding verdict, measured once more
         each = ", ".join(r.outcome.value.upper() for r in record.repetitions)
         trend += f"; {len(record.repetitions)} repetitions: {each}"

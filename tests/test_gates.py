@@ -639,3 +639,17 @@ def test_a_regression_is_measured_once_more_and_one_that_does_not_reproduce_is_n
     result = project.runpytest()
     result.assert_outcomes(passed=3)
     assert "repetitions" not in result.stdout.str()
+
+
+def test_a_progress_line_over_repetitions_names_each_and_an_unbounded_median():
+    from pytest_theodolite.gates import progress_line
+    from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
+    from pytest_theodolite.slo import LAG_TREND, Outcome, SloVerdict
+
+    falling = RepetitionRecord(0, (SloVerdict(LAG_TREND, Outcome.FAIL, None, 200.0, "falls behind"),))
+    fitted = RepetitionRecord(1, (SloVerdict(LAG_TREND, Outcome.FAIL, 949.0, 200.0, "", 540.0, 1359.0),))
+    record = SubExperimentRecord.from_repetitions(4000, 1, 4000.0, [fitted, falling])
+    assert progress_line(record, {}) == (
+        "load=4000 instances=1: FAIL (lag-trend fail; lag slope unbounded (median) vs 200 records/s; "
+        "2 repetitions: FAIL, FAIL)"
+    )
