@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from pytest_theodolite.baseline import _instances
 from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
-from pytest_theodolite.slo import BATCH_DURATION, LAG_TREND, Outcome
+from pytest_theodolite.slo import BATCH_DURATION, LAG_TREND, Outcome, batch_bound_side
 
 
 def verdict_text(record: SubExperimentRecord) -> str:
@@ -34,8 +34,11 @@ def verdict_text(record: SubExperimentRecord) -> str:
     batches = next((v for v in record.verdicts if v.name == BATCH_DURATION), None)
     if (
         batches is not None
-        and None not in (batches.value, batches.low, batches.high, batches.threshold)
-        and batches.low <= batches.threshold < batches.high  # type: ignore[operator]
+        and batches.value is not None
+        and batches.low is not None
+        and batches.high is not None
+        and batches.threshold is not None
+        and batch_bound_side(batches.low, batches.high, batches.threshold) is None
     ):
         return (
             f"{head}: median micro-batch duration {batches.value:.2f} [{batches.low:.2f}, {batches.high:.2f}] "

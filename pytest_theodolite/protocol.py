@@ -48,8 +48,10 @@ from pytest_theodolite.slo import (
     SlopeEstimate,
     SlopeMethod,
     TimeSeries,
+    batch_bound_side,
     batch_duration_interval,
     lag_trend_estimate,
+    trend_side,
 )
 
 
@@ -293,10 +295,7 @@ class MeasurementProtocol:
         self.estimate = self._estimate()
         fitted = self.estimate is not None and self.estimate.points >= self.plan.min_points
         lag = self.estimate.side_of(self.threshold_rps) if fitted and self.estimate is not None else None
-        batches = self.batch_side()
-        decided = fitted and (
-            Outcome.FAIL in (lag, batches) or (lag is Outcome.PASS and batches is Outcome.PASS)
-        )
+        decided = fitted and sides_decide((lag, self.batch_side()))
         if decided:
             self._finish(Stop.CERTAIN)
         elif elapsed >= self.plan.max_duration_s:
@@ -311,13 +310,7 @@ class MeasurementProtocol:
         interval = batch_duration_interval(
             [d for b, d in self._batches.items() if b >= first], self.confidence
         )
-        if interval is None:
-            return None
-        if interval[1] <= self.max_batch_s:
-            return Outcome.PASS
-        if interval[0] > self.max_batch_s:
-            return Outcome.FAIL
-        return None
+        return None if interval is None else batch_bound_side(*interval, self.max_batch_s)
 
     def _estimate(self) -> SlopeEstimate | None:
         try:
@@ -433,10 +426,12 @@ def stop_of(
         return recorded
     if estimate_low is None or estimate_high is None or threshold is None:
         return recorded
-    lag = Outcome.PASS if estimate_high < threshold else Outcome.FAIL if estimate_low >= threshold else None
-    sides = [lag]
+    sides = [trend_side(estimate_low, estimate_high, threshold)]
     if max_batch_s is not None and batch_interval is not None:
-        low, high = batch_interval
-        sides.append(Outcome.PASS if high <= max_batch_s else Outcome.FAIL if low > max_batch_s else None)
-    certain = Outcome.FAIL in sides or all(side is Outcome.PASS for side in sides)
-    return Stop.CERTAIN.value if certain else Stop.MAX_DURATION.value
+        sides.append(batch_bound_side(*batch_interval, max_batch_s))
+    return Stop.CERTAIN.value if sides_decide(sides) else Stop.MAX_DURATION.value
+
+
+def sides_decide(sides: Sequence[Outcome | None]) -> bool:
+    """Whether the SLOs' certain sides decide the verdict: one certain FAIL does, a PASS needs all of them."""
+    return Outcome.FAIL in sides or all(side is Outcome.PASS for side in sides)

@@ -224,11 +224,7 @@ class SlopeEstimate:
 
     def side_of(self, threshold: float) -> Outcome | None:
         """PASS or FAIL once the whole interval lies on one side of the threshold; None while it straddles it."""
-        if self.high < threshold:
-            return Outcome.PASS
-        if self.low >= threshold:
-            return Outcome.FAIL
-        return None
+        return trend_side(self.low, self.high, threshold)
 
     def certainty(self, threshold: float) -> float:
         """How sure the point verdict is: the one-sided probability (Student's t, points - 2 degrees of freedom)
@@ -536,6 +532,25 @@ def batch_duration_interval(
     half /= math.sqrt(logs.size)
     centre = float(np.mean(logs))
     return math.exp(centre - half), math.exp(centre + half)
+
+
+def trend_side(low: float, high: float, threshold: float) -> Outcome | None:
+    """A trend's interval against its threshold: PASS wholly below, FAIL at or above, None across it."""
+    if high < threshold:
+        return Outcome.PASS
+    if low >= threshold:
+        return Outcome.FAIL
+    return None
+
+
+def batch_bound_side(low: float, high: float, max_s: float) -> Outcome | None:
+    """The median batch's interval against the batch-duration bound: PASS at or below it, FAIL wholly above,
+    None across it (the check's own relation: a median equal to the bound passes)."""
+    if high <= max_s:
+        return Outcome.PASS
+    if low > max_s:
+        return Outcome.FAIL
+    return None
 
 
 def finished_batch_durations_s(
