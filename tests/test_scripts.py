@@ -175,3 +175,33 @@ def test_pair_order_compares_the_second_side_of_each_pair_with_the_first(tmp_pat
     assert [r.side for r in found[("uc1-keys", 4000, 2)]] == ["change", "ref"]
     assert round(pairs.second_vs_first(found[("uc1-keys", 2000, 1)]), 3) == 0.1
     assert round(pairs.second_vs_first(found[("uc1-keys", 4000, 2)]), 3) == 0.05
+
+
+def test_bench_jobs_counts_the_batches_after_the_first_and_after_the_warm_up():
+    import pytest
+
+    bench = load_script("bench_jobs")
+
+    def progress(second: int, records: int) -> dict:
+        return {
+            "timestamp": f"2026-11-23T08:00:{second:02d}.000Z",
+            "observedMetrics": {"records": {"total": records}},
+        }
+
+    reports = [progress(0, 0), progress(1, 50), *(progress(s, 50) for s in range(10, 40, 5)), progress(45, 0)]
+    # the first batch with input (1 s) and those starting within 12 s of it (10 s) are cut; the idle one at
+    # the end too
+    assert [p["timestamp"][17:19] for p in bench.steady_batches(reports, 12.0)] == [
+        "15",
+        "20",
+        "25",
+        "30",
+        "35",
+    ]
+    assert len(bench.steady_batches(reports, 0.0)) == 6  # without a warm-up cut, from the second batch on
+    with pytest.raises(
+        ValueError, match=r"3 micro-batches after the 20 s warm-up, fewer than 5: give more --records"
+    ):
+        bench.steady_batches(reports, 20.0)
+    with pytest.raises(ValueError, match="no micro-batch read any input"):
+        bench.steady_batches([progress(0, 0)], 0.0)

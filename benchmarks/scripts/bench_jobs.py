@@ -59,6 +59,8 @@ from spark_jobs import uc1, uc2, uc3, uc4
 SENSORS = 64
 PARTITIONS = 1  # one executor core: one input partition keeps the comparison with one consumer fair
 SCALING_PARTITIONS = 4  # the scaling step: one input partition per instance at most
+#: the scaling step's default: 32 micro-batches of 50,000, of which four instances spend about a third warming up
+SCALING_RECORDS = 1_600_000
 #: the executors' JVM options of the shipped gates (benchmarks/usecases.py QUICK_WARMUP_EXECUTORS): at a
 #: quarter core, C2 compilation would take most of a short run and no instance count would look faster
 GATE_EXECUTORS = {"spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
@@ -160,10 +162,10 @@ def uc4_registry() -> dict[str, Any]:
 
 
 def measure(
-    query: Any, total_records: int, timeout_s: float
+    query: Any, total_records: int, timeout_s: float, warmup_s: float = 0.0
 ) -> tuple[int, int, float, tuple[float, float] | None, BatchProfile | None]:
     """Run until ``total_records`` input records are processed; (records, batches, seconds, state bytes per
-    key first/last, batch profile) after warm-up."""
+    key first/last, batch profile) of :func:`steady_batches`."""
     deadline = time.monotonic() + timeout_s
     processed = 0
     while processed < total_records:
@@ -174,13 +176,35 @@ def measure(
         time.sleep(0.5)
         processed = sum(_input_records(p) for p in query.recentProgress)
     query.stop()
-    progress = [p for p in query.recentProgress]
-    with_input = [i for i, p in enumerate(progress) if _input_records(p) > 0]
-    measured = progress[with_input[1] : with_input[-1] + 1]  # from the second input batch to the last one
+    measured = steady_batches(list(query.recentProgress), warmup_s)
     start = _epoch_s(measured[0]["timestamp"])
     end = _epoch_s(measured[-1]["timestamp"]) + measured[-1]["durationMs"]["triggerExecution"] / 1000
     records = sum(_input_records(p) for p in measured)
     return records, len(measured), end - start, _state_growth(measured), batch_profile(measured)
+
+
+#: the fewest micro-batches a rate may rest on: fewer means too few records for the warm-up cut
+MIN_STEADY_BATCHES = 5
+
+
+def steady_batches(progress: list[Any], warmup_s: float) -> list[Any]:
+    """The progress reports of the micro-batches that count: from the second one with input (the first pays
+    for code generation and consumer creation) to the last one with input, leaving out those that started
+    within ``warmup_s`` of the first one's start. Each instance is a JVM of its own that compiles the same code
+    at a fraction of a core, so four instances take longer to warm up than one; a rate over their first
+    seconds measures the warm-up, not the job. Raises ``ValueError`` where fewer than
+    :data:`MIN_STEADY_BATCHES` are left."""
+    with_input = [i for i, p in enumerate(progress) if _input_records(p) > 0]
+    if not with_input:
+        raise ValueError("no micro-batch read any input")
+    first_start = _epoch_s(progress[with_input[0]]["timestamp"])
+    after_warmup = [i for i in with_input[1:] if _epoch_s(progress[i]["timestamp"]) - first_start >= warmup_s]
+    if len(after_warmup) < MIN_STEADY_BATCHES:
+        raise ValueError(
+            f"{len(after_warmup)} micro-batches after the {warmup_s:g} s warm-up, fewer than "
+            f"{MIN_STEADY_BATCHES}: give more --records (or a smaller --warmup-s)"
+        )
+    return progress[after_warmup[0] : with_input[-1] + 1]
 
 
 def _state_growth(measured: list[Any]) -> tuple[float, float] | None:
@@ -213,6 +237,7 @@ def run_job(
     records: int,
     batch: int,
     partitions: int = 1,
+    warmup_s: float = 0.0,
 ) -> JobRate:
     output_topic = f"bench-{use_case}-out-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(output_topic, partitions, configs=KEEP_FOREVER)
@@ -226,9 +251,11 @@ def run_job(
             "shuffle_partitions": partitions,
             "query_name": f"bench_{use_case}",
         }
+        # measure() reads the rate off the query's recent progress reports: keep every one of the run
+        spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "10000")
         query = _start_job(use_case, spark, kafka, partitions, common)
         try:
-            counted, batches, seconds, state, profile = measure(query, records, timeout_s=900)
+            counted, batches, seconds, state, profile = measure(query, records, 900, warmup_s)
         finally:
             if query.isActive:
                 query.stop()
@@ -287,9 +314,9 @@ def consumer_performance(bootstrap_servers: str, topic: str, records: int) -> fl
     return float(values[header.index("nMsg.sec")])
 
 
-def scaling(records: int, batch: int, use_cases: list[int], instance_cpu: float) -> None:
+def scaling(records: int, batch: int, use_cases: list[int], instance_cpu: float, warmup_s: float) -> None:
     """Records/s of each job on 1 and on 4 CPU-limited instances (the gates' standalone cluster), reading a
-    4-partition topic with 4 shuffle partitions, so that both runs do the same work."""
+    4-partition topic with 4 shuffle partitions, so that both runs do the same work, after ``warmup_s``."""
     settings = TheodoliteSettings(max_instances=SCALING_PARTITIONS, instance_cpu=instance_cpu)
     rates: dict[tuple[int, int], JobRate] = {}
     with EmbeddedKafka() as broker, open_spark(settings) as cluster:
@@ -304,14 +331,16 @@ def scaling(records: int, batch: int, use_cases: list[int], instance_cpu: float)
                     instances=instances, conf=GATE_EXECUTORS, app_name="bench_jobs"
                 ) as spark:
                     spark.sparkContext.setLogLevel("ERROR")
-                    rate = run_job(f"uc{n}", spark, kafka, input_topic, records, batch, SCALING_PARTITIONS)
+                    rate = run_job(
+                        f"uc{n}", spark, kafka, input_topic, records, batch, SCALING_PARTITIONS, warmup_s
+                    )
                 rates[(n, instances)] = rate
                 print(f"uc{n} on {instances}: {rate.records_per_s:,.0f} records/s", flush=True)
         kafka.close()
     print(
         f"\n## 1 -> {SCALING_PARTITIONS} instances at {instance_cpu:g} core each (CFS period "
         f"{cgroups.PERIOD_US / 1000:g} ms), {records:,} records pre-filled in {SCALING_PARTITIONS} partitions, "
-        f"{batch:,} per micro-batch"
+        f"{batch:,} per micro-batch, the first {warmup_s:g} s cut as warm-up"
     )
     print(f"| job | 1 instance, records/s | {SCALING_PARTITIONS} instances, records/s | speed-up |")
     print("|---|---:|---:|---:|")
@@ -342,7 +371,9 @@ def print_profiles(runs: list[tuple[str, JobRate]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=400_000)
+    parser.add_argument(
+        "--records", type=int, help="readings pre-filled (default 400,000; 1,600,000 with --scaling)"
+    )
     parser.add_argument("--batch", type=int, default=50_000, help="maxOffsetsPerTrigger")
     parser.add_argument("--uc", nargs="*", type=int, default=[1, 2, 3, 4])
     parser.add_argument(
@@ -358,13 +389,21 @@ def main() -> None:
         help=f"the CFS period the quota is given in (default {cgroups.PERIOD_US / 1000:g} ms, as in Kubernetes): "
         "a quarter core gets 25 ms of each 100 ms, so a short task's wall time is rounded up to whole periods",
     )
+    parser.add_argument(
+        "--warmup-s",
+        type=float,
+        help="micro-batches that start this long after the first one count (default 0; 30 with --scaling: "
+        "four quarter-core instances each compile the job's code for longer than one does)",
+    )
     args = parser.parse_args()
     if args.cfs_period_ms is not None:
         cgroups.PERIOD_US = int(args.cfs_period_ms * 1000)  # read by every quota write in this process
     os.environ.setdefault("THEODOLITE_CACHE_DIR", "/tmp/tcache")  # reuse jars already downloaded there
     if args.scaling:
-        scaling(args.records, args.batch, args.uc, args.scaling)
+        records = args.records or SCALING_RECORDS
+        scaling(records, args.batch, args.uc, args.scaling, 30.0 if args.warmup_s is None else args.warmup_s)
         return
+    records, warmup_s = args.records or 400_000, args.warmup_s or 0.0
 
     # the plugin's worker daemon, as on the gates' standalone cluster: local-cluster's executors run here too
     cluster = SparkCluster(
@@ -377,16 +416,18 @@ def main() -> None:
         results: list[JobRate] = []
         with cluster.session(instances=1, app_name="bench_jobs") as spark:
             spark.sparkContext.setLogLevel("ERROR")
-            fill_input(spark, broker.bootstrap_servers, input_topic, args.records)
-            assert kafka.total_end_offset(input_topic) == args.records
+            fill_input(spark, broker.bootstrap_servers, input_topic, records)
+            assert kafka.total_end_offset(input_topic) == records
             for n in args.uc:
-                results.append(run_job(f"uc{n}", spark, kafka, input_topic, args.records, args.batch))
+                results.append(
+                    run_job(f"uc{n}", spark, kafka, input_topic, records, args.batch, warmup_s=warmup_s)
+                )
                 print(f"uc{n}: {results[-1].records_per_s:,.0f} records/s", flush=True)
-        kafka_rate = consumer_performance(broker.bootstrap_servers, input_topic, args.records)
+        kafka_rate = consumer_performance(broker.bootstrap_servers, input_topic, records)
         kafka.close()
 
     print(
-        f"\n## One Spark instance (1 executor, 1 core) vs ConsumerPerformance, {args.records:,} records "
+        f"\n## One Spark instance (1 executor, 1 core) vs ConsumerPerformance, {records:,} records "
         f"pre-filled, {args.batch:,} per micro-batch, 1 partition"
     )
     print("| job | records/s | measured records | micro-batches | seconds | share of ConsumerPerformance |")
@@ -396,7 +437,7 @@ def main() -> None:
             f"| {r.use_case} | {r.records_per_s:,.0f} | {r.records:,} | {r.batches} | {r.seconds:.1f} "
             f"| {r.records_per_s / kafka_rate:.1%} |"
         )
-    print(f"| ConsumerPerformance (1 JVM consumer) | {kafka_rate:,.0f} | {args.records:,} | | | 100% |")
+    print(f"| ConsumerPerformance (1 JVM consumer) | {kafka_rate:,.0f} | {records:,} | | | 100% |")
     for r in results:
         if r.state_bytes_per_key:
             first, last = r.state_bytes_per_key
