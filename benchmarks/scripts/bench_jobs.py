@@ -408,6 +408,12 @@ def main() -> None:
         "four quarter-core instances each compile the job's code for longer than one does)",
     )
     args = parser.parse_args()
+    batches = (args.records or (SCALING_RECORDS if args.scaling else 400_000)) // args.batch
+    if batches - 1 < MIN_STEADY_BATCHES:  # before anything runs: the first batch never counts
+        parser.error(
+            f"--records / --batch gives {batches} micro-batches; at least {MIN_STEADY_BATCHES + 1} are needed, "
+            "more with a warm-up cut"
+        )
     if args.cfs_period_ms is not None:
         cgroups.PERIOD_US = int(args.cfs_period_ms * 1000)  # read by every quota write in this process
     os.environ.setdefault("THEODOLITE_CACHE_DIR", "/tmp/tcache")  # reuse jars already downloaded there
