@@ -73,6 +73,9 @@ PARTITIONS = 1  # one executor core: one input partition keeps the comparison wi
 SCALING_PARTITIONS = 4  # the scaling step: one input partition per instance at most
 #: the scaling step's default: 32 micro-batches of 50,000, of which four instances spend about a third warming up
 SCALING_RECORDS = 1_600_000
+SCALING_WARMUP_S = 30.0
+#: the per-core mode's default, as in its figures above
+PER_CORE_RECORDS = 400_000
 #: the executors' JVM options of the shipped gates (benchmarks/usecases.py QUICK_WARMUP_EXECUTORS): at a
 #: quarter core, C2 compilation would take most of a short run and no instance count would look faster
 GATE_EXECUTORS = {"spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
@@ -408,7 +411,10 @@ def main() -> None:
         "four quarter-core instances each compile the job's code for longer than one does)",
     )
     args = parser.parse_args()
-    batches = (args.records or (SCALING_RECORDS if args.scaling else 400_000)) // args.batch
+    # the defaults differ by mode (see --records, --warmup-s): resolved once, here
+    records = args.records or (SCALING_RECORDS if args.scaling else PER_CORE_RECORDS)
+    warmup_s = args.warmup_s if args.warmup_s is not None else (SCALING_WARMUP_S if args.scaling else 0.0)
+    batches = records // args.batch
     if batches - 1 < MIN_STEADY_BATCHES:  # before anything runs: the first batch never counts
         parser.error(
             f"--records / --batch gives {batches} micro-batches; at least {MIN_STEADY_BATCHES + 1} are needed, "
@@ -418,10 +424,8 @@ def main() -> None:
         cgroups.PERIOD_US = int(args.cfs_period_ms * 1000)  # read by every quota write in this process
     os.environ.setdefault("THEODOLITE_CACHE_DIR", "/tmp/tcache")  # reuse jars already downloaded there
     if args.scaling:
-        records = args.records or SCALING_RECORDS
-        scaling(records, args.batch, args.uc, args.scaling, 30.0 if args.warmup_s is None else args.warmup_s)
+        scaling(records, args.batch, args.uc, args.scaling, warmup_s)
         return
-    records, warmup_s = args.records or 400_000, args.warmup_s or 0.0
 
     # the plugin's worker daemon, as on the gates' standalone cluster: local-cluster's executors run here too
     cluster = SparkCluster(
