@@ -11,7 +11,7 @@ largest load to exactly that):
 * Several processes (``multiprocessing``, spawn: safe next to JVM gateways and librdkafka threads) each own a
   disjoint set of keys (a stride ``w, w + W, ...``, so each share is as smooth as the whole) and pace by the
   schedule: they compute how many records are due by now and send them in a tight loop, never a sleep per
-  record.
+  record, and in between wait in ``poll()`` for whole milliseconds (``poll_timeout_s``), never a spin.
 * Achieved rate: records acknowledged by the broker per wall-clock second. Success delivery reports would
   cost a Python callback per record (~40 % of the per-record CPU), so the producer asks librdkafka for error
   reports only (``delivery.report.only.error``) and counts ``acknowledged = handed over - still queued or in
@@ -596,6 +596,16 @@ def _worker_main(plan: _WorkerPlan, reports: Any, go: Any, start_epoch_s: Any, s
         reports.join_thread()
 
 
+def poll_timeout_s(wake_at_s: float, now_s: float) -> float:
+    """How long the hot loop waits in ``poll()`` for its next record or second: rounded *up* to whole
+    milliseconds, because librdkafka takes the timeout in whole ms and confluent-kafka truncates it. A wait
+    under 1 ms -- every wait above about 1 000 records/s, where each millisecond has a record due -- came
+    back at once, and the worker spun a whole core between its records, CPU the Spark job under test was
+    short of. A record handed over up to 1 ms late keeps its scheduled event time."""
+    wait_s = wake_at_s - now_s
+    return math.ceil(wait_s * 1000.0) / 1000.0 if wait_s > 0 else 0.0
+
+
 class _ScheduledSender:
     """The hot loop of one worker: send what the schedule says is due, report every second."""
 
@@ -682,7 +692,7 @@ class _ScheduledSender:
             if due <= sent:
                 # nothing due: wait in poll() (it serves error reports) until the next record or second
                 next_due_s = start_s + offset_ms(sent) / 1000.0
-                producer.poll(max(0.0, min(next_due_s, self.next_window_end_s) - time.time()))
+                producer.poll(poll_timeout_s(min(next_due_s, self.next_window_end_s), time.time()))
                 continue
             sent = self._send(sent, min(due, sent + _MAX_CHUNK))
             producer.poll(0)

@@ -1,8 +1,11 @@
 """The load generator without a broker: records, schedule, hierarchy, and every refusal that needs no broker."""
 
 import json
+import queue
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -18,6 +21,7 @@ from generator import (
     encode_record,
     librdkafka_config,
 )
+from generator.producer import _Errors, _ScheduledSender, _WorkerPlan, poll_timeout_s
 from generator.records import record_prefix, value_suffix
 
 # -- records ---------------------------------------------------------------------------------------------
@@ -245,3 +249,60 @@ def test_cli_refusals_print_one_line_and_exit_2(args, words):
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr
+
+
+# -- pacing: the hot loop waits, it never spins ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("wait_ms", [0.001, 0.3, 0.999, 1.0, 1.2, 7.5, 999.9])
+def test_a_wait_is_rounded_up_to_the_whole_milliseconds_librdkafka_takes(wait_ms):
+    now = 1_763_700_000.0
+    timeout = poll_timeout_s(now + wait_ms / 1000.0, now)
+    assert timeout >= wait_ms / 1000.0  # never wakes before the record is due
+    assert timeout - wait_ms / 1000.0 < 0.001 + 1e-9  # and at most 1 ms after
+    assert int(timeout * 1000) >= 1  # what confluent-kafka hands librdkafka: a real wait, not 0 (a spin)
+
+
+def test_nothing_to_wait_for_is_no_wait():
+    assert poll_timeout_s(100.0, 100.0) == 0.0
+    assert poll_timeout_s(99.0, 100.0) == 0.0
+
+
+class _MillisecondProducer:
+    """librdkafka's poll() as confluent-kafka calls it: the timeout truncated to whole ms, then slept."""
+
+    def __init__(self):
+        self.polls = 0
+        self.produced = 0
+
+    def poll(self, timeout_s):
+        self.polls += 1
+        time.sleep(int(timeout_s * 1000) / 1000.0)
+        return 0
+
+    def produce(self, topic, value, key, timestamp):
+        self.produced += 1
+
+    def __len__(self):
+        return 0
+
+
+def test_the_sender_wakes_at_most_about_twice_a_millisecond_whatever_the_load():
+    # 5 000 records/s: a record is due every millisecond, the case that used to spin a core between records
+    workload = Workload(keys=5_000)
+    plan = _WorkerPlan(0, 1, "input", workload, producer_config={})
+    producer = _MillisecondProducer()
+    start = time.time() + 0.05
+    sender = _ScheduledSender(plan, producer, _Errors(), queue.Queue(), start)
+    stop = threading.Event()
+    timer = threading.Timer(0.55, stop.set)
+    timer.start()
+    try:
+        began = time.time()
+        sender.run(stop)
+        elapsed_ms = (time.time() - began) * 1000.0
+    finally:
+        timer.cancel()
+    assert producer.produced > 0
+    # one wait per millisecond at most, one poll(0) after each send; a spinning loop polls thousands of times
+    assert producer.polls <= 2 * elapsed_ms + 20, (producer.polls, elapsed_ms)
