@@ -54,6 +54,19 @@ def test_gate_quality_reads_ref_and_cpu_change_of_pull_request_mode(tmp_path):
     assert point.cpu_change == "+0.480"
 
 
+def test_gate_quality_counts_only_runs_that_ran_to_their_end(capsys):
+    quality = load_script("gate_quality")
+    flagged = (quality.Point("test_uc1_database_storage[load=4000]", "4000", "1", "2", "regression"),)
+    runs = [
+        quality.Run("injected", 1, 60.0, 1, flagged),
+        quality.Run("injected", 2, 30.0, 2, flagged),  # Ctrl-C after its first point: part of a run
+    ]
+    quality.report(runs)
+    out = capsys.readouterr().out
+    assert "detections (injected regression, a run with any regression): 1 of 1" in out
+    assert "not counted (injected, did not run to its end): i2 (exit 2)" in out
+
+
 def test_uc4_state_bench_times_two_folds_that_agree():
     bench = load_script("bench_uc4_state")
     batch = bench.readings(240)

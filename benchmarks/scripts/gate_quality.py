@@ -70,6 +70,12 @@ class Run:
     points: tuple[Point, ...]
 
     @property
+    def complete(self) -> bool:
+        """The session ran to its end: gates passed (0), failed (1) or were not comparable (7). An interrupted
+        run (2), an internal or usage error (3, 4) or no gates (5) measured only part of the points."""
+        return self.exit_code in COMPLETE_EXIT_CODES
+
+    @property
     def regressions(self) -> list[Point]:
         """Points that failed the gate: a demand regression or a CPU per record beyond the cost tolerance."""
         return [p for p in self.points if p.verdict in ("regression", "cost-regression")]
@@ -175,7 +181,8 @@ def report(runs: list[Run]) -> None:
         ("clean", "false alarms (unchanged code, a run with any regression)"),
         ("injected", "detections (injected regression, a run with any regression)"),
     ):
-        chosen = [r for r in runs if r.kind == kind]
+        chosen = [r for r in runs if r.kind == kind and r.complete]
+        incomplete = [r for r in runs if r.kind == kind and not r.complete]
         if chosen:
             flagged = sum(1 for r in chosen if r.regressions)
             by_cost = sum(1 for r in chosen if r.cost_regressions)
@@ -183,9 +190,15 @@ def report(runs: list[Run]) -> None:
                 f"\n{label}: {flagged} of {len(chosen)} ({by_cost} with a cost regression); wall time per run: "
                 + ", ".join(f"{r.wall_s / 60:.1f} min" for r in chosen)
             )
+        if incomplete:
+            print(
+                f"not counted ({kind}, did not run to its end): "
+                + ", ".join(f"{r.kind[0]}{r.index} (exit {r.exit_code})" for r in incomplete)
+            )
 
 
 COMPARE: list[str] = []  # the REF of --compare-ref, when given
+COMPLETE_EXIT_CODES = (0, 1, 7)
 
 
 @contextmanager
