@@ -295,7 +295,8 @@ def cost_text(point: PointComparison, cost: PointCost | None) -> str:
     text = estimate_text(cost)
     check = point.cost
     if check is not None and check.relative is not None:
-        text += f" ({check.relative:+.0%}{' normalised' if check.normalised else ''})"
+        text += f" ({check.relative:+.0%}{' normalised' if check.normalised else ''}"
+        text += f"; {check.divided:+.0%} divided)" if check.divided is not None else ")"
     return text
 
 
@@ -421,6 +422,8 @@ def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -
         ]
         if point.cost is not None and point.cost.relative is not None:
             properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
+        if point.cost is not None and point.cost.divided is not None:
+            properties.append((f"theodolite.cpu_change_divided.{point.load}", f"{point.cost.divided:+.3f}"))
     properties.append(("theodolite.tolerance", str(tolerance)))
     if isinstance(comparison, Comparison) and comparison.testbed_differs:
         properties.append(("theodolite.testbed", comparison.testbed_sentence))

@@ -12,6 +12,7 @@ from pytest_theodolite.cost import (
     NOT_COMPARED,
     PASS,
     REGRESSION,
+    SIGNIFICANCE,
     CostEstimate,
     CostToleranceError,
     PointCost,
@@ -212,6 +213,30 @@ def test_calibrations_within_their_own_noise_leave_the_figures_as_measured() -> 
     assert not check.normalised
     assert check.relative == pytest.approx(0.01)  # divided, it would read -8 %
     assert check.status == PASS
+
+
+def test_a_rise_as_measured_on_a_host_the_calibrations_call_slower_is_no_regression() -> None:
+    # measured (2026-11-23, unchanged code, UC1 20 000 on 4 instances): 44.9 us [42.4, 47.3] against the
+    # baseline's 35.8 [33.3, 38.3], on a host calibrated 0.88 vs the baseline's 0.64 us per row (+38 %,
+    # within the calibrations' noise): +25 % as measured, significant; divided by the calibrations, -9 %
+    baseline = PointCost(4, CostEstimate(35.8265, 33.3151, 38.3379, 5), 0.64)
+    measured = PointCost(4, CostEstimate(44.9, 42.4, 47.3, 5), 0.88)
+    check = check_cost(baseline, measured, tolerance=0.08)
+    assert check.relative == pytest.approx(0.253, abs=0.001) and check.p_value < SIGNIFICANCE
+    assert check.divided == pytest.approx(-0.089, abs=0.001)
+    assert check.status == PASS and not check.normalised
+    assert check.text.endswith("-9% divided by the calibrations)")
+
+
+def test_a_regression_that_shows_both_as_measured_and_divided_fails() -> None:
+    # the injected +50 % CPU per record on the same two hosts: +80 % as measured, +31 % divided
+    baseline = PointCost(1, CostEstimate(57.5, 55.5, 59.5, 5), 0.64)
+    measured = PointCost(1, CostEstimate(103.8, 100.0, 107.6, 5), 0.88)
+    check = check_cost(baseline, measured, tolerance=0.08)
+    assert check.status == REGRESSION and check.divided == pytest.approx(0.313, abs=0.001)
+    # and a rise that shows only divided -- a calibration that reads this host 30 % faster -- is none
+    faster = check_cost(baseline, PointCost(1, CostEstimate(57.5, 55.5, 59.5, 5), 0.45), tolerance=0.08)
+    assert faster.divided == pytest.approx(0.42, abs=0.01) and faster.status == PASS
 
 
 def repetition(outcome: Outcome, slope: float | None, cpu_ms: int | None = None, records: int = 0, **extra):

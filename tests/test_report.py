@@ -410,3 +410,18 @@ def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_toleranc
         ("theodolite.cost_tolerance", "0.100"),
     ]
     assert cost_junit_properties(12000, None, None, None, None) == []
+
+
+def test_a_cost_read_both_as_measured_and_divided_shows_both_readings() -> None:
+    from dataclasses import replace
+
+    from pytest_theodolite.cost import PASS, CostCheck, CostEstimate, PointCost
+    from pytest_theodolite.report import cost_text
+
+    check = CostCheck(PASS, relative=0.253, tolerance=0.08, p_value=0.001, divided=-0.089)
+    point = replace(compare_point(8000, 2, BASELINE), cost=check)
+    properties = dict(junit_properties("uc1", point))
+    assert properties["theodolite.cpu_change.8000"] == "+0.253"
+    assert properties["theodolite.cpu_change_divided.8000"] == "-0.089"
+    figure = PointCost(2, CostEstimate(44.9, 42.4, 47.3, 5), 0.88)
+    assert cost_text(point, figure).endswith("(+25%; -9% divided)")
