@@ -306,16 +306,14 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
         return relative, p_value, tolerance is not None and relative > tolerance and significant
 
     reference_b, reference_m = baseline.reference_us_per_row, measured.reference_us_per_row
-    if reference_b is None or reference_m is None or reference_b == reference_m:
-        relative, p_value, rose = reading(1.0, 1.0)
-        return CostCheck(REGRESSION if rose else PASS, relative, False, tolerance, p_value=p_value)
-    divided = reading(1 / reference_b, 1 / reference_m)
-    if abs(reference_m / reference_b - 1) > CALIBRATION_NOISE:  # clearly different hosts
-        relative, p_value, rose = divided
-        return CostCheck(REGRESSION if rose else PASS, relative, True, tolerance, p_value=p_value)
     relative, p_value, rose = reading(1.0, 1.0)
-    status = REGRESSION if rose and divided[2] else PASS
-    return CostCheck(status, relative, False, tolerance, p_value=p_value, divided=divided[0])
+    if reference_b is None or reference_m is None or reference_b == reference_m:
+        return CostCheck(REGRESSION if rose else PASS, relative, False, tolerance, p_value=p_value)
+    divided, divided_p, divided_rose = reading(1 / reference_b, 1 / reference_m)
+    if abs(reference_m / reference_b - 1) > CALIBRATION_NOISE:  # clearly different hosts
+        return CostCheck(REGRESSION if divided_rose else PASS, divided, True, tolerance, p_value=divided_p)
+    status = REGRESSION if rose and divided_rose else PASS
+    return CostCheck(status, relative, False, tolerance, p_value=p_value, divided=divided)
 
 
 def rise_p_value(

@@ -239,8 +239,9 @@ def main() -> int:
         help="ascending loads tried for the largest sustained load",
     )
     parser.add_argument("--search-duration-s", type=float, default=20.0)
-    parser.add_argument("--only-per-core", action="store_true", help="only the throughput-per-core table")
-    parser.add_argument(
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--only-per-core", action="store_true", help="only the throughput-per-core table")
+    only.add_argument(
         "--only-rate-accuracy",
         action="store_true",
         help="only the rate-accuracy table (with the CPU it takes)",
