@@ -99,6 +99,25 @@ def test_bench_jobs_profiles_the_median_batch_from_progress_reports():
     assert bench.batch_profile([]) is None
 
 
+def test_gate_points_takes_a_use_case_or_a_benchmark_by_name():
+    import argparse
+
+    import pytest
+
+    points = load_script("gate_points")
+    parser = argparse.ArgumentParser()
+    points.add_benchmark_argument(parser)
+    assert points.chosen_benchmark(parser.parse_args(["--uc", "4"])).name == "uc4-depth"
+    elements = points.chosen_benchmark(parser.parse_args(["--benchmark", "uc4-elements"]))
+    # the load is the number of elements per group, at a fixed depth of 3
+    assert elements.name == "uc4-elements"
+    assert elements.workload(12).keys == 12**3
+    assert elements.workload(12).hierarchy.depth == 3
+    for bad in ([], ["--uc", "4", "--benchmark", "uc4-elements"], ["--benchmark", "uc9"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(bad)
+
+
 def test_gate_points_parses_its_arguments_and_explains_a_point(tmp_path):
     import argparse
 

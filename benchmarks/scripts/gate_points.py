@@ -10,6 +10,7 @@ flips between runs, and a gate should not use it.
 
     python benchmarks/scripts/gate_points.py --uc 3 --pair 4000:1 --pair 8000:2 \\
         [--job-option output_mode=append] [--instance-cpu 0.25]
+    python benchmarks/scripts/gate_points.py --benchmark uc4-elements --pair 8:1 --pair 12:2
 
 Job options are ``KEY=VALUE`` with VALUE read as JSON where it parses (numbers, true/false), else as text.
 """
@@ -28,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
 
-from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
+from usecases import BENCHMARKS, QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
 
 from pytest_theodolite.gates import parse_threshold
 from pytest_theodolite.metrics import Metric
@@ -39,12 +40,25 @@ from pytest_theodolite.results import (
     SubExperimentRecord,
     read_series,
 )
-from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
 from pytest_theodolite.services import open_kafka, open_spark
 from pytest_theodolite.settings import TheodoliteSettings
 from pytest_theodolite.slo import LAG_TREND, SloSettings
 
-BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
+USE_CASES = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
+#: the gates' instance size where it is not a quarter core
+GATE_INSTANCE_CPU = {UC4_DEPTH.name: 0.5}
+
+
+def add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
+    """``--uc N`` (the use case's gate benchmark) or ``--benchmark NAME`` (any of benchmarks/usecases.py)."""
+    chosen = parser.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--uc", type=int, choices=sorted(USE_CASES))
+    chosen.add_argument("--benchmark", choices=sorted(BENCHMARKS))
+
+
+def chosen_benchmark(args: argparse.Namespace) -> Benchmark:
+    return USE_CASES[args.uc] if args.uc is not None else BENCHMARKS[args.benchmark]
 
 
 def parse_pair(text: str) -> tuple[int, int]:
@@ -161,10 +175,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--uc", type=int, choices=sorted(BENCHMARKS), required=True)
+    add_benchmark_argument(parser)
     parser.add_argument("--pair", type=parse_pair, action="append", required=True, metavar="LOAD:INSTANCES")
     parser.add_argument(
-        "--instance-cpu", type=float, default=None, help="default: the gate's (UC4 0.5, else 0.25)"
+        "--instance-cpu", type=float, default=None, help="default: the gate's (uc4-depth 0.5, else 0.25)"
     )
     parser.add_argument(
         "--job-option", type=parse_job_option, action="append", default=[], metavar="KEY=VALUE"
@@ -175,10 +189,10 @@ def main() -> None:
     )
     parser.add_argument("--results", type=Path, default=None)
     args = parser.parse_args()
-    benchmark = BENCHMARKS[args.uc]
+    benchmark = chosen_benchmark(args)
     if args.job_option:
         benchmark = replace(benchmark, job_options={**benchmark.job_options, **dict(args.job_option)})
-    instance_cpu = args.instance_cpu or (0.5 if args.uc == 4 else 0.25)
+    instance_cpu = args.instance_cpu or GATE_INSTANCE_CPU.get(benchmark.name, 0.25)
     settings = gate_point_settings(
         [load for load, _ in args.pair],
         [instances for _, instances in args.pair],

@@ -25,7 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
 
-from gate_points import BENCHMARKS, gate_point_settings, median_batch_s  # benchmarks/scripts, beside this
+from gate_points import (  # benchmarks/scripts, beside this
+    add_benchmark_argument,
+    chosen_benchmark,
+    gate_point_settings,
+    median_batch_s,
+)
 from usecases import QUICK_WARMUP_EXECUTORS
 
 from pytest_theodolite.metrics import Metric
@@ -57,13 +62,13 @@ def poll_stages(ui_port: int, snapshot: dict[str, Any], stop: threading.Event, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--uc", type=int, choices=sorted(BENCHMARKS), required=True)
+    add_benchmark_argument(parser)
     parser.add_argument("--load", type=int, required=True)
     parser.add_argument("--instances", type=int, default=1)
     parser.add_argument("--instance-cpu", type=float, default=0.25)
     parser.add_argument("--stages", type=int, default=8, help="how many of the last stages to print")
     args = parser.parse_args()
-    benchmark, ui_port = BENCHMARKS[args.uc], free_port()
+    benchmark, ui_port = chosen_benchmark(args), free_port()
     snapshot: dict[str, Any] = {}
     stop = threading.Event()
     poller = threading.Thread(target=poll_stages, args=(ui_port, snapshot, stop, args.stages), daemon=True)
