@@ -34,6 +34,7 @@ from pytest_theodolite.results import (
     SERIES_EVENT_TIME_LATENCY,
     SERIES_GENERATOR_RATE,
     SERIES_LAG,
+    SERIES_LATE_ROWS,
     ExperimentResults,
     RepetitionRecord,
     ResultsError,
@@ -116,6 +117,7 @@ def reanalyse(
                 not_settled=protocol.get("failure") if use_recorded else None,
                 records_total=counters.get("records_total"),
                 records_malformed=counters.get("records_malformed"),
+                late_rows=series.get(SERIES_LATE_ROWS),
             )
             lag = next(v for v in verdicts if v.name == LAG_TREND)
             batches = next((v for v in verdicts if v.name == BATCH_DURATION), None)

@@ -45,7 +45,7 @@ from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSett
 from pytest_theodolite.search import MEASURED, NONE, IncrementalSearch, parse_strategy
 from pytest_theodolite.settings import TheodoliteSettings
 from pytest_theodolite.sides import spec_for
-from pytest_theodolite.slo import LAG_TREND, SlopeThreshold, SloSettings
+from pytest_theodolite.slo import LAG_TREND, LATE_RECORDS, SlopeThreshold, SloSettings
 from pytest_theodolite.spark.cluster import SparkCluster
 
 #: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
@@ -72,6 +72,7 @@ GATE_DEFAULTS: dict[str, Any] = {
     "spark_conf": {},
     "instance_cpu": None,
     "max_batch_duration": None,  # seconds; None: only the lag trend decides
+    "max_late_rate": None,  # records dropped as late per second; None: not checked (slo.check_late_records)
 }
 MARKER_KEYWORDS = ("loads", *GATE_DEFAULTS)
 #: (benchmark name, finished sub-experiment, the runner's phase timings per (load, resources, repetition))
@@ -161,6 +162,7 @@ def gate_spec(
                 max_batch_duration_s=None
                 if values["max_batch_duration"] in (None, "")
                 else float(values["max_batch_duration"]),
+                max_late_rate=_optional_number(values["max_late_rate"], "max_late_rate"),
             ),
             plan=plan,
             strategy=strategy,
@@ -187,6 +189,16 @@ def _warmup(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         raise GateSpecError(f"warmup {value!r} is neither 'auto' nor a number of seconds") from None
+
+
+def _optional_number(value: Any, name: str) -> float | None:
+    """None or "" -> None (not checked); a number (the command line gives text) -> that number."""
+    if value in (None, ""):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise GateSpecError(f"{name} {value!r} is not a number; leave it out not to check it") from None
 
 
 def _flag(value: Any, name: str) -> bool:
@@ -400,6 +412,9 @@ def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
         # a median over a FAIL without a slope (falling behind, no steady state) is an unbounded lag
         slope = f"{lag.value:.0f}" if math.isfinite(lag.value) else "unbounded"
         trend = f"; lag slope {slope}{interval}{median} vs {lag.threshold:.0f} records/s"
+    late = next((v for v in record.verdicts if v.name == LATE_RECORDS), None)
+    if late is not None:  # how many, beside the lag: a job can keep up by dropping what comes too late
+        trend += f"; {late.detail}"
     if len(record.repetitions) > 1:  # e.g. a regression's deciding verdict, measured once more
         each = ", ".join(r.outcome.value.upper() for r in record.repetitions)
         trend += f"; {len(record.repetitions)} repetitions: {each}"

@@ -113,6 +113,23 @@ def state_rows(progress: Mapping[str, Any] | None) -> int | None:
     return sum(rows) if rows else None
 
 
+def late_rows_per_batch(progresses: Sequence[Mapping[str, Any]]) -> list[tuple[float, int]]:
+    """Per distinct micro-batch, (epoch s it ended, input rows its stateful operators dropped as older than the
+    watermark: ``numRowsDroppedByWatermark`` summed over them), in the order of the batches' ends; empty for a
+    stateless query. One value per batch, so that none is counted twice or missed between two lag samples."""
+    per_batch: dict[int, tuple[float, int]] = {}
+    for progress in progresses:
+        batch, started = progress.get("batchId"), batch_start_s(progress)
+        duration = (progress.get("durationMs") or {}).get("triggerExecution")
+        operators = progress.get("stateOperators") or []
+        dropped = [op.get("numRowsDroppedByWatermark") for op in operators]
+        dropped = [int(d) for d in dropped if isinstance(d, (int, float)) and d >= 0]
+        if batch is None or started is None or duration is None or not dropped:
+            continue
+        per_batch[int(batch)] = (started + float(duration) / 1000.0, sum(dropped))
+    return sorted(per_batch.values())
+
+
 @dataclass(frozen=True)
 class LagSample:
     timestamp_s: float

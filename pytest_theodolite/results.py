@@ -58,6 +58,7 @@ SERIES_EVENT_TIME_LATENCY = "event-time-latency"
 SERIES_BATCH_ID = "batch-id"  # id of the last finished micro-batch at each lag sample (batch-aligned slope)
 SERIES_BATCH_END = "batch-end"  # epoch seconds that batch finished
 SERIES_STATE_ROWS = "state-rows"  # rows in the job's state stores after that batch (stateful jobs only)
+SERIES_LATE_ROWS = "late-rows"  # rows a micro-batch dropped as late, at its end (stateful jobs only)
 SERIES_COLUMNS = (
     "labels,timestamp,value"  # Theodolite's collector's columns, read by position by its analysis
 )

@@ -32,6 +32,7 @@ from pytest_theodolite.protocol import MeasurementPlan, MeasurementProtocol, Pha
 from pytest_theodolite.results import (
     SERIES_BATCH_END,
     SERIES_BATCH_ID,
+    SERIES_LATE_ROWS,
     SERIES_STATE_ROWS,
     RepetitionRecord,
     ResultsWriter,
@@ -285,6 +286,7 @@ class ExperimentRunner:
         phases: dict[str, float] = {}
         generator: LoadGenerator | None = None
         counters: dict[str, int] = {}
+        late_rows: TimeSeries | None = None  # per micro-batch, of a job with stateful operators
         abort: _Abort | None = None
         t_start = t_teardown = time.monotonic()
         try:
@@ -355,7 +357,11 @@ class ExperimentRunner:
                     if generator is not None:
                         generator.stop()
                     if query is not None:
-                        counters.update(self._stop_query(query))
+                        stopped, late = self._stop_query(query)
+                        counters.update(stopped)
+                        if late:
+                            late_rows = TimeSeries.of([t for t, _ in late], [n for _, n in late])
+                            self.writer.write_series(load, resources, SERIES_LATE_ROWS, repetition, late_rows)
         finally:
             lag_writer.close()
             for writer in series_writers.values():
@@ -373,7 +379,9 @@ class ExperimentRunner:
             rates = generator.achieved_rates()
             generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
-        verdicts = self._verdicts(abort, protocol, sampled, workload.target_rate, generator_series, counters)
+        verdicts = self._verdicts(
+            abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows
+        )
         return RepetitionRecord(repetition, verdicts, counters, protocol.summary(), sampled.cost())
 
     def _sample(
@@ -484,13 +492,16 @@ class ExperimentRunner:
             )
 
     @staticmethod
-    def _stop_query(query) -> dict[str, int]:
+    def _stop_query(query) -> tuple[dict[str, int], list[tuple[float, int]]]:
+        """Stop the query; its counters over the micro-batches Spark still keeps, and per batch the rows its
+        stateful operators dropped as late (monitor.late_rows_per_batch)."""
         try:
             progresses = monitor.all_progress(query)
             totals = monitor.observed_totals(progresses, RECORDS_METRIC)
             written = monitor.sink_output_rows(progresses)
+            late = monitor.late_rows_per_batch(progresses)
         except Exception:  # a dead query may not answer; the counts are optional
-            totals, written = {}, None
+            totals, written, late = {}, None, []
         try:
             query.stop()
         except Exception:  # stopping a query that already died may raise; it is stopped either way
@@ -498,7 +509,9 @@ class ExperimentRunner:
         counters = {f"records_{name}": value for name, value in totals.items()}
         if written is not None:
             counters["records_written"] = written
-        return counters
+        if late:
+            counters["records_dropped_late"] = sum(n for _, n in late)
+        return counters, late
 
     def _verdicts(
         self,
@@ -508,6 +521,7 @@ class ExperimentRunner:
         target_rate: float,
         generator_rate: TimeSeries | None,
         counters: Mapping[str, int],
+        late_rows: TimeSeries | None,
     ) -> tuple[SloVerdict, ...]:
         if abort is not None:
             return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
@@ -523,6 +537,7 @@ class ExperimentRunner:
             not_settled=protocol.failure_reason,
             records_total=counters.get("records_total"),
             records_malformed=counters.get("records_malformed"),
+            late_rows=late_rows,
         )
 
 

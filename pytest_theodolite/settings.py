@@ -176,6 +176,12 @@ GATE_OPTIONS: list[tuple[str, str, str]] = [
         "max_batch_duration",
         "largest median micro-batch duration (s) that passes; empty: only the lag trend decides",
     ),
+    (
+        "--theodolite-max-late-rate",
+        "max_late_rate",
+        "most records per second a stateful job may drop as later than its watermark after the warm-up "
+        "(e.g. 0); empty: not checked",
+    ),
     ("--theodolite-repetitions", "repetitions", "repetitions per sub-experiment (the median slope decides)"),
     (
         "--theodolite-tolerance",

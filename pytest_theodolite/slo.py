@@ -3,7 +3,8 @@
 A sub-experiment (load l, resources r) is judged by a set of SLOs; each check returns an `SloVerdict`. The
 lag-trend SLO is Theodolite's (seed 001, method 2.1): fit a line to the total consumer lag after the warm-up
 and pass iff its slope (records/s) is below a threshold. Event-time-latency trend (method 2.2), generator
-validity and a bound on malformed records complete the set. `combine_verdicts` and `combine_repetitions` turn
+validity, bounds on malformed records and on records dropped as late, and a micro-batch duration bound complete
+the set. `combine_verdicts` and `combine_repetitions` turn
 many verdicts into one outcome.
 
 Four outcomes, not two: a sub-experiment whose generator did not produce the load is INVALID (it says nothing
@@ -38,6 +39,7 @@ LATENCY_TREND = "event-time-latency-trend"
 GENERATOR_RATE = "generator-rate"
 MALFORMED_RECORDS = "malformed-records"
 BATCH_DURATION = "batch-duration"
+LATE_RECORDS = "late-records"
 
 # SLOs whose per-repetition values are slopes; over repetitions their median decides (as in Theodolite).
 TREND_SLOS: frozenset[str] = frozenset({LAG_TREND, LATENCY_TREND})
@@ -618,6 +620,41 @@ def check_batch_duration(
     )
 
 
+def check_late_records(late_rows: TimeSeries, *, max_rate: float, from_s: float, to_s: float) -> SloVerdict:
+    """Records dropped as late: PASS iff the input rows the job's stateful operators dropped as older than the
+    watermark (Spark's ``numRowsDroppedByWatermark``, one value per micro-batch at the batch's end) in the
+    measured window (`from_s`, `to_s`] come to at most `max_rate` per second of it.
+
+    Why beside the lag trend: a micro-batch engine that falls behind stretches its batches, and its lag can stay
+    bounded while the watermark moves on by whole batches; what arrives behind it -- UC4's results, fed back one
+    level of the hierarchy per micro-batch -- is dropped and never shows in the lag. Theodolite judges the same
+    with its dropped-records SLO (the rate of late records a Kafka Streams or Flink job dropped, at most 100/s in
+    its benchmark definitions); here the rate is the mean over the measured window, not the peak of 30 s rates.
+    """
+    if not max_rate >= 0 or not math.isfinite(max_rate):
+        raise ValueError(f"the late-records bound must be a finite rate >= 0 records/s, got {max_rate}")
+    if not to_s > from_s:
+        return SloVerdict(
+            LATE_RECORDS,
+            Outcome.FAIL,
+            None,
+            max_rate,
+            "no measured window to count late records in (the run ended before its warm-up was over)",
+        )
+    t = np.asarray(late_rows.timestamps_s, dtype=float)
+    dropped = float(np.asarray(late_rows.values, dtype=float)[(t > from_s) & (t <= to_s)].sum())
+    rate = dropped / (to_s - from_s)
+    outcome = Outcome.PASS if rate <= max_rate else Outcome.FAIL
+    relation = "<=" if outcome is Outcome.PASS else ">"
+    return SloVerdict(
+        LATE_RECORDS,
+        outcome,
+        rate,
+        max_rate,
+        f"{dropped:.0f} records dropped as late in {to_s - from_s:.0f} s: {rate:.3g}/s {relation} {max_rate:g}/s",
+    )
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Combining
 # ------------------------------------------------------------------------------------------------------------
@@ -742,6 +779,9 @@ class SloSettings:
     malformed_max_count: int | None = None  # at most one of the two malformed bounds; none: not checked
     malformed_max_fraction: float | None = None
     max_batch_duration_s: float | None = None  # None: the batch-duration SLO is not checked
+    max_late_rate: float | None = (
+        None  # records dropped as late per s; None: the late-records SLO is not checked
+    )
 
     def __post_init__(self) -> None:
         if self.slope_method not in SLOPE_METHODS:
@@ -750,6 +790,11 @@ class SloSettings:
             )
         if self.malformed_max_count is not None and self.malformed_max_fraction is not None:
             raise ValueError("give at most one of malformed_max_count and malformed_max_fraction")
+        if self.max_late_rate is not None and not (0 <= self.max_late_rate < math.inf):
+            raise ValueError(
+                f"max_late_rate {self.max_late_rate!r} is not a rate >= 0 of records dropped as late per second"
+                " (0: none may be; leave it out not to check)"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -763,6 +808,7 @@ class SloSettings:
             "malformed_max_count": self.malformed_max_count,
             "malformed_max_fraction": self.malformed_max_fraction,
             "max_batch_duration_s": self.max_batch_duration_s,
+            "max_late_rate": self.max_late_rate,
         }
 
     @classmethod
@@ -784,6 +830,7 @@ class SloSettings:
             malformed_max_count=data.get("malformed_max_count"),
             malformed_max_fraction=data.get("malformed_max_fraction"),
             max_batch_duration_s=data.get("max_batch_duration_s"),
+            max_late_rate=data.get("max_late_rate"),
         )
 
 
@@ -801,6 +848,7 @@ def evaluate_repetition(
     batch_ends: TimeSeries | None = None,
     warmup_s: float | None = None,
     not_settled: str | None = None,
+    late_rows: TimeSeries | None = None,
 ) -> tuple[SloVerdict, ...]:
     """All SLO verdicts of one repetition from its recorded series.
 
@@ -809,7 +857,8 @@ def evaluate_repetition(
     within its bound: its lag trend FAILs with that reason instead of being fitted.
 
     The lag trend is always checked. Generator validity is checked when the achieved-rate series and a target
-    rate are given; latency trend and malformed bound when their series/counts and settings are present.
+    rate are given; latency trend, malformed and late-records bounds when their series/counts and settings are
+    present (a job without stateful operators drops nothing as late and records no late-rows series).
     """
     warmup = settings.warmup_s if warmup_s is None else warmup_s
     if not_settled is not None:
@@ -856,6 +905,17 @@ def evaluate_repetition(
                 warmup_s=warmup,
                 batch_ids=batch_ids,
                 confidence=settings.confidence,
+            )
+        )
+    if settings.max_late_rate is not None and late_rows is not None and len(lag):
+        # the window the lag trend is judged over: from the first lag sample + the warm-up to the last one
+        start = float(np.min(lag.timestamps_s))
+        verdicts.append(
+            check_late_records(
+                late_rows,
+                max_rate=settings.max_late_rate,
+                from_s=start + warmup,
+                to_s=float(np.max(lag.timestamps_s)),
             )
         )
     bounded = settings.malformed_max_count is not None or settings.malformed_max_fraction is not None

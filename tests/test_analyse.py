@@ -309,3 +309,33 @@ def test_analyse_recomputes_the_cpu_per_record_from_the_raw_series(tmp_path):
     assert float(row[8]) == pytest.approx(50.0, rel=0.05)
     low, high = (float(x) for x in row[9].split(".."))
     assert low < float(row[8]) < high
+
+
+def test_analyse_judges_the_late_records_from_their_raw_series(tmp_path):
+    """The late-rows series is re-read like the lag: a recorded late-records bound is applied again offline."""
+    from pytest_theodolite.results import SERIES_LATE_ROWS
+
+    settings = SloSettings(warmup_s=20, max_late_rate=1.0)
+    writer = ResultsWriter(
+        tmp_path, "l", metric=Metric.DEMAND, slo_settings=settings, loads=[100], resources=[1, 2]
+    )
+    t = T0 + np.arange(0.0, 60.0)
+    lag = TimeSeries.of(t, np.full(t.size, 500.0))
+    # on 1 instance 200 records were dropped as late in the 39 s after the warm-up, on 2 none
+    for resources, dropped in ((1, 200), (2, 0)):
+        late = TimeSeries.of([t[10], t[40]], [5000, dropped])  # the 5000 fell in the warm-up
+        writer.write_series(100, resources, SERIES_LAG, 0, lag)
+        writer.write_series(100, resources, SERIES_LATE_ROWS, 0, late)
+        verdicts = evaluate_repetition(settings, lag=lag, target_rate=100.0, late_rows=late)
+        writer.record_sub_experiment(
+            SubExperimentRecord.from_repetitions(100, resources, 100.0, [RepetitionRecord(0, verdicts)])
+        )
+    results = read_results(tmp_path)
+    assert results.slo_settings.max_late_rate == 1.0
+    records = {r.resources: r for r in reanalyse(results, results.slo_settings).sub_experiments}
+    late_verdict = {r: next(v for v in records[r].verdicts if v.name == "late-records") for r in records}
+    assert late_verdict[1].outcome is Outcome.FAIL and late_verdict[1].value == pytest.approx(200 / 39)
+    assert late_verdict[2].outcome is Outcome.PASS and records[2].outcome is Outcome.PASS
+    # a looser bound given offline passes both
+    looser = reanalyse(results, SloSettings(warmup_s=20, max_late_rate=10.0))
+    assert all(r.outcome is Outcome.PASS for r in looser.sub_experiments)

@@ -63,3 +63,7 @@ def test_the_clickstream_gate_reaches_records_and_reports_a_verdict(tmp_path):
         state = example / "theodolite-results" / name
         assert state.exists(), sorted(p.name for p in state.parent.iterdir())
         assert max(read_series(state).values) > 0, state.read_text()[:500]
+        # and its state operator's count of rows dropped as later than the watermark, one value per batch
+        late = read_series(state.with_name(name.replace("state-rows", "late-rows")))
+        assert len(late) > 1 and min(late.values) >= 0, late
+        assert counters["records_dropped_late"] == sum(late.values), counters

@@ -112,6 +112,14 @@ def test_each_load_is_its_own_test_with_a_stable_id(gate_project):
         ("duration=1, tolerance=-1", "*tolerance -1 is not a whole number >= 0*"),
         ("duration=1, strategy='random'", "*random*"),
         ("duration=1, colour='blue'", "*unknown theodolite marker argument(s) [[]'colour'[]]*"),
+        (
+            "duration=1, max_late_rate='few'",
+            "*max_late_rate 'few' is not a number; leave it out not to check it*",
+        ),
+        (
+            "duration=1, max_late_rate=-1",
+            "*max_late_rate -1.0 is not a rate >= 0 of records dropped as late per second*",
+        ),
     ],
 )
 def test_bad_marker_values_are_usage_errors(gate_project, extra, message):
@@ -652,4 +660,35 @@ def test_a_progress_line_over_repetitions_names_each_and_an_unbounded_median():
     assert progress_line(record, {}) == (
         "load=4000 instances=1: FAIL (lag-trend fail; lag slope unbounded (median) vs 200 records/s; "
         "2 repetitions: FAIL, FAIL)"
+    )
+
+
+def test_the_late_records_bound_comes_from_the_marker_or_the_command_line():
+    from gate_fakes import BENCH
+
+    from pytest_theodolite.gates import gate_spec
+
+    assert gate_spec((BENCH,), {"loads": [1000]}, {}, {}).settings.slo.max_late_rate is None
+    assert (
+        gate_spec((BENCH,), {"loads": [1000], "max_late_rate": 0}, {}, {}).settings.slo.max_late_rate == 0.0
+    )
+    # the command line's text overrides the marker; empty there means "not checked"
+    overridden = gate_spec((BENCH,), {"loads": [1000], "max_late_rate": 0}, {"max_late_rate": "2.5"}, {})
+    assert overridden.settings.slo.max_late_rate == 2.5
+    assert (
+        gate_spec((BENCH,), {"loads": [1000]}, {"max_late_rate": ""}, {}).settings.slo.max_late_rate is None
+    )
+
+
+def test_a_progress_line_says_how_many_records_were_dropped_as_late_where_that_is_checked():
+    from pytest_theodolite.gates import progress_line
+    from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
+    from pytest_theodolite.slo import LAG_TREND, Outcome, SloVerdict, TimeSeries, check_late_records
+
+    late = check_late_records(TimeSeries.of([30.0], [90]), max_rate=0.0, from_s=0.0, to_s=60.0)
+    lag = SloVerdict(LAG_TREND, Outcome.PASS, -5.0, 200.0, "", -20.0, 10.0)
+    record = SubExperimentRecord.from_repetitions(6, 2, 600.0, [RepetitionRecord(0, (lag, late))])
+    assert progress_line(record, {}) == (
+        "load=6 instances=2: FAIL (lag-trend pass, late-records fail; lag slope -5 [-20, 10] vs 200 records/s; "
+        "90 records dropped as late in 60 s: 1.5/s > 0/s)"
     )

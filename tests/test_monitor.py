@@ -6,6 +6,7 @@ import pytest
 
 from pytest_theodolite.monitor import (
     ProgressError,
+    late_rows_per_batch,
     observed_totals,
     processed_offsets,
     sample_from,
@@ -119,3 +120,24 @@ def test_a_running_batch_counts_with_its_age():
     )
     assert sample_from(110.0, {0: 100}, p, "in").batch_duration_ms == 8000.0
     assert sample_from(101.5, {0: 100}, p, "in").batch_duration_ms == 2000.0  # the finished one is longer
+
+
+def test_late_rows_are_taken_once_per_batch_at_its_end():
+    def batch(batch_id, second, dropped):
+        return {
+            "batchId": batch_id,
+            "timestamp": f"2026-11-24T10:00:{second:02d}.000Z",
+            "durationMs": {"triggerExecution": 2500},
+            # UC4: two stateful operators (the registry's and the groups'), both counted
+            "stateOperators": [{"numRowsDroppedByWatermark": dropped}, {"numRowsDroppedByWatermark": 1}],
+        }
+
+    start = 1795514400.0  # 2026-11-24T10:00:00Z
+    progresses = [batch(8, 10, 4), batch(7, 5, 0), batch(8, 10, 4)]  # a batch seen twice counts once
+    assert late_rows_per_batch(progresses) == [(start + 7.5, 1), (start + 12.5, 5)]
+    # stateless, unreported (-1) or without a start: nothing to count
+    assert late_rows_per_batch([{**batch(1, 0, 0), "stateOperators": []}]) == []
+    assert (
+        late_rows_per_batch([{**batch(1, 0, 0), "stateOperators": [{"numRowsDroppedByWatermark": -1}]}]) == []
+    )
+    assert late_rows_per_batch([{"batchId": 1, "stateOperators": [{"numRowsDroppedByWatermark": 3}]}]) == []

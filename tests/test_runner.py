@@ -70,6 +70,7 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
         assert generator.outcome is Outcome.PASS, generator
 
     assert not list(tmp_path.glob("*_state-rows_*.csv"))  # UC1 is stateless: no state sampled, no file
+    assert not list(tmp_path.glob("*_late-rows_*.csv"))  # nor any record dropped as late
     lag_file = tmp_path / "exp1_200_1_lag-trend_0.csv"
     rows = list(csv.DictReader(lag_file.open()))
     assert list(rows[0]) == ["labels", "timestamp", "value"]  # Theodolite's shape

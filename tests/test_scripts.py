@@ -136,17 +136,20 @@ def test_gate_points_parses_its_arguments_and_explains_a_point(tmp_path):
     verdict = SloVerdict(LAG_TREND, Outcome.PASS, -116.0, 200.0, low=-143.0, high=-89.0)
     counters = {"records_measured": 80_000, "instance_cpu_ms": 4_000, "records_total": 100_000}
     repetition = RepetitionRecord(
-        0, (verdict,), {**counters, "records_written": 250_000}, {"stop": "certain"}
+        0,
+        (verdict,),
+        {**counters, "records_written": 250_000, "records_dropped_late": 17},
+        {"stop": "certain"},
     )
     point = SubExperimentRecord.from_repetitions(4000, 1, 4000.0, [repetition])
     # 50 us a record at 4 000 records/s is 0.2 core: 80 % of a quarter-core instance
     assert points.point_row(point, 0.25, 1.5, 42.0, (640.0, 652.0)) == (
-        "| 4000 | 1 | pass | -116 [-143, -89] | 200 | certain | 50.0 | 80% | 2.50 | 1.50 | 640 -> 652 | 42 |"
+        "| 4000 | 1 | pass | -116 [-143, -89] | 200 | certain | 50.0 | 80% | 2.50 | 1.50 | 640 -> 652 | 17 | 42 |"
     )
     unread = SubExperimentRecord.from_repetitions(
         4000, 1, 4000.0, [RepetitionRecord(0, (verdict,), protocol={"stop": "certain"})]
     )
-    assert points.point_row(unread, 0.25, None, 42.0).endswith("| certain | - | - | - | - | - | 42 |")
+    assert points.point_row(unread, 0.25, None, 42.0).endswith("| certain | - | - | - | - | - | - | 42 |")
 
     (tmp_path / "x_4000_1_batch-duration_0.csv").write_text(
         "labels,timestamp,value\n,1,1000\n,2,3000\n,3,2000\n"

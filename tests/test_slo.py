@@ -470,3 +470,56 @@ def test_the_median_over_repetitions_counts_a_fail_without_a_slope_as_a_lag_with
     passed = SloVerdict(LAG_TREND, Outcome.PASS, 227.0, 600.0, "")
     assert median_trend_verdict([unsettled, passed, passed]).outcome is Outcome.PASS
     assert median_trend_verdict([unsettled, unsettled, passed]).outcome is Outcome.FAIL
+
+
+from pytest_theodolite.slo import LATE_RECORDS, check_late_records  # noqa: E402
+
+
+def test_late_records_count_the_batches_that_ended_in_the_measured_window():
+    # three batches in (100, 200]: 150 records in 100 s; the one at 100 s ended in the warm-up, the one at
+    # 230 s after the last lag sample
+    late = TimeSeries.of([90.0, 100.0, 120.0, 160.0, 200.0, 230.0], [900, 500, 50, 0, 100, 700])
+    passed = check_late_records(late, max_rate=1.5, from_s=100.0, to_s=200.0)
+    assert (passed.name, passed.outcome, passed.value, passed.threshold) == (
+        LATE_RECORDS,
+        Outcome.PASS,
+        1.5,
+        1.5,
+    )
+    assert passed.detail == "150 records dropped as late in 100 s: 1.5/s <= 1.5/s"
+    failed = check_late_records(late, max_rate=0.0, from_s=100.0, to_s=200.0)
+    assert failed.outcome is Outcome.FAIL and failed.detail.endswith("1.5/s > 0/s")
+    nothing = check_late_records(TimeSeries.of([150.0], [0]), max_rate=0.0, from_s=100.0, to_s=200.0)
+    assert nothing.outcome is Outcome.PASS and nothing.value == 0.0
+
+
+def test_late_records_without_a_measured_window_fail_and_a_bad_bound_raises():
+    late = TimeSeries.of([10.0], [0])
+    verdict = check_late_records(late, max_rate=1.0, from_s=50.0, to_s=40.0)
+    assert verdict.outcome is Outcome.FAIL and "no measured window" in verdict.detail
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="late-records bound"):
+            check_late_records(late, max_rate=bad, from_s=0.0, to_s=1.0)
+
+
+def test_evaluate_repetition_judges_late_records_over_the_lag_trends_window_when_bounded():
+    t = np.arange(0.0, 100.0) + 1_700_000_000.0
+    lag = TimeSeries.of(t, np.zeros(t.size))
+    # 600 records dropped during the 60 s warm-up (the start transient), 30 in the 39 s measured after it
+    late = TimeSeries.of([t[30], t[59], t[70], t[99]], [600, 0, 10, 20])
+    settings = SloSettings(warmup_s=60, max_late_rate=1.0)
+    verdicts = evaluate_repetition(settings, lag=lag, target_rate=100.0, late_rows=late)
+    assert [v.name for v in verdicts] == [LAG_TREND, LATE_RECORDS]
+    assert verdicts[1].outcome is Outcome.PASS and verdicts[1].value == pytest.approx(30 / 39)
+    strict = evaluate_repetition(
+        dataclasses.replace(settings, max_late_rate=0.5), lag=lag, target_rate=100.0, late_rows=late
+    )
+    assert combine_verdicts(strict) is Outcome.FAIL
+    # not bounded, or a job without stateful operators (no series): not checked
+    assert [
+        v.name
+        for v in evaluate_repetition(SloSettings(warmup_s=60), lag=lag, target_rate=100.0, late_rows=late)
+    ] == [LAG_TREND]
+    assert [v.name for v in evaluate_repetition(settings, lag=lag, target_rate=100.0)] == [LAG_TREND]
+    assert SloSettings.from_dict(settings.to_dict()) == settings
+    assert SloSettings.from_dict({}).max_late_rate is None

@@ -89,6 +89,7 @@ def gate_point_settings(
     *,
     threshold: str = "5%",
     max_batch_duration_s: float | None = None,
+    max_late_rate: float | None = None,
 ) -> ExperimentSettings:
     """Settings that measure single points under the gates' default protocol (no search)."""
     return ExperimentSettings(
@@ -99,6 +100,7 @@ def gate_point_settings(
             warmup_s=0.0,
             lag_trend_threshold=parse_threshold(threshold),
             max_batch_duration_s=max_batch_duration_s,
+            max_late_rate=max_late_rate,
         ),
         plan=MeasurementPlan(),
         instance_cpu=instance_cpu,
@@ -166,6 +168,7 @@ def point_row(
         "-" if written is None else f"{written:.2f}",
         "-" if batch_s is None else f"{batch_s:.2f}",
         "-" if state is None else f"{state[0]:.0f} -> {state[1]:.0f}",
+        counters.get("records_dropped_late", "-"),
         f"{wall_s:.0f}",
     ]
     return "| " + " | ".join(map(str, cells)) + " |"
@@ -187,6 +190,13 @@ def main() -> None:
     parser.add_argument(
         "--max-batch-duration", type=float, default=None, metavar="S", help="the gate's batch-duration SLO"
     )
+    parser.add_argument(
+        "--max-late-rate",
+        type=float,
+        default=None,
+        metavar="RECORDS_PER_S",
+        help="the late-records SLO: records dropped as late per second after the warm-up",
+    )
     parser.add_argument("--results", type=Path, default=None)
     args = parser.parse_args()
     benchmark = chosen_benchmark(args)
@@ -200,6 +210,7 @@ def main() -> None:
         QUICK_WARMUP_EXECUTORS,
         threshold=args.threshold,
         max_batch_duration_s=args.max_batch_duration,
+        max_late_rate=args.max_late_rate,
     )
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-points-"))
     infra = TheodoliteSettings(max_instances=max(instances for _, instances in args.pair))
@@ -218,9 +229,9 @@ def main() -> None:
     print(
         "\n| load | instances | verdict | lag slope [95 % interval], records/s | threshold | stop "
         "| CPU us per record | share of the quota | rows written per input record | median batch, s "
-        "| state rows, peak of 1st -> 2nd half | wall, s |"
+        "| state rows, peak of 1st -> 2nd half | records dropped as late (whole run) | wall, s |"
     )
-    print("|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
     print(f"raw results: {results}")
 

@@ -55,6 +55,9 @@ DEFAULT_SESSION_CONF = {
     # query.stop() waits for the running micro-batch, by default forever: a batch stuck on a dead broker or a
     # lost executor must not hang teardown (stop() then raises, and the session's stop ends the batch)
     "spark.sql.streaming.stopTimeout": "30s",
+    # the runner counts per micro-batch (records read, dropped as late) over the progresses Spark keeps, 100 by
+    # default: fewer than a measurement's batches where they are short
+    "spark.sql.streaming.numRecentProgressUpdates": "1000",
 }
 
 
