@@ -113,17 +113,24 @@ def state_rows(progress: Mapping[str, Any] | None) -> int | None:
     return sum(rows) if rows else None
 
 
+#: the observation (field ``rows``) in which a job counts the rows it dropped as late itself
+#: (spark_jobs.common.LATE_ROWS_METRIC)
+LATE_ROWS_METRIC = "late_rows"
+
+
 def late_rows_per_batch(progresses: Sequence[Mapping[str, Any]]) -> list[tuple[float, int]]:
-    """Per distinct micro-batch, (epoch s it ended, input rows its stateful operators dropped as older than the
-    watermark: ``numRowsDroppedByWatermark`` summed over them), in the order of the batches' ends; empty for a
-    stateless query. One value per batch, so that none is counted twice or missed between two lag samples."""
+    """Per distinct micro-batch, (epoch s it ended, input rows dropped as older than the watermark: its stateful
+    operators' ``numRowsDroppedByWatermark`` and the rows the job counted itself in its ``late_rows``
+    observation), in the order of the batches' ends; empty for a query that reports neither. One value per
+    batch, so that none is counted twice or missed between two lag samples."""
     per_batch: dict[int, tuple[float, int]] = {}
     for progress in progresses:
         batch, started = progress.get("batchId"), batch_start_s(progress)
         duration = (progress.get("durationMs") or {}).get("triggerExecution")
         operators = progress.get("stateOperators") or []
         dropped = [op.get("numRowsDroppedByWatermark") for op in operators]
-        dropped = [int(d) for d in dropped if isinstance(d, (int, float)) and d >= 0]
+        own = ((progress.get("observedMetrics") or {}).get(LATE_ROWS_METRIC) or {}).get("rows")
+        dropped = [int(d) for d in [*dropped, own] if isinstance(d, (int, float)) and d >= 0]
         if batch is None or started is None or duration is None or not dropped:
             continue
         per_batch[int(batch)] = (started + float(duration) / 1000.0, sum(dropped))

@@ -24,7 +24,9 @@ Malformed records (null key, not JSON, a field missing, null or of the wrong typ
 dropped and counted, never fatal. Per micro-batch the count is in
 ``query.lastProgress["observedMetrics"]["records"]`` as ``total`` (records read) and ``malformed`` (dropped);
 sum over ``query.recentProgress`` or in a ``StreamingQueryListener`` for a whole run. UC4 reports its feedback
-topic separately as ``observedMetrics["feedback_records"]``.
+topic separately as ``observedMetrics["feedback_records"]``, and the readings its stateful function drops as
+later than the watermark as ``observedMetrics["late_rows"]["rows"]`` (those Spark's own filter drops are in
+``stateOperators[].numRowsDroppedByWatermark``).
 
 The jobs
 --------

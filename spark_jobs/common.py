@@ -44,6 +44,9 @@ PARSED_COLUMNS = (
 
 #: Name of the observation that counts records (``query.lastProgress["observedMetrics"][RECORDS_METRIC]``).
 RECORDS_METRIC = "records"
+#: Name of the observation (field ``rows``) in which a job counts the input rows it dropped itself as later than
+#: its watermark -- in an arbitrary stateful function, where Spark's ``numRowsDroppedByWatermark`` cannot see them
+LATE_ROWS_METRIC = "late_rows"
 
 # epoch ms outside [0, 9999-12-31] cannot become a Spark timestamp (ANSI mode would fail the whole query)
 _MAX_EPOCH_MS = 253_402_300_799_999

@@ -44,6 +44,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from spark_jobs.common import (
+    LATE_ROWS_METRIC,
     RECORDS_METRIC,
     DeploymentOptions,
     epoch_millis,
@@ -215,6 +216,21 @@ def latest_per_child(
         # timeout has not fired yet, goes now (a timeout before the watermark is refused anyway).
         if state.exists:
             state.remove()
+        # Spark's own late-row filter goes by the previous micro-batch's watermark, so these rows are not in its
+        # numRowsDroppedByWatermark: one row with the count as a negative childCount, which aggregate_groups
+        # turns into the LATE_ROWS_METRIC observation and removes
+        dropped = sum(len(readings) for readings in batches)
+        if dropped:
+            yield pd.DataFrame(
+                {
+                    "identifier": [identifier],
+                    "timestamp": [0],
+                    "sumInW": [0.0],
+                    "childCount": [-dropped],
+                    "windowStart": [int(window_start)],
+                    "windowEnd": [int(window_end)],
+                }
+            )
         return
     latest: dict[str, list[Any]] = json.loads(state.get[0]) if state.exists else {}
     # plain Python over the columns as lists: a group gets a few readings per micro-batch under a constant
@@ -262,13 +278,17 @@ def aggregate_groups(readings: DataFrame, pairs: DataFrame, *, window_size: str)
     )
     # An arbitrary stateful operator, not groupBy().agg(): an aggregation would have to keep every version
     # of every child (collect_list) to pick the latest per child, and that state grows with every reading.
-    return keyed.groupBy("identifier", "windowStart", "windowEnd").applyInPandasWithState(
+    grouped = keyed.groupBy("identifier", "windowStart", "windowEnd").applyInPandasWithState(
         latest_per_child,
         outputStructType=GROUP_RESULT_SCHEMA,
         stateStructType=GROUP_STATE_SCHEMA,
         outputMode="update",
         timeoutConf=GroupStateTimeout.EventTimeTimeout,
     )
+    # the readings latest_per_child dropped as late (its rows with a negative childCount): counted, not written
+    late = F.sum(F.when(F.col("childCount") < 0, -F.col("childCount")).otherwise(0))
+    counted = grouped.observe(LATE_ROWS_METRIC, F.coalesce(late, F.lit(0)).cast("long").alias("rows"))
+    return counted.where(F.col("childCount") >= 0)
 
 
 def as_kafka_records(results: DataFrame, *, output_topic: str, feedback_topic: str) -> DataFrame:

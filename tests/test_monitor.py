@@ -141,3 +141,7 @@ def test_late_rows_are_taken_once_per_batch_at_its_end():
         late_rows_per_batch([{**batch(1, 0, 0), "stateOperators": [{"numRowsDroppedByWatermark": -1}]}]) == []
     )
     assert late_rows_per_batch([{"batchId": 1, "stateOperators": [{"numRowsDroppedByWatermark": 3}]}]) == []
+    # rows the job dropped itself (UC4's stateful function) are added from its late_rows observation
+    own = {**batch(9, 20, 2), "observedMetrics": {"late_rows": {"rows": 30}, "records": {"total": 500}}}
+    assert late_rows_per_batch([own]) == [(start + 22.5, 33)]
+    assert late_rows_per_batch([{**own, "stateOperators": []}]) == [(start + 22.5, 30)]

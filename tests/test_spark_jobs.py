@@ -488,14 +488,28 @@ def test_uc4_state_keeps_one_version_per_child_however_many_readings_arrive():
     assert list(uc4.latest_per_child(key, iter([]), state)) == [] and not state.exists
 
 
-def test_uc4_drops_a_late_reading_of_a_closed_window_also_before_its_timeout_fired():
+def test_uc4_drops_a_late_reading_of_a_closed_window_also_before_its_timeout_fired_and_counts_it():
     late = pd.DataFrame({"child": ["s_0"], "timestamp": [5_000], "offset": [1], "valueInW": [1.0]})
     state = ScriptedGroupState()
     assert len(list(uc4.latest_per_child(("g", 0, 10_000), iter([late]), state))) == 1
     state.watermark_ms = 20_000  # the window closed; its state waits for its timeout (found by bench_jobs.py)
-    assert list(uc4.latest_per_child(("g", 0, 10_000), iter([late]), state)) == []
+    [counted] = list(uc4.latest_per_child(("g", 0, 10_000), iter([late, late]), state))
     assert not state.exists
-    assert list(uc4.latest_per_child(("g", 0, 10_000), iter([late]), ScriptedGroupState(20_000))) == []
+    # no result, only the count of what was dropped, as a negative childCount: aggregate_groups observes it
+    # as LATE_ROWS_METRIC and removes the row
+    assert counted.to_dict("records") == [
+        {
+            "identifier": "g",
+            "timestamp": 0,
+            "sumInW": 0.0,
+            "childCount": -2,
+            "windowStart": 0,
+            "windowEnd": 10_000,
+        }
+    ]
+    [counted] = list(uc4.latest_per_child(("g", 0, 10_000), iter([late]), ScriptedGroupState(20_000)))
+    assert counted["childCount"].tolist() == [-1]
+    assert list(uc4.latest_per_child(("g", 0, 10_000), iter([]), ScriptedGroupState(20_000))) == []
 
 
 @pytest.fixture
@@ -503,6 +517,51 @@ def uc4_topics(kafka_cluster) -> Iterator[dict[str, str]]:
     yield {
         role: fresh_topic(kafka_cluster, f"uc4-{role}") for role in ("input", "output", "config", "feedback")
     }
+
+
+def test_uc4_counts_the_readings_it_drops_as_late_and_writes_no_result_for_them(
+    spark, kafka_cluster, uc4_topics, tmp_path
+):
+    """Readings of a window the watermark has passed are dropped, and every one is counted -- by Spark's state
+    operator or, where Spark's filter (the previous batch's watermark) let it through, by UC4's own
+    ``late_rows`` observation -- as the runner adds them up (monitor.late_rows_per_batch). Which of the two
+    drops a reading depends on where Spark cuts the micro-batches; UC4's own count is tested on its function
+    above (test_uc4_drops_a_late_reading_...), here that its observation is reported with every batch."""
+    from pytest_theodolite.monitor import all_progress, late_rows_per_batch
+
+    producer = KafkaProducer(**kafka_cluster.client_kwargs())
+    producer.send(uc4_topics["config"], key=b"registry", value=json.dumps(registry(4, 1)).encode())
+    producer.flush()
+    producer.close()
+    query = uc4.start_query(
+        spark,
+        bootstrap_servers=kafka_cluster.bootstrap_servers,
+        input_topic=uc4_topics["input"],
+        output_topic=uc4_topics["output"],
+        checkpoint_dir=str(tmp_path / "checkpoint"),
+        config_topic=uc4_topics["config"],
+        feedback_topic=uc4_topics["feedback"],
+        window_size="10 seconds",
+        watermark_delay="5 seconds",
+        trigger_interval="100 milliseconds",
+    )
+    try:
+        query.registry.processAllAvailable()
+        produce(kafka_cluster, uc4_topics["input"], [reading(s, BASE_MS + 100_000, 1.0) for s in SENSORS])
+        run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])
+        for _ in range(2):
+            produce(kafka_cluster, uc4_topics["input"], [reading(s, BASE_MS + 1000, 2.0) for s in SENSORS])
+            run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])
+        progresses = all_progress(query)
+    finally:
+        query.stop()
+    counted = sum(rows for _, rows in late_rows_per_batch(progresses))
+    assert counted == 2 * len(SENSORS), progresses[-3:]
+    with_data = [p for p in progresses if p["numInputRows"] > 0]
+    assert with_data and all("rows" in p["observedMetrics"]["late_rows"] for p in with_data), with_data
+    results = consume_all(kafka_cluster, uc4_topics["output"])
+    assert {value["windowStart"] for _, value in results} == {BASE_MS + 100_000}
+    assert all(value["childCount"] > 0 for _, value in results), results
 
 
 def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
