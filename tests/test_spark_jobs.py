@@ -416,6 +416,30 @@ def run_until_feedback_settles(query, kafka_cluster, feedback_topic: str) -> Non
         query.processAllAvailable()
 
 
+def publish_registry(kafka_cluster, uc4_topics, tree: dict[str, Any]) -> None:
+    """The sensor registry as UC4 reads it: one record on its config topic."""
+    producer = KafkaProducer(**kafka_cluster.client_kwargs())
+    producer.send(uc4_topics["config"], key=b"registry", value=json.dumps(tree).encode())
+    producer.flush()
+    producer.close()
+
+
+def start_uc4(spark, kafka_cluster, uc4_topics, tmp_path, *, watermark_delay: str):
+    """UC4 on the test's topics with 10 s windows and a fast trigger."""
+    return uc4.start_query(
+        spark,
+        bootstrap_servers=kafka_cluster.bootstrap_servers,
+        input_topic=uc4_topics["input"],
+        output_topic=uc4_topics["output"],
+        checkpoint_dir=str(tmp_path / "checkpoint"),
+        config_topic=uc4_topics["config"],
+        feedback_topic=uc4_topics["feedback"],
+        window_size="10 seconds",
+        watermark_delay=watermark_delay,
+        trigger_interval="100 milliseconds",
+    )
+
+
 def latest_results(kafka_cluster, output_topic: str) -> dict[tuple[str, int], dict[str, Any]]:
     """Update-mode output as a table: the last record per (group, windowStart) wins."""
     return {(key, value["windowStart"]): value for key, value in consume_all(kafka_cluster, output_topic)}
@@ -529,22 +553,8 @@ def test_uc4_counts_the_readings_it_drops_as_late_and_writes_no_result_for_them(
     above (test_uc4_drops_a_late_reading_...), here that its observation is reported with every batch."""
     from pytest_theodolite.monitor import all_progress, late_rows_per_batch
 
-    producer = KafkaProducer(**kafka_cluster.client_kwargs())
-    producer.send(uc4_topics["config"], key=b"registry", value=json.dumps(registry(4, 1)).encode())
-    producer.flush()
-    producer.close()
-    query = uc4.start_query(
-        spark,
-        bootstrap_servers=kafka_cluster.bootstrap_servers,
-        input_topic=uc4_topics["input"],
-        output_topic=uc4_topics["output"],
-        checkpoint_dir=str(tmp_path / "checkpoint"),
-        config_topic=uc4_topics["config"],
-        feedback_topic=uc4_topics["feedback"],
-        window_size="10 seconds",
-        watermark_delay="5 seconds",
-        trigger_interval="100 milliseconds",
-    )
+    publish_registry(kafka_cluster, uc4_topics, registry(4, 1))
+    query = start_uc4(spark, kafka_cluster, uc4_topics, tmp_path, watermark_delay="5 seconds")
     try:
         query.registry.processAllAvailable()
         produce(kafka_cluster, uc4_topics["input"], [reading(s, BASE_MS + 100_000, 1.0) for s in SENSORS])
@@ -569,10 +579,7 @@ def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
 ):
     tree = registry(children_per_group=4, levels=3)
     assert len(leaves_by_group(tree)) == 21 and len(leaves_by_group(tree)["group_lvl_0_0"]) == 64
-    producer = KafkaProducer(**kafka_cluster.client_kwargs())
-    producer.send(uc4_topics["config"], key=b"registry", value=json.dumps(tree).encode())
-    producer.flush()
-    producer.close()
+    publish_registry(kafka_cluster, uc4_topics, tree)
 
     window_ms = 10_000
     generator = random.Random(5)
@@ -587,18 +594,7 @@ def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
     readings.append(reading("s_unknown", BASE_MS + 500, 1e6))  # in no group: must not count anywhere
     produce(kafka_cluster, uc4_topics["input"], readings, MALFORMED)
 
-    query = uc4.start_query(
-        spark,
-        bootstrap_servers=kafka_cluster.bootstrap_servers,
-        input_topic=uc4_topics["input"],
-        output_topic=uc4_topics["output"],
-        checkpoint_dir=str(tmp_path / "checkpoint"),
-        config_topic=uc4_topics["config"],
-        feedback_topic=uc4_topics["feedback"],
-        window_size="10 seconds",
-        watermark_delay="1 hour",
-        trigger_interval="100 milliseconds",
-    )
+    query = start_uc4(spark, kafka_cluster, uc4_topics, tmp_path, watermark_delay="1 hour")
     try:
         run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])
         expected = expected_group_sums(readings[:-1], tree, window_ms)
@@ -615,10 +611,7 @@ def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
         # a new registry moves two sensors; the running query must apply it to the next window
         moved = {"s_0": "group_lvl_2_15", "s_63": "group_lvl_1_0"}
         new_tree = registry(children_per_group=4, levels=3, moved=moved)
-        producer = KafkaProducer(**kafka_cluster.client_kwargs())
-        producer.send(uc4_topics["config"], key=b"registry", value=json.dumps(new_tree).encode())
-        producer.flush()
-        producer.close()
+        publish_registry(kafka_cluster, uc4_topics, new_tree)
         # a new registry is in force once UC4's registry query has read it (within a second); readings sent
         # before that may still go to the old groups, as in Theodolite's UC4
         query.registry.processAllAvailable()
