@@ -493,8 +493,8 @@ class ExperimentRunner:
 
     @staticmethod
     def _stop_query(query) -> tuple[dict[str, int], list[tuple[float, int]]]:
-        """Stop the query; its counters over the micro-batches Spark still keeps, and per batch the rows its
-        stateful operators dropped as late (monitor.late_rows_per_batch)."""
+        """Stop the query; its counters over the micro-batches Spark still keeps, and per batch the rows it
+        dropped as late (monitor.late_rows_per_batch: Spark's count and the job's own)."""
         try:
             progresses = monitor.all_progress(query)
             totals = monitor.observed_totals(progresses, RECORDS_METRIC)

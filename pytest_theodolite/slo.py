@@ -621,9 +621,10 @@ def check_batch_duration(
 
 
 def check_late_records(late_rows: TimeSeries, *, max_rate: float, from_s: float, to_s: float) -> SloVerdict:
-    """Records dropped as late: PASS iff the input rows the job's stateful operators dropped as older than the
-    watermark (Spark's ``numRowsDroppedByWatermark``, one value per micro-batch at the batch's end) in the
-    measured window (`from_s`, `to_s`] come to at most `max_rate` per second of it.
+    """Records dropped as late: PASS iff the input rows dropped as older than the watermark (Spark's
+    ``numRowsDroppedByWatermark`` plus the job's own ``late_rows`` count, one value per micro-batch at the
+    batch's end: monitor.late_rows_per_batch) in the measured window (`from_s`, `to_s`] come to at most
+    `max_rate` per second of it.
 
     Why beside the lag trend: a micro-batch engine that falls behind stretches its batches, and its lag can stay
     bounded while the watermark moves on by whole batches; what arrives behind it -- UC4's results, fed back one
