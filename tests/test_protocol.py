@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from pytest_theodolite.protocol import (
     Phase,
     Stop,
     batch_durations_growing,
+    batch_durations_rising,
     batch_durations_settled,
     stop_of,
 )
@@ -21,13 +23,14 @@ from pytest_theodolite.slo import Outcome, TimeSeries, batch_aligned, lag_trend_
 T0 = 1_700_000_000.0
 
 
-def micro_batch_run(load: float, durations, seconds: int, seed: int = 0):
+def micro_batch_run(load: float, durations, seconds: int, seed: int = 0, jitter: float = 0.05):
     """Samples (t, lag, last finished batch id, its duration in ms, its end) once a second from a scripted
-    engine: batch k runs for durations(k) seconds and takes in everything that arrived before it started."""
+    engine: batch k runs for durations(k) seconds (times 1 + jitter x a standard normal, at least a tenth of
+    it) and takes in everything that arrived before it started."""
     rng = np.random.default_rng(seed)
     ends, taken, start, k = [], [], 0.0, 0
     while start < seconds + 60:
-        end = start + durations(k) * (1 + 0.05 * rng.standard_normal())
+        end = start + durations(k) * max(0.1, 1 + jitter * rng.standard_normal())
         ends.append(end)
         taken.append(load * start)  # offsets processed up to when it finishes
         start, k = end, k + 1
@@ -188,6 +191,66 @@ def test_a_job_that_keeps_up_after_a_rising_start_transient_is_not_failed_as_cer
         protocol.stop is Stop.FALLING_BEHIND or protocol.estimate.side_of(600) is Outcome.FAIL
     )
     assert not failed_for_certain, (protocol.stop, protocol.estimate, protocol.warmup_used_s)
+
+
+# Recorded 2026-11-24 (pull-request mode, unchanged code, UC1 at 4 000 records/s on two quarter-core
+# instances): the distinct batch durations (s) after priming and their ends (s). With a rise judged over two
+# halves of four batches this job never settled in 90 s -- on 1, 2, 3 and 4 instances alike.
+SHORT_JITTERY = [0.48, 0.79, 0.82, 0.79, 0.6, 0.62, 0.66, 0.68, 0.51, 0.58, 0.53, 0.67, 0.6, 0.51, 0.68, 0.84]
+SHORT_JITTERY += [0.8, 0.79, 0.75, 0.7, 0.5, 0.58, 0.44, 0.44, 0.56, 0.55, 0.6, 0.5, 0.49, 0.59, 0.39, 0.4]
+SHORT_JITTERY_ENDS = [0.0, 0.8, 1.6, 2.4, 3.7, 4.9, 5.6, 6.9, 7.9, 8.5, 9.7]
+SHORT_JITTERY_ENDS += [10.3, 11.6, 12.7, 13.9, 14.7, 15.5, 16.3, 17.9, 18.6, 19.9, 20.5]
+SHORT_JITTERY_ENDS += [21.9, 22.8, 23.9, 24.4, 25.8, 26.9, 27.8, 28.4, 29.8, 30.9]
+
+
+@pytest.mark.parametrize(
+    "durations, ends, rate, rising",
+    [
+        (SHORT_JITTERY, SHORT_JITTERY_ENDS, 4000, False),
+        (SHORT_JITTERY[:8], SHORT_JITTERY_ENDS[:8], 4000, False),  # 0.48 ... 0.82 s: the jitter, not a rise
+        ([2.0, 3.1, 4.4, 6.3], None, 12000, True),  # the recorded transient, early
+        ([7.5, 8.2, 8.6, 9.0], None, 12000, True),  # still 12 000 x 0.06 s/s = 720 records/s a second
+        ([8.2, 8.6, 9.0, 9.3], None, 12000, False),  # 12 000 x 0.04: below the threshold
+        ([9.0, 10.0, 9.5, 10.1], None, 12000, False),  # steady, with jitter
+        ([2.0, 3.1, 4.4], None, 12000, False),  # too few
+    ],
+)
+def test_batch_durations_rise_when_their_fitted_rise_exceeds_the_threshold_and_the_jitter(
+    durations, ends, rate, rising
+):
+    ends = list(np.cumsum(durations)) if ends is None else ends
+    threshold = 0.05 * rate  # the gates' relative lag-trend threshold
+    assert batch_durations_rising(durations, ends, 4, rate, threshold, window_s=20) is rising
+
+
+def test_batch_ends_that_are_not_known_are_taken_as_back_to_back():
+    rise = [2.0, 3.1, 4.4, 6.3]
+    assert batch_durations_rising(rise, [math.nan] * 4, 4, offered_rate=12000, threshold_rps=600, window_s=20)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_job_that_keeps_up_with_short_jittery_batches_settles_and_is_measured(seed):
+    # the live regression of the rule above: sub-second batches jittering by a third, at 4 000 records/s
+    samples = micro_batch_run(4000, lambda k: 2.0 if k < 3 else 0.6, 200, seed=seed, jitter=0.3)
+    protocol = MeasurementProtocol(MeasurementPlan(max_warmup_s=90), threshold_rps=200, offered_rate=4000)
+    run(protocol, samples)
+    assert protocol.warmup_used_s is not None and protocol.warmup_used_s < 40, protocol.summary()
+    assert protocol.stop is Stop.CERTAIN and protocol.estimate.side_of(200) is Outcome.PASS
+
+
+def test_a_measurement_that_began_at_a_dip_goes_back_to_settling_once_with_the_bound_counted_anew():
+    # settles at 2 s, then lengthens its batches towards 8 s: measuring that rise would read +600 records/s
+    def durations(k):
+        return 3.0 if k < 3 else 2.0 if k < 9 else min(8.0, 2.0 + 0.6 * (k - 9))
+
+    plan = MeasurementPlan(max_warmup_s=60, min_duration_s=20, max_duration_s=120)
+    protocol = MeasurementProtocol(plan, threshold_rps=100, offered_rate=2000)
+    phases = run(protocol, micro_batch_run(2000, durations, 400))
+    measuring = [k for k, (a, b) in enumerate(itertools.pairwise(phases)) if b is Phase.MEASURING and a != b]
+    assert len(measuring) == 2, "measured, went back to settling, measured again"
+    # measured again later than the bound counted from the end of priming allowed
+    assert measuring[1] - phases.index(Phase.SETTLING) > plan.max_warmup_s
+    assert protocol.stop is Stop.CERTAIN and protocol.estimate.side_of(100) is Outcome.PASS
 
 
 @pytest.mark.parametrize(
