@@ -11,7 +11,8 @@ code, not the host"). One repetition goes through four phases, fed one lag sampl
    primed at full speed, or left by the limit, is worked off): the mean of the newer half of the last
    ``settle_batches`` durations is at least ``1 - settle_tolerance`` times the older half's longest -- and
    stop rising faster than the lag-trend threshold allows (the lag at a commit is the load times the batch's
-   duration, so lengthening batches raise it whether or not the job keeps up). A job near its capacity can
+   duration, so lengthening batches raise it whether or not the job keeps up; the rise is fitted over the
+   batches of the last ``min_duration_s``, `batch_durations_rising`). A job near its capacity can
    take a minute or more to lengthen its batches to their fixed point after the limit, at first by growing
    steps (UC1 at 12 000 records/s on two quarter-core instances, 2026-11-24: 2.0, 3.1, 4.4, 6.3, then 7.5 ...
    10 s); measured inside that rise, identical code FAILed and PASSed by turns. Never settling within
@@ -24,17 +25,17 @@ code, not the host"). One repetition goes through four phases, fed one lag sampl
    ``warmup_s`` (Theodolite's protocol) replaces this phase.
 3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
    after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
-   (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty
-   it had). Batches that begin to rise while measuring (the warm-up ended at a dip after priming) send the
-   repetition back to settling. Where the job's micro-batches are bounded too (``max_batch_s``, the
-   batch-duration SLO), the median batch's interval must also lie on one side of that bound -- a certain FAIL
-   of either SLO decides at once, a PASS needs both. A job that falls far behind is told sooner: a micro-batch
-   engine takes all pending input into its next batch, so when the load exceeds what it can process each batch
-   is longer than the last, without bound (one that keeps up converges to a fixed batch time, by ever smaller
-   steps). ``falling_behind_batches`` finished batches that grow by steps that do not shrink, the last at
-   least twice the first and ``FALLING_BEHIND_GROWTH`` times the shortest batch under the limit (more than the
-   start transients above rose), end the measurement as ``falling-behind`` -- a FAIL -- instead of waiting
-   minutes for batches long enough to fit.
+   (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty it
+   had). Batches that begin to rise while measuring (the warm-up ended at a dip after priming) send the
+   repetition back to settling, once, with its bound counted anew. Where the job's micro-batches are bounded too
+   (``max_batch_s``, the batch-duration SLO), the median batch's interval must also lie on one side of that bound
+   -- a certain FAIL of either SLO decides at once, a PASS needs both. A job that falls far behind is told
+   sooner: a micro-batch engine takes all pending input into its next batch, so when the load exceeds what it can
+   process each batch is longer than the last, without bound (one that keeps up converges to a fixed batch time,
+   by ever smaller steps). ``falling_behind_batches`` finished batches that grow by steps that do not shrink, the
+   last at least twice the first and ``FALLING_BEHIND_GROWTH`` times the shortest batch under the limit (more
+   than the start transients above rose), end the measurement as ``falling-behind`` -- a FAIL -- instead of
+   waiting minutes for batches long enough to fit.
 4. **done**.
 
 Nothing here talks to Kafka or Spark: the runner feeds samples and applies the CPU limit when asked.
