@@ -67,6 +67,21 @@ def test_gate_quality_counts_only_runs_that_ran_to_their_end(capsys):
     assert "not counted (injected, did not run to its end): i2 (exit 2)" in out
 
 
+def test_gate_quality_shows_each_runs_ref_in_pull_request_mode(capsys):
+    quality = load_script("gate_quality")
+    test = "test_uc1_database_storage[load=12000]"
+    runs = [
+        quality.Run("clean", 1, 60.0, 1, (quality.Point(test, "12000", "2", "3", "regression"),)),
+        quality.Run("clean", 2, 60.0, 0, (quality.Point(test, "12000", "3", "3", "pass", "+0.010"),)),
+    ]
+    quality.report(runs, pull_request=True)
+    out = capsys.readouterr().out
+    assert "| gate | load | c1 | c2 |" in out
+    assert "| test_uc1_database_storage | 12000 | 2 -> 3 REGRESSION | 3 -> 3 cpu +1% |" in out
+    quality.report(runs)  # against a stored baseline: one column for it
+    assert "| test_uc1_database_storage | 12000 | 3 | 3 REGRESSION | 3 cpu +1% |" in capsys.readouterr().out
+
+
 def test_uc4_state_bench_times_two_folds_that_agree():
     bench = load_script("bench_uc4_state")
     batch = bench.readings(240)

@@ -152,7 +152,10 @@ def run_gates(kind: str, index: int, out: Path, extra: list[str], cwd: Path = RO
     return run
 
 
-def report(runs: list[Run]) -> None:
+def report(runs: list[Run], pull_request: bool = False) -> None:
+    """The points of every run side by side, then the rates. In pull-request mode each cell shows that run's
+    REF demand beside the change's (REF is measured anew in every run, and differs between runs on an edge);
+    otherwise the stored baseline's demand, the same for all runs, has a column of its own."""
     table: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
     baselines: dict[tuple[str, str], str] = {}
     for run in runs:
@@ -166,17 +169,15 @@ def report(runs: list[Run]) -> None:
                 "cost-regression": " COST REGRESSION",
             }.get(point.verdict, f" {point.verdict}")
             cpu = f" cpu {float(point.cpu_change):+.0%}" if point.cpu_change else ""
-            table[key][f"{run.kind[0]}{run.index}"] = f"{point.measured}{mark}{cpu}"
+            demands = f"{point.baseline} -> {point.measured}" if pull_request else point.measured
+            table[key][f"{run.kind[0]}{run.index}"] = f"{demands}{mark}{cpu}"
     columns = [f"{r.kind[0]}{r.index}" for r in runs]
-    reference = "REF" if COMPARE else "baseline"
-    print(f"\n| gate | load | {reference} | " + " | ".join(columns) + " |")
-    print("|---|---|---|" + "---|" * len(columns))
+    head = "| gate | load | " if pull_request else "| gate | load | baseline | "
+    print("\n" + head + " | ".join(columns) + " |")
+    print("|---|---|" + ("" if pull_request else "---|") + "---|" * len(columns))
     for (test, load), cells in sorted(table.items(), key=lambda item: (item[0][0], int(item[0][1] or 0))):
-        print(
-            f"| {test} | {load} | {baselines[(test, load)]} | "
-            + " | ".join(cells.get(c, "-") for c in columns)
-            + " |"
-        )
+        reference = "" if pull_request else f"{baselines[(test, load)]} | "
+        print(f"| {test} | {load} | {reference}" + " | ".join(cells.get(c, "-") for c in columns) + " |")
     for kind, label in (
         ("clean", "false alarms (unchanged code, a run with any regression)"),
         ("injected", "detections (injected regression, a run with any regression)"),
@@ -263,7 +264,7 @@ def main() -> None:
     else:
         injected = [f"--theodolite-job-option=uc1-keys:extra_hash_rounds={args.hash_rounds}"]
         runs += [run_gates("injected", i + 1, args.out, extra + injected) for i in range(args.injected)]
-    report(runs)
+    report(runs, pull_request=bool(COMPARE))
 
 
 if __name__ == "__main__":
