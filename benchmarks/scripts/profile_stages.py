@@ -48,6 +48,7 @@ def poll_stages(ui_port: int, snapshot: dict[str, Any], stop: threading.Event, s
             app = json.load(urllib.request.urlopen(base, timeout=2))[0]["id"]
             done = json.load(urllib.request.urlopen(f"{base}/{app}/stages?status=complete", timeout=5))
             last = sorted(done, key=lambda s: -s["stageId"])[:stages]
+            snapshot["names"] = {s["stageId"]: s["name"] for s in last}
             snapshot["tasks"] = {
                 s["stageId"]: json.load(
                     urllib.request.urlopen(
@@ -56,7 +57,7 @@ def poll_stages(ui_port: int, snapshot: dict[str, Any], stop: threading.Event, s
                 )
                 for s in last
             }
-        except OSError:  # no session yet, or it is starting or stopping
+        except (OSError, ValueError):  # no session yet, or it is starting or stopping (an empty answer)
             continue
 
 
@@ -91,7 +92,8 @@ def main() -> None:
     print("stage: tasks as duration/JVM CPU (ms)")
     for stage_id, tasks in sorted(snapshot.get("tasks", {}).items()):
         cells = [f"{t['duration']}/{round(t['taskMetrics']['executorCpuTime'] / 1e6)}" for t in tasks]
-        print(f"{stage_id}: {' '.join(cells)}")
+        name = snapshot.get("names", {}).get(stage_id, "")
+        print(f"{stage_id} ({name}): {' '.join(cells)}")
     median_s = median_batch_s(results, args.load, args.instances)
     if median_s is not None:
         print(f"micro-batch duration, median of the samples: {median_s:.2f} s")
