@@ -40,7 +40,8 @@ The jobs
 
 UC1-UC3 pass every record through native Spark SQL only (no Python UDF, pandas UDF or Python state function),
 so no Python worker limits their throughput. UC4 keeps each child's latest value per (group, window) in a
-Python state function (``applyInPandasWithState``), and reads its registry with a second, small query, which
+Python state function (``applyInPandasWithState``, called once per bucket of groups and window, not per group),
+and reads its registry with a second, small query, which
 the :class:`StreamingQuery` it returns stops with itself. This package imports neither pytest nor
 pytest_theodolite: it runs on any Spark 4 cluster with the ``spark-sql-kafka-0-10`` connector.
 

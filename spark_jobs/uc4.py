@@ -10,10 +10,14 @@ Data flow (Theodolite's, in Spark SQL):
 2. The registry becomes (child, parent) pairs: every sensor and every group with its direct parent group.
 3. Readings from ``input_topic`` and group results from ``feedback_topic`` are joined with the pairs, which
    duplicates each reading to its parent group (a sensor listed in several groups goes to each).
-4. Per (group, window) an arbitrary stateful operator (``applyInPandasWithState``) keeps each child's
-   *latest* value in the window (latest by event time, then Kafka offset -- later versions of a group's
-   result in the feedback topic replace earlier ones) and reports their sum, as Theodolite's UC4 does. Its
-   state is bounded by the group's number of children, not by the number of readings.
+4. An arbitrary stateful operator (``applyInPandasWithState``) keeps, per group and window, each child's
+   *latest* value (latest by event time, then Kafka offset -- later versions of a group's result in the
+   feedback topic replace earlier ones) and reports their sum, as Theodolite's UC4 does. Its state is bounded
+   by the groups' numbers of children, not by the number of readings. The operator's key is (bucket, window),
+   a bucket holding the groups whose identifiers hash to it (``state_buckets``, 16): Spark calls the Python
+   function once per key and micro-batch, and that call's fixed cost (Arrow to pandas and back, the state
+   row) keyed per group was paid for every group in every micro-batch -- most of UC4's CPU under a constant
+   load, and more of it the shorter the batches, so more instances bought little capacity.
 5. Results go to ``output_topic`` and to ``feedback_topic``; from there they re-enter step 3 as readings of
    the group, so a group of groups sums its subgroups' results. Each level up costs one more micro-batch.
 
@@ -65,6 +69,9 @@ SPARSE_TOPIC_FETCH_WAIT_MS = 10
 REGISTRY_POLL_INTERVAL = "1 second"
 #: observation counting the records read back from the feedback topic (``observedMetrics[...]``)
 FEEDBACK_METRIC = "feedback_records"
+#: groups share a state key per window in this many buckets (see the module's step 4): enough that the keys of
+#: one or two open windows spread over a few state partitions, few enough that a micro-batch makes few calls
+DEFAULT_STATE_BUCKETS = 16
 
 # children stay raw JSON strings (Spark's JSON reader keeps a nested object as its text for a string field)
 # and are parsed one level at a time: a fixed Spark schema cannot describe a tree of any depth
@@ -193,24 +200,26 @@ def child_parent_pairs(registry: DataFrame, max_depth: int) -> DataFrame:
     )
 
 
-#: the stateful operator's output per (group, window), and what it keeps: each child's latest version only
+#: the stateful operator's output: one row per (group, window) a call changed
 GROUP_RESULT_SCHEMA = (
     "identifier STRING, timestamp LONG, sumInW DOUBLE, childCount INT, windowStart LONG, windowEnd LONG"
 )
-#: ``latest``: JSON object child -> [timestamp, offset, valueInW]; bounded by the group's number of children
+#: ``latest``: JSON object group -> child -> [timestamp, offset, valueInW], for the groups of one bucket and
+#: window; bounded by their numbers of children
 GROUP_STATE_SCHEMA = "latest STRING"
 
 
 def latest_per_child(
     key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
-    """One (group, window): fold this micro-batch's readings into each child's latest version (by event time,
-    then Kafka offset) and emit the group's sum. The state holds one version per child, however many
+    """One (bucket, window): fold this micro-batch's readings (column ``identifier``: the group they count
+    for) into each group's latest version per child (by event time, then Kafka offset) and emit the sum of
+    every group that got a reading. The state holds one version per child of each group, however many
     readings arrive; it is dropped when the watermark passes the window's end."""
     if state.hasTimedOut:
         state.remove()
         return
-    identifier, window_start, window_end = key
+    _bucket, window_start, window_end = key
     if window_end <= state.getCurrentWatermarkMs():
         # A late reading of a closed window: dropped, as an aggregation drops it. The window's state, if its
         # timeout has not fired yet, goes now (a timeout before the watermark is refused anyway).
@@ -223,7 +232,7 @@ def latest_per_child(
         if dropped:
             yield pd.DataFrame(
                 {
-                    "identifier": [identifier],
+                    "identifier": [""],
                     "timestamp": [0],
                     "sumInW": [0.0],
                     "childCount": [-dropped],
@@ -232,41 +241,54 @@ def latest_per_child(
                 }
             )
         return
-    latest: dict[str, list[Any]] = json.loads(state.get[0]) if state.exists else {}
-    # plain Python over the columns as lists: a group gets a few readings per micro-batch under a constant
-    # load, and pandas' per-call overhead (sort, de-duplicate) cost ~5x this loop (1.0 ms vs 0.2 ms a call,
-    # benchmarks/scripts/bench_uc4_state.py)
+    groups: dict[str, dict[str, list[Any]]] = json.loads(state.get[0]) if state.exists else {}
+    changed: dict[str, dict[str, list[Any]]] = {}  # the groups that got a reading, in order of arrival
+    # plain Python over the columns as lists: pandas' per-call overhead (sort, de-duplicate) cost ~5x this
+    # loop (benchmarks/scripts/bench_uc4_state.py)
     for readings in batches:
-        for child, timestamp, offset, value in zip(
+        for group, child, timestamp, offset, value in zip(
+            readings["identifier"].tolist(),
             readings["child"].tolist(),
             readings["timestamp"].tolist(),
             readings["offset"].tolist(),
             readings["valueInW"].tolist(),
             strict=True,
         ):
+            latest = changed.get(group)
+            if latest is None:
+                latest = changed[group] = groups.setdefault(group, {})
             known = latest.get(child)
             if known is None or (timestamp, offset) > (known[0], known[1]):
                 latest[child] = [timestamp, offset, value]
-    state.update((json.dumps(latest),))
+    if not groups:
+        return
+    state.update((json.dumps(groups),))
+    # Spark clears a key's timeout at every call: set it again, or the window's state is never dropped
     state.setTimeoutTimestamp(int(window_end))
+    if not changed:
+        return
+    versions = list(changed.values())
     yield pd.DataFrame(
         {
-            "identifier": [identifier],
-            "timestamp": [max(version[0] for version in latest.values())],
-            "sumInW": [sum(version[2] for version in latest.values())],
-            "childCount": [len(latest)],
-            "windowStart": [int(window_start)],
-            "windowEnd": [int(window_end)],
+            "identifier": list(changed),
+            "timestamp": [max(version[0] for version in latest.values()) for latest in versions],
+            "sumInW": [sum(version[2] for version in latest.values()) for latest in versions],
+            "childCount": [len(latest) for latest in versions],
+            "windowStart": [int(window_start)] * len(versions),
+            "windowEnd": [int(window_end)] * len(versions),
         }
     )
 
 
-def aggregate_groups(readings: DataFrame, pairs: DataFrame, *, window_size: str) -> DataFrame:
+def aggregate_groups(
+    readings: DataFrame, pairs: DataFrame, *, window_size: str, state_buckets: int = DEFAULT_STATE_BUCKETS
+) -> DataFrame:
     """Readings (sensors and fed-back groups) -> per (group, window) the sum of each child's latest value."""
     # the registry is tiny: broadcasting it keeps the stream from being shuffled for the join
     joined = readings.join(F.broadcast(pairs), readings["identifier"] == pairs["child"])
     window = F.window("event_time", window_size)
     keyed = joined.select(
+        F.pmod(F.hash("parent"), F.lit(state_buckets)).alias("bucket"),
         F.col("parent").alias("identifier"),
         epoch_millis(window.start).alias("windowStart"),
         epoch_millis(window.end).alias("windowEnd"),
@@ -278,7 +300,7 @@ def aggregate_groups(readings: DataFrame, pairs: DataFrame, *, window_size: str)
     )
     # An arbitrary stateful operator, not groupBy().agg(): an aggregation would have to keep every version
     # of every child (collect_list) to pick the latest per child, and that state grows with every reading.
-    grouped = keyed.groupBy("identifier", "windowStart", "windowEnd").applyInPandasWithState(
+    grouped = keyed.groupBy("bucket", "windowStart", "windowEnd").applyInPandasWithState(
         latest_per_child,
         outputStructType=GROUP_RESULT_SCHEMA,
         stateStructType=GROUP_STATE_SCHEMA,
@@ -330,6 +352,7 @@ def start_query(
     feedback_topic: str,
     window_size: str = DEFAULT_WINDOW_SIZE,
     max_hierarchy_depth: int = DEFAULT_MAX_HIERARCHY_DEPTH,
+    state_buckets: int = DEFAULT_STATE_BUCKETS,
     **options: Any,
 ) -> StreamingQuery:
     """Start UC4 and return the running query: a :class:`RegistryFedQuery`, whose ``stop()`` also stops the
@@ -337,7 +360,8 @@ def start_query(
 
     ``config_topic``: where the sensor registry is published; ``feedback_topic``: where group results are
     written and read back (create it beforehand, it must differ from ``input_topic``); ``window_size``:
-    tumbling window (``"1 minute"``); ``max_hierarchy_depth``: levels of groups the registry may have (16).
+    tumbling window (``"1 minute"``); ``max_hierarchy_depth``: levels of groups the registry may have (16);
+    ``state_buckets``: how many state keys per window the groups share (16; see the module's step 4).
     ``options``: the deployment options of :class:`spark_jobs.common.DeploymentOptions` (``watermark_delay``
     defaults to 1 minute; ``sink="noop"`` is refused: without the feedback topic there is no UC4).
     The observations are ``records`` (input topic) and ``feedback_records`` (feedback topic).
@@ -349,6 +373,8 @@ def start_query(
         raise ValueError("UC4's feedback_topic must differ from its input and output topics")
     if max_hierarchy_depth < 1:
         raise ValueError(f"max_hierarchy_depth must be >= 1, got {max_hierarchy_depth}")
+    if state_buckets < 1:
+        raise ValueError(f"state_buckets must be >= 1, got {state_buckets}")
 
     def readings_of(topic: str, metric: str) -> DataFrame:
         raw = read_kafka(
@@ -376,7 +402,9 @@ def start_query(
         deployment=deployment,
     )
     try:
-        results = aggregate_groups(readings, spark.table(registry.name), window_size=window_size)
+        results = aggregate_groups(
+            readings, spark.table(registry.name), window_size=window_size, state_buckets=state_buckets
+        )
         main = start_sink(
             as_kafka_records(results, output_topic=output_topic, feedback_topic=feedback_topic),
             bootstrap_servers=bootstrap_servers,

@@ -80,6 +80,7 @@ def readings(rows: int, children: int = 4) -> pd.DataFrame:
     timestamps = np.sort(rng.integers(0, 60_000, rows))
     return pd.DataFrame(
         {
+            "identifier": [WINDOW[0]] * rows,
             "child": [f"s_{i % children}" for i in range(rows)],
             "timestamp": timestamps,
             "offset": np.arange(rows),
