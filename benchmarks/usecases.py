@@ -48,9 +48,8 @@ UC4_DEPTH = Benchmark(
 #: depth stays 3 (groups of groups of sensors, two feedback hops to the root) and every group gets `elements`
 #: members -> elements**3 sensors. Depth grows the load 4x a step, too coarse to give a 2-core testbed points
 #: whose demand is 1, 2 and 3 (with a job whose demand is linear in its load, demand 2 at depth d makes depth
-#: d + 1 need 5 to 8 instances); elements grow it by 1.2-1.4x a step between 8 and 16. Not a gate: measured
-#: under the lag trend alone its demand is 1 / 2 / 2 at 9 / 12 / 16 elements, and 16 on two failed in two later
-#: runs -- an edge (see the UC4 gate's comment).
+#: d + 1 need 5 to 8 instances); elements grow it by 1.2-1.4x a step between 8 and 16. UC4's gate (see its
+#: comment for the measured points).
 UC4_HIERARCHY_DEPTH = 3
 UC4_ELEMENTS = replace(
     UC4_DEPTH,

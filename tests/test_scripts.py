@@ -88,7 +88,9 @@ def test_uc4_state_bench_times_two_folds_that_agree():
     before, after = bench.ScriptedState(), bench.ScriptedState()
     [old] = bench.pandas_fold(bench.WINDOW, iter([batch]), before)
     [new] = bench.uc4.latest_per_child(bench.WINDOW, iter([batch]), after)
-    assert old.equals(new.astype(old.dtypes)) and json.loads(before.value[0]) == json.loads(after.value[0])
+    # the old fold kept one group's children; the new state keeps every group of the call's bucket
+    assert old.equals(new.astype(old.dtypes))
+    assert json.loads(after.value[0]) == {bench.WINDOW[0]: json.loads(before.value[0])}
 
 
 def test_bench_jobs_profiles_the_median_batch_from_progress_reports():
@@ -122,12 +124,14 @@ def test_gate_points_takes_a_use_case_or_a_benchmark_by_name():
     points = load_script("gate_points")
     parser = argparse.ArgumentParser()
     points.add_benchmark_argument(parser)
-    assert points.chosen_benchmark(parser.parse_args(["--uc", "4"])).name == "uc4-depth"
-    elements = points.chosen_benchmark(parser.parse_args(["--benchmark", "uc4-elements"]))
-    # the load is the number of elements per group, at a fixed depth of 3
+    # the use case's gate: the load is the number of elements per group, at a fixed depth of 3
+    elements = points.chosen_benchmark(parser.parse_args(["--uc", "4"]))
     assert elements.name == "uc4-elements"
     assert elements.workload(12).keys == 12**3
     assert elements.workload(12).hierarchy.depth == 3
+    # any benchmark by name: UC4 along the depth of its hierarchy, 4 elements per group
+    depth = points.chosen_benchmark(parser.parse_args(["--benchmark", "uc4-depth"]))
+    assert depth.name == "uc4-depth" and depth.workload(6).keys == 4**6
     for bad in ([], ["--uc", "4", "--benchmark", "uc4-elements"], ["--benchmark", "uc9"]):
         with pytest.raises(SystemExit):
             parser.parse_args(bad)

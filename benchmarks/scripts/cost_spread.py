@@ -6,7 +6,7 @@ coefficient of variation over the runs, and -- taking each run in turn as the ba
 and, where both have one, intervals apart) would have flagged. On unchanged code every flag is a false alarm.
 
     python benchmarks/scripts/cost_spread.py /tmp/gq/clean/clean-1 /tmp/gq/clean/clean-2 --tolerance 8%
-    python benchmarks/scripts/cost_spread.py /tmp/gq/clean/clean-* --tolerance 8% --tolerance uc4-depth=30%
+    python benchmarks/scripts/cost_spread.py /tmp/gq/clean/clean-* --tolerance 8% --tolerance uc4-elements=30%
     python benchmarks/scripts/cost_spread.py RUN... --against BASELINE_RUN   # injected runs vs a clean one
 """
 
@@ -49,8 +49,8 @@ def main() -> None:
         "--tolerance",
         action="append",
         default=[],
-        help="the cost tolerance to replay: 8%% for every benchmark, uc4-depth=30%% for one (repeatable; "
-        "default: the shipped gates', 8%% and uc4-depth=30%%)",
+        help="the cost tolerance to replay: 8%% for every benchmark, uc4-elements=30%% for one (repeatable; "
+        "default: the shipped gates', 8%% and uc4-elements=30%%)",
     )
     parser.add_argument("--against", type=Path, help="compare every run with this one instead of each other")
     parser.add_argument(
@@ -59,7 +59,7 @@ def main() -> None:
         help="compare the figures as measured, not divided by each run's calibration",
     )
     args = parser.parse_args()
-    tolerances: dict[str, float | None] = {"": 0.08, "uc4-depth": 0.30} if not args.tolerance else {}
+    tolerances: dict[str, float | None] = {"": 0.08, "uc4-elements": 0.30} if not args.tolerance else {}
     for text in args.tolerance:
         benchmark, _, value = text.rpartition("=")
         tolerances[benchmark] = parse_cost_tolerance(value)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
 
-from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
+from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
 from pytest_theodolite.gates import parse_threshold
 from pytest_theodolite.metrics import Metric
@@ -28,7 +28,7 @@ from pytest_theodolite.services import open_kafka, open_spark
 from pytest_theodolite.settings import TheodoliteSettings
 from pytest_theodolite.slo import Outcome, SloSettings
 
-BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
+BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_ELEMENTS}
 
 
 def slope_text(record) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
 
-from usecases import BENCHMARKS, QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_DEPTH
+from usecases import BENCHMARKS, QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
 from pytest_theodolite.gates import parse_threshold
 from pytest_theodolite.metrics import Metric
@@ -45,9 +45,8 @@ from pytest_theodolite.services import open_kafka, open_spark
 from pytest_theodolite.settings import TheodoliteSettings
 from pytest_theodolite.slo import LAG_TREND, SloSettings
 
-USE_CASES = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_DEPTH}
-#: the gates' instance size where it is not a quarter core
-GATE_INSTANCE_CPU = {UC4_DEPTH.name: 0.5}
+#: each use case's gate benchmark (``--uc N``)
+USE_CASES = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_ELEMENTS}
 
 
 def add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
@@ -181,7 +180,7 @@ def main() -> None:
     add_benchmark_argument(parser)
     parser.add_argument("--pair", type=parse_pair, action="append", required=True, metavar="LOAD:INSTANCES")
     parser.add_argument(
-        "--instance-cpu", type=float, default=None, help="default: the gate's (uc4-depth 0.5, else 0.25)"
+        "--instance-cpu", type=float, default=0.25, help="cores per instance (the gates': 0.25)"
     )
     parser.add_argument(
         "--job-option", type=parse_job_option, action="append", default=[], metavar="KEY=VALUE"
@@ -202,7 +201,7 @@ def main() -> None:
     benchmark = chosen_benchmark(args)
     if args.job_option:
         benchmark = replace(benchmark, job_options={**benchmark.job_options, **dict(args.job_option)})
-    instance_cpu = args.instance_cpu or GATE_INSTANCE_CPU.get(benchmark.name, 0.25)
+    instance_cpu = args.instance_cpu
     settings = gate_point_settings(
         [load for load, _ in args.pair],
         [instances for _, instances in args.pair],
