@@ -41,9 +41,9 @@ The jobs
 UC1-UC3 pass every record through native Spark SQL only (no Python UDF, pandas UDF or Python state function),
 so no Python worker limits their throughput. UC4 keeps each child's latest value per (group, window) in a
 Python state function (``applyInPandasWithState``, called once per bucket of groups and window, not per group),
-and reads its registry with a second, small query, which
-the :class:`StreamingQuery` it returns stops with itself. This package imports neither pytest nor
-pytest_theodolite: it runs on any Spark 4 cluster with the ``spark-sql-kafka-0-10`` connector.
+and reads its registry with a second, small query, which the :class:`StreamingQuery` it returns stops with
+itself. This package imports neither pytest nor pytest_theodolite: it runs on any Spark 4 cluster with the
+``spark-sql-kafka-0-10`` connector.
 
 Spark settings the jobs change, for the query only (the caller's session is restored after the start):
 ``spark.sql.shuffle.partitions`` = the cluster's cores unless given (Spark's 200 means 200 tasks and 200
