@@ -82,7 +82,8 @@ def test_uc3_aggregation_by_time_attribute(theodolite_gate):
 # 24 passes on three (+140 [-373, +653] vs 691, 7.7 s batches) and four (-201 [-1 063, +661], 4.2 s). Recorded
 # (--theodolite-update-baselines): 24 passed on two as well (-664 [-909, -419]), so the gate's third load is 26
 # (17 576 records/s): unsettled on two and three, passing on four (-878 [-2 572, +815] vs 879) -- near its
-# threshold, like UC1's 20 000 on four: watched in gate_quality.py's runs.
+# threshold, like UC1's 20 000 on four. Two clean gate_quality.py -k uc4 runs: 26 -> 4, then 3 (on three +110
+# [-413, +633] vs 879): an edge between three and four instances, whose baseline holds the upper one.
 # What a longer micro-batch costs UC4 is correctness, not lag: results climb one level per batch, and those that
 # arrive after the watermark passed their window are dropped (counted: the late-records series; 28-1 594 per
 # sub-experiment above). The gate does not bound them (max_late_rate): a bound of 0 would fail most points.
