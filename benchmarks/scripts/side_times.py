@@ -38,6 +38,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.wall_min and len(args.wall_min) != len(args.runs):
         parser.error(f"--wall-min: give one wall time per run ({len(args.runs)}), got {len(args.wall_min)}")
+    for run in args.runs:
+        missing = [side for side in SIDES if not (run / side).is_dir()]
+        if missing:
+            parser.error(
+                f"{run} has no {' or '.join(f'{side}/' for side in missing)}: give the --theodolite-results "
+                "directory of a pull-request-mode run (--theodolite-compare-ref)"
+            )
     print("| run | side | repetitions | minutes | wall time / side |")
     print("|---|---|---:|---:|---:|")
     for index, run in enumerate(args.runs):
