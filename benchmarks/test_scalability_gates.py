@@ -3,7 +3,7 @@ the baseline in baselines/<benchmark>.json.
 
 Sized for a 2-core CI machine: every instance is limited to a quarter core (cgroups), so 1...4 instances are
 told apart while broker, generator and driver keep a core. Each sub-experiment follows the gates' default
-protocol (pytest_theodolite/protocol.py): the job is primed on the real load without the CPU limit (class
+protocol (pytest_theodolite/core/protocol.py): the job is primed on the real load without the CPU limit (class
 loading, code generation and JIT at a quarter core took ~100 s on a fresh CI machine and made verdicts follow
 the host), the warm-up ends when the micro-batch durations stop falling (at most 90 s), and the measurement
 runs from 20 s until the lag slope's 95 % interval lies on one side of the threshold (at most 120 s). One

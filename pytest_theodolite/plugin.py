@@ -15,24 +15,11 @@ import pytest
 import xdist
 
 from generator import LoadGenerator, Workload
-from pytest_theodolite import KAFKA_VERSION, host, services
-from pytest_theodolite.baseline import UNMEASURED as UNMEASURED_DEMAND
-from pytest_theodolite.baseline import (
-    Baseline,
-    BaselineError,
-    PointComparison,
-    Verdict,
-    baseline_from_measurement,
-    baseline_path,
-    compare_point,
-    load_baseline,
-    write_baseline,
-)
-from pytest_theodolite.compare import CHANGE, REF
-from pytest_theodolite.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
-from pytest_theodolite.demand_points import DemandPoint
-from pytest_theodolite.errors import TheodoliteSetupError
-from pytest_theodolite.gates import (
+from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
+from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.core.search import SKIPPED, UNMEASURED
+from pytest_theodolite.engine import services
+from pytest_theodolite.engine.gates import (
     BenchmarkExperiment,
     GateSpec,
     GateSpecError,
@@ -43,11 +30,34 @@ from pytest_theodolite.gates import (
     summarise,
     testbed,
 )
-from pytest_theodolite.isolation import MeasurementLock
-from pytest_theodolite.kafka.admin import KafkaCluster
-from pytest_theodolite.process import terminate_as_interrupt
-from pytest_theodolite.pull_request import CompareTarget, PairedPoint
-from pytest_theodolite.report import (
+from pytest_theodolite.engine.runner import experiment_settings_dict
+from pytest_theodolite.engine.settings import (
+    GATE_OPTIONS,
+    ISOLATION_MODES,
+    KAFKA_PROVIDERS,
+    OPTIONS,
+    SettingsError,
+    TheodoliteSettings,
+    build,
+)
+from pytest_theodolite.infra.isolation import MeasurementLock
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.kafka.version import KAFKA_VERSION
+from pytest_theodolite.infra.process import terminate_as_interrupt
+from pytest_theodolite.infra.shared import release_all
+from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.judge.demand_points import DemandPoint
+from pytest_theodolite.pull_request.experiment import CompareTarget, PairedPoint
+from pytest_theodolite.pull_request.paired import CHANGE, REF
+from pytest_theodolite.pull_request.sides import SideError, job_reference
+from pytest_theodolite.pull_request.worktree import (
+    CompareRefError,
+    RefWorktree,
+    files_missing_at,
+    repository_root,
+    resolve_ref,
+)
+from pytest_theodolite.report.summary import (
     cost_junit_properties,
     cost_text,
     estimate_text,
@@ -57,28 +67,20 @@ from pytest_theodolite.report import (
     paired_junit_properties,
     slopes_and_outcomes,
 )
-from pytest_theodolite.results import write_atomically
-from pytest_theodolite.runner import experiment_settings_dict
-from pytest_theodolite.search import SKIPPED, UNMEASURED
-from pytest_theodolite.settings import (
-    GATE_OPTIONS,
-    ISOLATION_MODES,
-    KAFKA_PROVIDERS,
-    OPTIONS,
-    SettingsError,
-    TheodoliteSettings,
-    build,
+from pytest_theodolite.store import host
+from pytest_theodolite.store.baseline import UNMEASURED as UNMEASURED_DEMAND
+from pytest_theodolite.store.baseline import (
+    Baseline,
+    BaselineError,
+    PointComparison,
+    Verdict,
+    baseline_from_measurement,
+    baseline_path,
+    compare_point,
+    load_baseline,
+    write_baseline,
 )
-from pytest_theodolite.shared import release_all
-from pytest_theodolite.sides import SideError, job_reference
-from pytest_theodolite.spark.cluster import SparkCluster
-from pytest_theodolite.worktree import (
-    CompareRefError,
-    RefWorktree,
-    files_missing_at,
-    repository_root,
-    resolve_ref,
-)
+from pytest_theodolite.store.results import write_atomically
 
 SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
 STATE_KEY = pytest.StashKey["GateState"]()
@@ -205,8 +207,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = config.stash[SETTINGS_KEY]
-    from pytest_theodolite.kafka.image import kafka_tag
-    from pytest_theodolite.spark.jars import pyspark_version
+    from pytest_theodolite.infra.kafka.image import kafka_tag
+    from pytest_theodolite.infra.spark.jars import pyspark_version
 
     kafka = settings.kafka_provider + (
         f" ({settings.kafka_bootstrap})"

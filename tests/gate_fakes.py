@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator import Workload
-from pytest_theodolite.calibration import Calibration
-from pytest_theodolite.compare import CHANGE, REF
-from pytest_theodolite.gates import BenchmarkExperiment, TheodoliteSession
-from pytest_theodolite.metrics import Metric
-from pytest_theodolite.pull_request import CompareTarget, PairedExperiment
-from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
-from pytest_theodolite.runner import Benchmark, new_writer
-from pytest_theodolite.slo import GENERATOR_RATE, LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.engine.calibration import Calibration
+from pytest_theodolite.engine.gates import BenchmarkExperiment, TheodoliteSession
+from pytest_theodolite.engine.runner import Benchmark, new_writer
+from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
+from pytest_theodolite.pull_request.paired import CHANGE, REF
+from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 
 def _never_called(*args, **kwargs):

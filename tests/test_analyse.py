@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_theodolite.__main__ import main, reanalyse
-from pytest_theodolite.metrics import Metric
-from pytest_theodolite.results import (
+from pytest_theodolite.cli.analyse import main, reanalyse
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.core.search import Strategy, search_demand
+from pytest_theodolite.core.slo import Outcome, SloSettings, TimeSeries, evaluate_repetition
+from pytest_theodolite.store.results import (
     SERIES_GENERATOR_RATE,
     SERIES_LAG,
     RepetitionRecord,
@@ -19,8 +21,6 @@ from pytest_theodolite.results import (
     SubExperimentRecord,
     read_results,
 )
-from pytest_theodolite.search import Strategy, search_demand
-from pytest_theodolite.slo import Outcome, SloSettings, TimeSeries, evaluate_repetition
 
 T0 = 1_700_000_000.0
 REPO = Path(__file__).resolve().parents[1]
@@ -203,7 +203,7 @@ def test_capacity_metric_is_taken_from_the_option(results_dir):
 def write_protocol_experiment(results_dir: Path) -> ResultsWriter:
     """Two sub-experiments as the adaptive protocol records them: one settled after 30 s (a start backlog being
     worked off before that) and measured with batch ids and commit times; one that never settled."""
-    from pytest_theodolite.results import SERIES_BATCH_END, SERIES_BATCH_ID
+    from pytest_theodolite.store.results import SERIES_BATCH_END, SERIES_BATCH_ID
 
     settings = SloSettings(warmup_s=0, slope_method="batch-aligned")
     writer = ResultsWriter(
@@ -290,7 +290,7 @@ def test_raw_series_of_an_unfinished_sub_experiment_are_errored_not_judged(resul
 
 
 def test_analyse_recomputes_the_cpu_per_record_from_the_raw_series(tmp_path):
-    from pytest_theodolite.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU
+    from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU
 
     writer = write_protocol_experiment(tmp_path)
     # the settled run's instances spent 50 us per record on 1 000 records/s while it was measured
@@ -313,7 +313,7 @@ def test_analyse_recomputes_the_cpu_per_record_from_the_raw_series(tmp_path):
 
 def test_analyse_judges_the_late_records_from_their_raw_series(tmp_path):
     """The late-rows series is re-read like the lag: a recorded late-records bound is applied again offline."""
-    from pytest_theodolite.results import SERIES_LATE_ROWS
+    from pytest_theodolite.store.results import SERIES_LATE_ROWS
 
     settings = SloSettings(warmup_s=20, max_late_rate=1.0)
     writer = ResultsWriter(

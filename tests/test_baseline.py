@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.baseline import (
+from pytest_theodolite.core.cost import CostEstimate, PointCost
+from pytest_theodolite.core.redaction import REDACTED
+from pytest_theodolite.core.scalability import DemandResult
+from pytest_theodolite.store.baseline import (
     FORMAT_VERSION,
     UNMEASURED,
     Baseline,
@@ -24,9 +27,6 @@ from pytest_theodolite.baseline import (
     load_baseline,
     write_baseline,
 )
-from pytest_theodolite.cost import CostEstimate, PointCost
-from pytest_theodolite.metrics import DemandResult
-from pytest_theodolite.redaction import REDACTED
 
 TESTBED = Testbed(
     cores=8,
@@ -667,7 +667,7 @@ def test_a_calibration_that_is_not_a_positive_number_is_refused(tmp_path: Path) 
     ],
 )
 def test_calibration_mismatch(baseline_rate, measured_rate, baseline_cpu, expected) -> None:
-    from pytest_theodolite.calibration import Calibration, calibration_mismatch
+    from pytest_theodolite.engine.calibration import Calibration, calibration_mismatch
 
     reason = calibration_mismatch(baseline_rate, Calibration(measured_rate, 0.1, 0.25), baseline_cpu)
     if expected is None:

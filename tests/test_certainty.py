@@ -1,8 +1,8 @@
 """Which verdicts a regression rests on, and whether they were certain (certainty.py), on scripted records."""
 
-from pytest_theodolite.certainty import to_confirm, uncertain_regression, verdict_text
-from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
-from pytest_theodolite.slo import LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.core.certainty import to_confirm, uncertain_regression, verdict_text
+from pytest_theodolite.core.slo import LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 
 def record(resources: int, outcome: Outcome, stop: str = "certain", **protocol) -> SubExperimentRecord:
@@ -57,7 +57,7 @@ def test_verdict_text_names_outcome_instances_and_why():
 
 
 def test_an_uncertain_batch_duration_verdict_is_named_with_its_interval():
-    from pytest_theodolite.slo import BATCH_DURATION
+    from pytest_theodolite.core.slo import BATCH_DURATION
 
     lag = SloVerdict(LAG_TREND, Outcome.PASS, 50.0, 1000.0, "", -300.0, 400.0)  # certain
     batches = SloVerdict(BATCH_DURATION, Outcome.FAIL, 7.8, 7.5, "", 7.1, 8.4)  # across the bound

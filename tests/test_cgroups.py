@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_theodolite.spark.cgroups import CpuLimitedGroup
+from pytest_theodolite.infra.spark.cgroups import CpuLimitedGroup
 
 
 def burn(seconds: float) -> None:

@@ -4,12 +4,19 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.baseline import Verdict
-from pytest_theodolite.compare import CHANGE, REF, PairedDemandSearch, abba, compare_sides, measured_demand
-from pytest_theodolite.metrics import Metric
-from pytest_theodolite.pull_request import CompareTarget
-from pytest_theodolite.search import IncrementalSearch, Strategy
-from pytest_theodolite.slo import Outcome
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.core.search import IncrementalSearch, Strategy
+from pytest_theodolite.core.slo import Outcome
+from pytest_theodolite.pull_request.experiment import CompareTarget
+from pytest_theodolite.pull_request.paired import (
+    CHANGE,
+    REF,
+    PairedDemandSearch,
+    abba,
+    compare_sides,
+    measured_demand,
+)
+from pytest_theodolite.store.baseline import Verdict
 
 P, F, I = Outcome.PASS, Outcome.FAIL, Outcome.INVALID
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_theodolite.cost import (
+from pytest_theodolite.core.cost import (
     NOT_COMPARED,
     PASS,
     REGRESSION,
@@ -26,8 +26,8 @@ from pytest_theodolite.cost import (
     point_cost,
     sub_experiment_cost,
 )
-from pytest_theodolite.results import RepetitionRecord, SubExperimentRecord
-from pytest_theodolite.slo import LAG_TREND, Outcome, SloVerdict, TimeSeries
+from pytest_theodolite.core.slo import LAG_TREND, Outcome, SloVerdict, TimeSeries
+from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 
 def samples(us_per_record: float, seconds: int = 30, rate: float = 4000, jitter: float = 0.0, seed: int = 1):
@@ -134,7 +134,7 @@ def test_a_rise_beyond_the_tolerance_but_within_the_noise_passes() -> None:
 def test_the_run_to_run_term_widens_the_test_by_a_known_variance() -> None:
     from scipy import stats
 
-    from pytest_theodolite.cost import rise_p_value
+    from pytest_theodolite.core.cost import rise_p_value
 
     b, m = CostEstimate(50, 47, 53, 5), CostEstimate(56, 54, 58, 6)
     se_b, se_m = 3 / stats.t.ppf(0.975, 4), 2 / stats.t.ppf(0.975, 5)
@@ -148,7 +148,7 @@ def test_the_run_to_run_term_widens_the_test_by_a_known_variance() -> None:
 def test_the_rise_p_value_is_a_one_sided_welch_t_test() -> None:
     from scipy import stats
 
-    from pytest_theodolite.cost import rise_p_value
+    from pytest_theodolite.core.cost import rise_p_value
 
     b, m = CostEstimate(50, 47, 53, 5), CostEstimate(56, 54, 58, 6)
     se_b, se_m = 3 / stats.t.ppf(0.975, 4), 2 / stats.t.ppf(0.975, 5)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.results import read_series
+from pytest_theodolite.store.results import read_series
 
 pytestmark = pytest.mark.integration
 

@@ -8,17 +8,17 @@ import secrets
 
 import pytest
 
-from pytest_theodolite.kafka.admin import KafkaCluster
-from pytest_theodolite.kafka.embedded import EmbeddedKafka
-from pytest_theodolite.ports import LOOPBACK, free_port
-from pytest_theodolite.spark.cluster import StandaloneCluster
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra.ports import LOOPBACK, free_port
+from pytest_theodolite.infra.spark.cluster import StandaloneCluster
 
 pytestmark = pytest.mark.integration
 
 GATE = """
 import pytest
 from generator import Workload
-from pytest_theodolite.runner import Benchmark
+from pytest_theodolite.engine.runner import Benchmark
 from spark_jobs import uc1
 
 UC1 = Benchmark("uc1-external", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
@@ -134,8 +134,8 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
 
 def test_the_broker_refuses_clients_without_the_login(sasl_broker):
     """The SASL listener is real: without credentials no metadata comes back."""
-    from pytest_theodolite.errors import TheodoliteSetupError
-    from pytest_theodolite.kafka.admin import wait_for_metadata
+    from pytest_theodolite.core.errors import TheodoliteSetupError
+    from pytest_theodolite.infra.kafka.admin import wait_for_metadata
 
     broker, _, _ = sasl_broker
     with pytest.raises(TheodoliteSetupError):

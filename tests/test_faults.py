@@ -20,15 +20,15 @@ import psutil
 import pytest
 
 from generator import Workload
-from pytest_theodolite.__main__ import main as theodolite_cli
-from pytest_theodolite.errors import TheodoliteLeakWarning
-from pytest_theodolite.kafka.admin import KafkaCluster
-from pytest_theodolite.kafka.embedded import EmbeddedKafka
-from pytest_theodolite.metrics import Metric
-from pytest_theodolite.results import read_results, series_file_name
-from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
-from pytest_theodolite.slo import Outcome, SlopeThreshold, SloSettings
-from pytest_theodolite.spark import cgroups
+from pytest_theodolite.cli.analyse import main as theodolite_cli
+from pytest_theodolite.core.errors import TheodoliteLeakWarning
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.core.slo import Outcome, SlopeThreshold, SloSettings
+from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra.spark import cgroups
+from pytest_theodolite.store.results import read_results, series_file_name
 from spark_jobs import uc1
 
 # they kill and starve processes and measure: under pytest-xdist nothing else may run beside them
@@ -230,7 +230,7 @@ def test_a_starved_generator_makes_the_sub_experiment_invalid(kafka_cluster, spa
 GATE = """
 import pytest
 from generator import Workload
-from pytest_theodolite.runner import Benchmark
+from pytest_theodolite.engine.runner import Benchmark
 from spark_jobs import uc1
 
 UC1 = Benchmark("uc1-ctrl-c", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)

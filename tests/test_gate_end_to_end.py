@@ -6,10 +6,10 @@ import json
 import pytest
 from theodolite_analysis import theodolite_trend_slope
 
-from pytest_theodolite.__main__ import main
-from pytest_theodolite.protocol import Stop
-from pytest_theodolite.results import read_series
-from pytest_theodolite.slo import lag_trend_slope
+from pytest_theodolite.cli.analyse import main
+from pytest_theodolite.core.protocol import Stop
+from pytest_theodolite.core.slo import lag_trend_slope
+from pytest_theodolite.store.results import read_series
 
 # it measures (a real gate inside): under pytest-xdist nothing else may run beside it
 pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
 GATE = """
 import pytest
 from generator import Workload
-from pytest_theodolite.runner import Benchmark
+from pytest_theodolite.engine.runner import Benchmark
 from spark_jobs import uc1
 
 UC1 = Benchmark("uc1-e2e", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from pytest_theodolite.errors import TheodoliteSetupError
-from pytest_theodolite.isolation import MeasurementLock
+from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.infra.isolation import MeasurementLock
 
 WAIT_S = 10.0  # upper bound for a thread to reach a point it must reach
 

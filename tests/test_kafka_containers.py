@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.errors import TheodoliteSetupError
-from pytest_theodolite.kafka.containers import LABEL, container_environment, docker_engine_problem
-from pytest_theodolite.kafka.embedded import SINGLE_NODE_SETTINGS
-from pytest_theodolite.kafka.image import (
+from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.engine.settings import build
+from pytest_theodolite.infra.kafka.containers import LABEL, container_environment, docker_engine_problem
+from pytest_theodolite.infra.kafka.embedded import SINGLE_NODE_SETTINGS
+from pytest_theodolite.infra.kafka.image import (
     START_SCRIPT,
     debian_mirror,
     environment_variable,
     kafka_tag,
 )
-from pytest_theodolite.settings import build
 
 PROBLEM = docker_engine_problem()
 #: the image the Docker tests start: the one built here, unless a registry serves another to test with
@@ -83,7 +83,7 @@ def test_the_image_tag_names_the_kafka_version_and_changes_with_the_recipe(monke
     tag = kafka_tag("4.1.1")
     assert tag.startswith("pytest-theodolite/kafka:4.1.1-")
     assert kafka_tag("4.1.0") != tag.replace("4.1.1", "4.1.0")  # the jars are part of the recipe
-    monkeypatch.setattr("pytest_theodolite.kafka.image.START_SCRIPT", START_SCRIPT + "# changed\n")
+    monkeypatch.setattr("pytest_theodolite.infra.kafka.image.START_SCRIPT", START_SCRIPT + "# changed\n")
     assert kafka_tag("4.1.1") != tag
 
 
@@ -162,7 +162,7 @@ def test_a_missing_image_is_one_clear_line(pytester):
 def test_ctrl_c_while_the_container_starts_removes_it(monkeypatch):
     from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
-    from pytest_theodolite.kafka.containers import start_kafka_container
+    from pytest_theodolite.infra.kafka.containers import start_kafka_container
 
     def interrupted(self, container):
         raise KeyboardInterrupt  # as if Ctrl-C came while waiting for the broker's ready line
@@ -178,7 +178,7 @@ def test_ctrl_c_while_the_container_starts_removes_it(monkeypatch):
 def test_an_image_that_cannot_be_built_is_one_clear_error(monkeypatch, tmp_path):
     import docker
 
-    from pytest_theodolite.kafka import image
+    from pytest_theodolite.infra.kafka import image
 
     # a recipe no image has yet (so it is built), from a mirror that does not answer (so the build fails)
     monkeypatch.setattr(image, "DEBIAN_PACKAGES", (*image.DEBIAN_PACKAGES, "theodolite-no-such-package"))
@@ -262,7 +262,7 @@ def test_ctrl_c_removes_the_container(pytester):
 GATE = """
 import pytest
 from generator import Workload
-from pytest_theodolite.runner import Benchmark
+from pytest_theodolite.engine.runner import Benchmark
 from spark_jobs import uc1
 
 UC1 = Benchmark("uc1-container", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pytest_theodolite.monitor import (
+from pytest_theodolite.engine.monitor import (
     ProgressError,
     late_rows_per_batch,
     observed_totals,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_theodolite.protocol import (
+from pytest_theodolite.core.protocol import (
     MeasurementPlan,
     MeasurementProtocol,
     Phase,
@@ -18,7 +18,7 @@ from pytest_theodolite.protocol import (
     batch_durations_settled,
     stop_of,
 )
-from pytest_theodolite.slo import Outcome, TimeSeries, batch_aligned, lag_trend_estimate
+from pytest_theodolite.core.slo import Outcome, TimeSeries, batch_aligned, lag_trend_estimate
 
 T0 = 1_700_000_000.0
 

@@ -34,7 +34,7 @@ GATE = """
 import pytest
 from generator import Workload
 from jobs import start_query
-from pytest_theodolite.runner import Benchmark
+from pytest_theodolite.engine.runner import Benchmark
 
 BENCH = Benchmark("scripted", start_query, lambda keys: Workload(keys=keys))
 

@@ -24,7 +24,7 @@ def start_query(spark, **options):
 GATE = """
 import pytest
 from generator import Workload
-from pytest_theodolite.runner import Benchmark
+from pytest_theodolite.engine.runner import Benchmark
 from myjobs import start_query
 
 UC1 = Benchmark("uc1-pr", start_query, lambda keys: Workload(keys=keys), input_partitions=2)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pyspark
 
-from pytest_theodolite.spark.pyspark_daemon import pyspark_is_spark_home, without_spark_archives
+from pytest_theodolite.infra.spark.pyspark_daemon import pyspark_is_spark_home, without_spark_archives
 
 
 def test_only_the_archives_inside_spark_home_are_left_off(tmp_path):

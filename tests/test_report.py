@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.baseline import Baseline, Comparison, Testbed, compare, compare_point
-from pytest_theodolite.compare import compare_sides
-from pytest_theodolite.metrics import DemandResult
-from pytest_theodolite.report import (
+from pytest_theodolite.core.scalability import DemandResult
+from pytest_theodolite.core.slo import LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.pull_request.paired import compare_sides
+from pytest_theodolite.report.summary import (
     BenchmarkReport,
     CostFigure,
     PlotDependencyMissing,
@@ -25,8 +25,8 @@ from pytest_theodolite.report import (
     slopes_and_outcomes,
     terminal_summary,
 )
-from pytest_theodolite.results import SubExperimentRecord
-from pytest_theodolite.slo import LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.store.baseline import Baseline, Comparison, Testbed, compare, compare_point
+from pytest_theodolite.store.results import SubExperimentRecord
 
 BASELINE_TESTBED = Testbed(8, 31.3, 0.5, "embedded", "standalone", "4.0.0", "3.11.7")
 RUN_TESTBED = Testbed(2, 31.3, 0.5, "embedded", "standalone", "4.0.0", "3.11.7")
@@ -394,8 +394,8 @@ def test_pull_request_mode_tables_show_both_sides_and_the_cpu_figure():
 
 
 def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_tolerance() -> None:
-    from pytest_theodolite.cost import BlindSpot, CostEstimate, PointCost
-    from pytest_theodolite.report import cost_junit_properties
+    from pytest_theodolite.core.cost import BlindSpot, CostEstimate, PointCost
+    from pytest_theodolite.report.summary import cost_junit_properties
 
     measured = PointCost(2, CostEstimate(41.25, 40.0, 42.5, 5))
     baseline = PointCost(2, CostEstimate(37.0))
@@ -415,8 +415,8 @@ def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_toleranc
 def test_a_cost_read_both_as_measured_and_divided_shows_both_readings() -> None:
     from dataclasses import replace
 
-    from pytest_theodolite.cost import PASS, CostCheck, CostEstimate, PointCost
-    from pytest_theodolite.report import cost_text
+    from pytest_theodolite.core.cost import PASS, CostCheck, CostEstimate, PointCost
+    from pytest_theodolite.report.summary import cost_text
 
     check = CostCheck(PASS, relative=0.253, tolerance=0.08, p_value=0.001, divided=-0.089)
     point = replace(compare_point(8000, 2, BASELINE), cost=check)

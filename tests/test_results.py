@@ -7,9 +7,19 @@ import pandas as pd
 import pytest
 from theodolite_analysis import theodolite_trend_slope
 
-from pytest_theodolite.metrics import CapacityResult, DemandResult, Metric, SubExperiment
-from pytest_theodolite.redaction import REDACTED, redact_secrets
-from pytest_theodolite.results import (
+from pytest_theodolite.core.redaction import REDACTED, redact_secrets
+from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
+from pytest_theodolite.core.slo import (
+    GENERATOR_RATE,
+    LAG_TREND,
+    Outcome,
+    SlopeThreshold,
+    SloSettings,
+    SloVerdict,
+    TimeSeries,
+    lag_trend_slope,
+)
+from pytest_theodolite.store.results import (
     SERIES_GENERATOR_RATE,
     SERIES_LAG,
     RawSeriesKey,
@@ -20,16 +30,6 @@ from pytest_theodolite.results import (
     read_results,
     read_series,
     series_file_name,
-)
-from pytest_theodolite.slo import (
-    GENERATOR_RATE,
-    LAG_TREND,
-    Outcome,
-    SlopeThreshold,
-    SloSettings,
-    SloVerdict,
-    TimeSeries,
-    lag_trend_slope,
 )
 
 T0 = 1_700_000_000.0

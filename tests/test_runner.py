@@ -5,12 +5,12 @@ import csv
 import pytest
 
 from generator import Workload
-from pytest_theodolite import __main__ as analyse_cli
-from pytest_theodolite.cost import cost_from_series
-from pytest_theodolite.metrics import Metric
-from pytest_theodolite.results import read_results, read_series
-from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
-from pytest_theodolite.slo import Outcome, SlopeThreshold, SloSettings
+from pytest_theodolite.cli import analyse as analyse_cli
+from pytest_theodolite.core.cost import cost_from_series
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.core.slo import Outcome, SlopeThreshold, SloSettings
+from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.store.results import read_results, read_series
 from spark_jobs import uc1
 
 pytestmark = pytest.mark.integration

@@ -4,14 +4,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_theodolite.metrics import (
+from pytest_theodolite.core.scalability import (
     CapacityResult,
     DemandResult,
     SubExperiment,
     capacity_from_sub_experiments,
     demand_from_sub_experiments,
 )
-from pytest_theodolite.search import (
+from pytest_theodolite.core.search import (
     IncrementalSearch,
     Metric,
     Strategy,
@@ -20,7 +20,7 @@ from pytest_theodolite.search import (
     search_capacity,
     search_demand,
 )
-from pytest_theodolite.slo import Outcome
+from pytest_theodolite.core.slo import Outcome
 
 P, F, I, E = Outcome.PASS, Outcome.FAIL, Outcome.INVALID, Outcome.ERRORED
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from pytest_theodolite.kafka import client_properties
-from pytest_theodolite.redaction import REDACTED, redact_secrets
-from pytest_theodolite.settings import SettingsError, build
+from pytest_theodolite.core.redaction import REDACTED, redact_secrets
+from pytest_theodolite.engine.settings import SettingsError, build
+from pytest_theodolite.infra.kafka import client_properties
 
 
 def test_unknown_kafka_provider_on_the_command_line_is_a_usage_error(pytester):

@@ -5,12 +5,13 @@ import stat
 
 import pytest
 
-from pytest_theodolite import maven, services
-from pytest_theodolite.errors import TheodoliteSetupError
-from pytest_theodolite.kafka import embedded
-from pytest_theodolite.kafka.embedded import EmbeddedKafka
-from pytest_theodolite.ports import free_port
-from pytest_theodolite.settings import TheodoliteSettings
+from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.engine import services
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.infra import maven
+from pytest_theodolite.infra.kafka import embedded
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra.ports import free_port
 
 
 def test_java_missing(monkeypatch, tmp_path):
@@ -100,7 +101,7 @@ def test_unreachable_external_bootstrap():
 
 
 def test_cluster_ids_never_start_with_a_dash(monkeypatch):
-    from pytest_theodolite.kafka import embedded as module
+    from pytest_theodolite.infra.kafka import embedded as module
 
     ids = iter([b"\xfb" + bytes(15), bytes(16)])  # the first encodes to "-w..."
     monkeypatch.setattr(module.uuid, "uuid4", lambda: type("U", (), {"bytes": next(ids)})())

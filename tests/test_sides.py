@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from generator import Workload
-from pytest_theodolite.kafka.admin import KafkaCluster
-from pytest_theodolite.runner import Benchmark, ExperimentSettings
-from pytest_theodolite.sides import SideError, SideProcess, job_reference, spec_for
-from pytest_theodolite.spark.cluster import SparkCluster
-from pytest_theodolite.worktree import RefWorktree
+from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.pull_request.sides import SideError, SideProcess, job_reference, spec_for
+from pytest_theodolite.pull_request.worktree import RefWorktree
 
 
 def git(path: Path, *args: str) -> None:
@@ -98,7 +98,7 @@ def test_a_lambda_job_cannot_be_imported_by_name():
 
 def busy_side(connection, marker: str) -> None:
     """A side driver in the middle of a sub-experiment: busy until interrupted, then it cleans up."""
-    from pytest_theodolite.process import interruptible_child
+    from pytest_theodolite.infra.process import interruptible_child
 
     interruptible_child()
     connection.send(("ready", "busy"))

@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from pytest_theodolite.slo import (
+from pytest_theodolite.core.slo import (
     GENERATOR_RATE,
     LAG_TREND,
     LATENCY_TREND,
@@ -377,7 +377,7 @@ def test_slo_settings_round_trip_and_validation():
 
 # -- micro-batch duration bound (added with the gates) --------------------------------------------------------
 
-from pytest_theodolite.slo import BATCH_DURATION, check_batch_duration  # noqa: E402
+from pytest_theodolite.core.slo import BATCH_DURATION, check_batch_duration  # noqa: E402
 
 
 def test_batch_duration_passes_on_short_batches_after_the_warmup():
@@ -427,7 +427,7 @@ def test_a_run_that_never_settled_fails_and_its_generator_is_judged_on_every_sam
     assert verdicts[0].detail.startswith("the job falls behind")
 
 
-from pytest_theodolite.slo import batch_duration_interval, finished_batch_durations_s  # noqa: E402
+from pytest_theodolite.core.slo import batch_duration_interval, finished_batch_durations_s  # noqa: E402
 
 
 def test_the_median_batch_durations_interval_weighs_the_distance_from_the_bound():
@@ -472,7 +472,7 @@ def test_the_median_over_repetitions_counts_a_fail_without_a_slope_as_a_lag_with
     assert median_trend_verdict([unsettled, unsettled, passed]).outcome is Outcome.FAIL
 
 
-from pytest_theodolite.slo import LATE_RECORDS, check_late_records  # noqa: E402
+from pytest_theodolite.core.slo import LATE_RECORDS, check_late_records  # noqa: E402
 
 
 def test_late_records_count_the_batches_that_ended_in_the_measured_window():

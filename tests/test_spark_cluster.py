@@ -3,8 +3,8 @@
 import pytest
 from kafka import KafkaProducer
 
-from pytest_theodolite.spark import cgroups
-from pytest_theodolite.spark.cluster import SparkCluster, StandaloneCluster, registered_executors
+from pytest_theodolite.infra.spark import cgroups
+from pytest_theodolite.infra.spark.cluster import SparkCluster, StandaloneCluster, registered_executors
 
 pytestmark = pytest.mark.integration
 

@@ -596,7 +596,7 @@ def test_uc4_counts_the_readings_it_drops_as_late_and_writes_no_result_for_them(
     ``late_rows`` observation -- as the runner adds them up (monitor.late_rows_per_batch). Which of the two
     drops a reading depends on where Spark cuts the micro-batches; UC4's own count is tested on its function
     above (test_uc4_drops_a_late_reading_...), here that its observation is reported with every batch."""
-    from pytest_theodolite.monitor import all_progress, late_rows_per_batch
+    from pytest_theodolite.engine.monitor import all_progress, late_rows_per_batch
 
     publish_registry(kafka_cluster, uc4_topics, registry(4, 1))
     query = start_uc4(spark, kafka_cluster, uc4_topics, tmp_path, watermark_delay="5 seconds")

@@ -2,9 +2,9 @@
 
 import pytest
 
-from pytest_theodolite.errors import TheodoliteLeakWarning, TheodoliteSetupError
-from pytest_theodolite.spark.cgroups import CpuLimitedGroup
-from pytest_theodolite.waiting import poll_until, wait_until
+from pytest_theodolite.core.errors import TheodoliteLeakWarning, TheodoliteSetupError
+from pytest_theodolite.infra.spark.cgroups import CpuLimitedGroup
+from pytest_theodolite.infra.waiting import poll_until, wait_until
 
 
 def test_returns_the_first_truthy_value_and_retries_transient_errors():
@@ -84,7 +84,7 @@ class BrokerThatKeepsTopics:
 
 def test_topics_that_cannot_be_deleted_are_named_in_a_warning_not_swallowed():
     from generator import Workload
-    from pytest_theodolite.runner import Benchmark, ExperimentRunner, ExperimentSettings
+    from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings
 
     broker = BrokerThatKeepsTopics()
     runner = ExperimentRunner(

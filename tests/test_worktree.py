@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.worktree import CompareRefError, RefWorktree, resolve_ref
+from pytest_theodolite.pull_request.worktree import CompareRefError, RefWorktree, resolve_ref
 
 
 def git(repo: Path, *args: str) -> str:

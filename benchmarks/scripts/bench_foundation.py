@@ -18,10 +18,10 @@ from pathlib import Path
 
 import psutil
 
-from pytest_theodolite.kafka.embedded import EmbeddedKafka
-from pytest_theodolite.services import _prepare_driver_environment
-from pytest_theodolite.spark.cluster import SparkCluster, StandaloneCluster
-from pytest_theodolite.spark.jars import connector_jars
+from pytest_theodolite.engine.services import _prepare_driver_environment
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra.spark.cluster import SparkCluster, StandaloneCluster
+from pytest_theodolite.infra.spark.jars import connector_jars
 
 
 def rss_mib(pid: int) -> float:

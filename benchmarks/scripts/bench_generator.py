@@ -30,9 +30,9 @@ import psutil
 
 from generator import MEASURED_RATE_PER_PROCESS, LoadGenerator, Workload, encode_record
 from generator.factories import EVENT_TIME, KEY, AvroTemplate, Choice, IntRange, JsonTemplate, Replay, Uniform
-from pytest_theodolite import maven
-from pytest_theodolite.kafka.admin import KafkaCluster
-from pytest_theodolite.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra import maven
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
 
 PRODUCER_PERFORMANCE_JARS = [
     "org.apache.kafka:kafka-tools:4.1.1",

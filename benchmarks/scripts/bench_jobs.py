@@ -58,14 +58,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_theodolite import maven
-from pytest_theodolite.kafka.admin import KafkaCluster
-from pytest_theodolite.kafka.embedded import EmbeddedKafka
-from pytest_theodolite.services import open_spark
-from pytest_theodolite.settings import TheodoliteSettings
-from pytest_theodolite.spark import cgroups
-from pytest_theodolite.spark.cluster import STANDALONE_SESSION_CONF, SparkCluster
-from pytest_theodolite.spark.jars import connector_jars
+from pytest_theodolite.engine.services import open_spark
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.infra import maven
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra.spark import cgroups
+from pytest_theodolite.infra.spark.cluster import STANDALONE_SESSION_CONF, SparkCluster
+from pytest_theodolite.infra.spark.jars import connector_jars
 from spark_jobs import uc1, uc2, uc3, uc4
 
 SENSORS = 64

@@ -19,10 +19,10 @@ from contextlib import AbstractContextManager, contextmanager
 import docker
 from kafka import KafkaConsumer, KafkaProducer
 
-from pytest_theodolite.kafka.admin import KafkaCluster
-from pytest_theodolite.kafka.containers import start_kafka_container
-from pytest_theodolite.kafka.embedded import EmbeddedKafka
-from pytest_theodolite.kafka.image import BASE_REPOSITORY, KAFKA_REPOSITORY, ensure_kafka_image
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.kafka.containers import start_kafka_container
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra.kafka.image import BASE_REPOSITORY, KAFKA_REPOSITORY, ensure_kafka_image
 
 RECORDS = 100_000
 

@@ -1,8 +1,8 @@
 """How steady is the testbed calibration? Runs it N times in one session (the variants side by side) and prints
 each figure, the spread within each calibration, and the run-to-run coefficient of variation -- the figure the
-calibration margin (pytest_theodolite/calibration.py, DEFAULT_MARGIN) must stay well above. Both figures: the
+calibration margin (pytest_theodolite/engine/calibration.py, DEFAULT_MARGIN) must stay well above. Both figures: the
 rows/s (wall clock) and the instance's CPU microseconds per row (cgroup accounting), which the CPU-per-record
-cost figure is normalised by (pytest_theodolite/cost.py).
+cost figure is normalised by (pytest_theodolite/core/cost.py).
 
     python benchmarks/scripts/calibration_spread.py [--runs 6] [--rows 1000000]
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from pytest_theodolite import calibration
-from pytest_theodolite.services import open_spark
-from pytest_theodolite.settings import TheodoliteSettings
+from pytest_theodolite.engine import calibration
+from pytest_theodolite.engine.services import open_spark
+from pytest_theodolite.engine.settings import TheodoliteSettings
 
 
 def main() -> None:

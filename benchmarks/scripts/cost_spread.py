@@ -2,7 +2,7 @@
 Reads the results directories of repeated gate runs (e.g. gate_quality.py's ``clean-1``, ``clean-2``, ...), and
 prints per gate point the figure at its demand in each run (with its interval where recorded), the
 coefficient of variation over the runs, and -- taking each run in turn as the baseline of every other
-(leave-one-out) -- how many of those pairs the cost check (pytest_theodolite/cost.py: beyond the tolerance
+(leave-one-out) -- how many of those pairs the cost check (pytest_theodolite/core/cost.py: beyond the tolerance
 and, where both have one, intervals apart) would have flagged. On unchanged code every flag is a false alarm.
 
     python benchmarks/scripts/cost_spread.py /tmp/gq/clean/clean-1 /tmp/gq/clean/clean-2 --tolerance 8%
@@ -18,8 +18,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from pytest_theodolite.cost import REGRESSION, PointCost, check_cost, parse_cost_tolerance, point_cost
-from pytest_theodolite.results import ExperimentResults, list_experiment_ids, read_results
+from pytest_theodolite.core.cost import REGRESSION, PointCost, check_cost, parse_cost_tolerance, point_cost
+from pytest_theodolite.store.results import ExperimentResults, list_experiment_ids, read_results
 
 
 def costs_of(run: Path, raw: bool = False) -> dict[tuple[str, int], PointCost]:

@@ -20,13 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/useca
 
 from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
-from pytest_theodolite.gates import parse_threshold
-from pytest_theodolite.metrics import Metric
-from pytest_theodolite.runner import ExperimentRunner, ExperimentSettings, new_writer
-from pytest_theodolite.search import Strategy, search_demand
-from pytest_theodolite.services import open_kafka, open_spark
-from pytest_theodolite.settings import TheodoliteSettings
-from pytest_theodolite.slo import Outcome, SloSettings
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.core.search import Strategy, search_demand
+from pytest_theodolite.core.slo import Outcome, SloSettings
+from pytest_theodolite.engine.gates import parse_threshold
+from pytest_theodolite.engine.runner import ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.engine.services import open_kafka, open_spark
+from pytest_theodolite.engine.settings import TheodoliteSettings
 
 BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_ELEMENTS}
 

@@ -33,11 +33,11 @@ from gate_points import (  # benchmarks/scripts, beside this
 )
 from usecases import QUICK_WARMUP_EXECUTORS
 
-from pytest_theodolite.metrics import Metric
-from pytest_theodolite.ports import free_port
-from pytest_theodolite.runner import ExperimentRunner, new_writer
-from pytest_theodolite.services import open_kafka, open_spark
-from pytest_theodolite.settings import TheodoliteSettings
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
+from pytest_theodolite.engine.services import open_kafka, open_spark
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.infra.ports import free_port
 
 
 def poll_stages(ui_port: int, snapshot: dict[str, Any], stop: threading.Event, stages: int) -> None:

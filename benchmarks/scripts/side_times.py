@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_theodolite.compare import SIDES
-from pytest_theodolite.results import list_experiment_ids, read_results
+from pytest_theodolite.pull_request.paired import SIDES
+from pytest_theodolite.store.results import list_experiment_ids, read_results
 
 PHASES = ("setup_ms", "warmup_ms", "measurement_ms", "teardown_ms")
 

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from generator import Workload
 from generator.factories import EVENT_TIME, KEY, Choice, IntRange, JsonTemplate, Uniform
-from pytest_theodolite.runner import Benchmark
+from pytest_theodolite.engine.runner import Benchmark
 
 PAGES = ["/", "/search", "/product", "/cart", "/checkout", "/account", "/help"]
 CLICKS = JsonTemplate(

@@ -1,0 +1,552 @@
+"""When a sub-experiment's warm-up ends and when its measurement may stop: a pure state machine over samples.
+
+A verdict is judged only in steady state and only once it is certain (issue "gate verdicts that follow the
+code, not the host"). One repetition goes through four phases, fed one lag sample at a time:
+
+1. **priming** -- the job runs its first micro-batches on the real load with the instances' CPU limit lifted:
+   class loading, code generation and JIT compilation are set-up, not the processing under test (a
+   long-running job in production is always warm), and at a quarter core they alone took ~100 s on this
+   project's CI machines. Ends after ``prime_batches`` finished batches or ``max_prime_s``.
+2. **settling** -- the limit is applied; the warm-up ends once the batch durations stop falling (the backlog
+   primed at full speed, or left by the limit, is worked off): the mean of the newer half of the last
+   ``settle_batches`` durations is at least ``1 - settle_tolerance`` times the older half's longest -- and
+   stop rising faster than the lag-trend threshold allows (the lag at a commit is the load times the batch's
+   duration, so lengthening batches raise it whether or not the job keeps up; the rise is fitted over the
+   batches of the last ``min_duration_s``, `batch_durations_rising`). A job near its capacity can
+   take a minute or more to lengthen its batches to their fixed point after the limit, at first by growing
+   steps (UC1 at 12 000 records/s on two quarter-core instances, 2026-11-24: 2.0, 3.1, 4.4, 6.3, then 7.5 ...
+   10 s); measured inside that rise, identical code FAILed and PASSed by turns. Never settling within
+   ``max_warmup_s`` fails the repetition, saying so; certain only where the batches doubled and their recent
+   rise is not slowing (a job falling behind, not one rising towards a fixed point) -- unless fewer than
+   ``settle_batches`` batches finished under the limit by then: batches of 20-40 s (a job at or past the edge
+   of its capacity) leave too few in 90 s to tell settling from falling behind, and such a verdict was a
+   guess. Unless those few already doubled, they get the bound once more (``2 x max_warmup_s``), so that the
+   batches decide: they settle and the lag trend is measured, or grow and the job falls behind. A fixed
+   ``warmup_s`` (Theodolite's protocol) replaces this phase.
+3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
+   after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
+   (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty it
+   had). Batches that begin to rise while measuring (the warm-up ended at a dip after priming) send the
+   repetition back to settling, once, with its bound counted anew. Where the job's micro-batches are bounded too
+   (``max_batch_s``, the batch-duration SLO), the median batch's interval must also lie on one side of that bound
+   -- a certain FAIL of either SLO decides at once, a PASS needs both. A job that falls far behind is told
+   sooner: a micro-batch engine takes all pending input into its next batch, so when the load exceeds what it can
+   process each batch is longer than the last, without bound (one that keeps up converges to a fixed batch time,
+   by ever smaller steps). ``falling_behind_batches`` finished batches that grow by steps that do not shrink, the
+   last at least twice the first and ``FALLING_BEHIND_GROWTH`` times the shortest batch under the limit (more
+   than the start transients above rose), end the measurement as ``falling-behind`` -- a FAIL -- instead of
+   waiting minutes for batches long enough to fit.
+4. **done**.
+
+Nothing here talks to Kafka or Spark: the runner feeds samples and applies the CPU limit when asked.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from pytest_theodolite.core.slo import (
+    DEFAULT_CONFIDENCE,
+    Outcome,
+    SlopeEstimate,
+    SlopeMethod,
+    TimeSeries,
+    batch_bound_side,
+    batch_duration_interval,
+    lag_trend_estimate,
+    trend_side,
+)
+
+
+class Phase(str, enum.Enum):
+    PRIMING = "priming"
+    SETTLING = "settling"
+    MEASURING = "measuring"
+    DONE = "done"
+
+
+class Stop(str, enum.Enum):
+    CERTAIN = "certain"  # the slope's interval lay wholly on one side of the threshold
+    MAX_DURATION = "max-duration"  # the bound was reached with the interval straddling the threshold
+    NOT_SETTLED = "not-settled"  # batch durations still falling when the warm-up bound was reached
+    NO_BATCHES = "no-batches"  # too few micro-batches finished in the longest measurement to fit a trend
+    FALLING_BEHIND = "falling-behind"  # every micro-batch markedly longer than the one before
+
+
+#: stops whose repetition FAILs without a fitted trend
+FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIND})
+#: stops whose verdict is certain: the interval lay on one side of the threshold, or the batches show a job
+#: that does not keep up. ``max-duration`` (the point estimate decided) is not; ``not-settled`` is only where
+#: the batches under the limit at least doubled (``MeasurementProtocol.certain``).
+CERTAIN_STOPS = frozenset({Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES})
+
+
+@dataclass(frozen=True)
+class MeasurementPlan:
+    """How long each phase may take; see the module docstring."""
+
+    warmup_s: float | None = None  # a fixed warm-up (Theodolite's protocol); None: until the job settled
+    prime_unlimited: bool = True
+    prime_batches: int = 3
+    max_prime_s: float = 30.0
+    settle_batches: int = 4
+    settle_tolerance: float = 0.2
+    #: the settling phase's bound, counted from the end of priming (twice that while too few batches finished)
+    max_warmup_s: float = 90.0
+    min_duration_s: float = 20.0
+    max_duration_s: float = 120.0
+    min_points: int = 3  # points of the fit before an interval may stop the measurement (Student t allows 3)
+    falling_behind_batches: int = 3  # 0: never stop early for growing batch durations
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.warmup_s is not None and not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
+            problems.append(f"warm-up must be 'auto' or seconds >= 0, got {self.warmup_s}")
+        if not 0 < self.min_duration_s <= self.max_duration_s:
+            problems.append(
+                f"need 0 < duration <= max duration, got {self.min_duration_s:g} s and "
+                f"{self.max_duration_s:g} s"
+            )
+        if self.max_warmup_s <= 0 or self.max_prime_s < 0:
+            problems.append(
+                f"warm-up bounds must be positive, got max warm-up {self.max_warmup_s:g} s, "
+                f"max priming {self.max_prime_s:g} s"
+            )
+        if (
+            self.prime_batches < 1
+            or self.settle_batches < 2
+            or self.min_points < 3
+            or self.falling_behind_batches in (1, 2)
+            or self.falling_behind_batches < 0
+        ):
+            problems.append(
+                "need prime_batches >= 1, settle_batches >= 2, min_points >= 3 and "
+                "falling_behind_batches 0 or >= 3"
+            )
+        if not 0 <= self.settle_tolerance < 1:
+            problems.append(f"settle tolerance must be in [0, 1), got {self.settle_tolerance}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def adaptive(self) -> bool:
+        return self.warmup_s is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MeasurementPlan:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def batch_durations_growing(
+    durations_s: Sequence[float], batches: int, overall: float = 2.0, floor_s: float = 3.0
+) -> bool:
+    """True when the last `batches` durations rise by increments that do not shrink (each at least 90 % of the
+    one before) to `overall` times the first and at least `floor_s`: a micro-batch engine that falls further
+    behind with every batch. (Sub-second batches jitter by tens of per cent; the fit judges those quickly.)
+
+    Why increments: batch k+1 processes what arrived during batch k, so d(k+1) = a + rho d(k) with rho the
+    load over the processing rate. A job that keeps up (rho < 1) may also lengthen its batches for a while after
+    the CPU limit is applied, but towards a fixed point, by ever smaller steps; only rho >= 1 keeps the
+    steps from shrinking."""
+    if batches < 3 or len(durations_s) < batches:
+        return False
+    recent = list(durations_s)[-batches:]
+    steps = [b - a for a, b in pairwise(recent)]
+    return (
+        all(step > 0 for step in steps)
+        and all(later >= 0.9 * earlier for earlier, later in pairwise(steps))
+        and recent[-1] >= max(overall * recent[0], floor_s)
+    )
+
+
+#: how far the batches under the limit must have grown from the shortest of them before the falling-behind rule
+#: may end a repetition: recorded start transients of jobs that keep up rose 2.7-3.3x from their shortest batch,
+#: up to three batches by growing steps, before they slowed (UC1 at 12 000 records/s on two quarter-core
+#: instances, 2026-11-24: 2.0, 3.1, 4.4, 6.3 s, then 7.5 ... 10 s), and met the rule's pattern there
+FALLING_BEHIND_GROWTH = 4.0
+
+
+def batch_durations_rising(
+    durations_s: Sequence[float],
+    ends_s: Sequence[float],
+    batches: int,
+    offered_rate: float,
+    threshold_rps: float,
+    window_s: float,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> bool:
+    """True while the batch durations still rise faster than the lag-trend SLO allows: the lag at a commit is
+    what arrived while the batch ran (rate x duration), so batches that lengthen by dd/dt seconds per second
+    raise the lag by rate x dd/dt records/s whether or not the job keeps up -- a job that lengthens its batches
+    towards a fixed point is not yet in steady state.
+
+    dd/dt is the slope of a line through (end, duration) of the batches that ended in the last `window_s` (at
+    least the last `batches` of them): rising means rate x slope above the threshold *and* a slope whose
+    interval lies above zero. Over a few sub-second batches, or one pair of halves, the jitter alone reads as
+    a rise of hundreds of records/s (UC1 at 4 000 records/s, batches of 0.3-0.9 s: with the halves of four
+    batches nothing settled in 90 s, 2026-11-24); over the window the measurement itself judges, it does not.
+    Ends that are not known (NaN) are taken as back to back."""
+    if len(durations_s) < max(batches, 3):
+        return False
+    ends = np.asarray(ends_s, dtype=float)
+    if ends.size != len(durations_s) or not np.all(np.isfinite(ends)):
+        ends = np.cumsum(durations_s)
+    take = max(batches, int(np.count_nonzero(ends >= ends[-1] - window_s)))
+    t, d = ends[-take:], np.asarray(durations_s, dtype=float)[-take:]
+    if np.ptp(t) <= 0:
+        return False
+    fit = stats.linregress(t - t.mean(), d)
+    low = fit.slope - float(stats.t.ppf(0.5 + confidence / 2, take - 2)) * fit.stderr
+    return bool(offered_rate * fit.slope > threshold_rps and low > 0)
+
+
+#: the last batches whose rise `_diverging` compares, in thirds
+DIVERGENCE_BATCHES = 6
+
+
+def _diverging(durations_s: Sequence[float]) -> bool:
+    """The batches at least doubled and their rise is not slowing -- of the last DIVERGENCE_BATCHES, split in
+    thirds (means, which average out the jitter of single batches), the last third rose at least as much over the
+    middle one as that over the first: a job falling behind, not one whose batches rise towards a fixed point by
+    ever smaller steps (a start transient, whose first rise may well be steeper than linear: only its recent
+    batches tell). Two batches cannot tell the two apart; there doubling alone decides."""
+    if not _doubled(durations_s):
+        return False
+    recent = list(durations_s)[-DIVERGENCE_BATCHES:]
+    if len(recent) < 3:
+        return True
+    third = len(recent) // 3
+    first, middle, last = (
+        statistics.fmean(part)
+        for part in (recent[:third], recent[third : len(recent) - third], recent[-third:])
+    )
+    return last - middle >= middle - first
+
+
+def _doubled(durations_s: Sequence[float]) -> bool:
+    """At least two batch durations, the last at least twice the first: a job falling behind, though too
+    slowly (or in too few batches) for `batch_durations_growing`."""
+    return len(durations_s) >= 2 and durations_s[-1] >= 2 * durations_s[0]
+
+
+def batch_durations_settled(durations_s: Sequence[float], batches: int, tolerance: float) -> bool:
+    """True once the last `batches` finished batch durations stop falling: the newer half's mean is at least
+    (1 - tolerance) x the older half's longest (growing durations count as settled: that job falls behind).
+    The longest, not the mean: a transient peaks and then falls, and a mean over the peak hides the fall."""
+    if len(durations_s) < batches:
+        return False
+    recent = list(durations_s)[-batches:]
+    half = batches // 2
+    older, newer = recent[:half], recent[-half:]
+    return sum(newer) / len(newer) >= (1 - tolerance) * max(older)
+
+
+@dataclass
+class MeasurementProtocol:
+    """Feed it every sample (`feed`); it says which phase the repetition is in and why it stopped."""
+
+    plan: MeasurementPlan
+    threshold_rps: float
+    method: SlopeMethod = "batch-aligned"
+    confidence: float = DEFAULT_CONFIDENCE
+    offered_rate: float | None = None  # records/s: places batch-aligned points at their batch's commit
+    max_batch_s: float | None = None  # the batch-duration SLO's bound; None: the lag trend alone decides
+    phase: Phase = field(init=False)
+    start_s: float | None = field(default=None, init=False)
+    limited_at_s: float | None = field(default=None, init=False)
+    measure_from_s: float | None = field(default=None, init=False)
+    last_s: float | None = field(default=None, init=False)
+    stop: Stop | None = field(default=None, init=False)
+    estimate: SlopeEstimate | None = field(default=None, init=False)
+    _t: list[float] = field(default_factory=list, init=False, repr=False)
+    _lag: list[float] = field(default_factory=list, init=False, repr=False)
+    _ids_t: list[float] = field(default_factory=list, init=False, repr=False)
+    _ids: list[float] = field(default_factory=list, init=False, repr=False)
+    _ends: list[float] = field(default_factory=list, init=False, repr=False)
+    #: finished batch id -> duration (s), in the order first seen
+    _batches: dict[int, float] = field(default_factory=dict, init=False, repr=False)
+    #: finished batch id -> its end (epoch s; NaN where not known)
+    _batch_ends: dict[int, float] = field(default_factory=dict, init=False, repr=False)
+    #: when the settling phase's bound is counted from: the end of priming, or where a measurement that began
+    #: at a dip went back to settling (once a repetition, so that a rise cannot keep it from ever judging)
+    _settle_from_s: float | None = field(default=None, init=False, repr=False)
+    _went_back: bool = field(default=False, init=False, repr=False)
+    _first_limited_batch: int | None = field(default=None, init=False, repr=False)
+    _first_measured_batch: int | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.phase = Phase.PRIMING if self.plan.prime_unlimited else Phase.SETTLING
+
+    def feed(
+        self,
+        timestamp_s: float,
+        lag: float,
+        batch_id: int | None,
+        batch_ms: float | None,
+        batch_end_s: float | None = None,
+    ) -> Phase:
+        """One sample: the total lag, and the id, duration and end (epoch s) of the last finished micro-batch
+        (None before the first one). Returns the phase after it; the caller applies the CPU limit when the phase leaves
+        PRIMING and stops sampling at DONE."""
+        if self.phase is Phase.DONE:
+            return self.phase
+        if self.start_s is None:
+            self.start_s = timestamp_s
+            if self.phase is Phase.SETTLING:
+                self.limited_at_s = timestamp_s
+        self.last_s = timestamp_s
+        self._t.append(timestamp_s)
+        self._lag.append(lag)
+        if batch_id is not None:
+            self._ids_t.append(timestamp_s)
+            self._ids.append(float(batch_id))
+            self._ends.append(math.nan if batch_end_s is None else batch_end_s)
+            if batch_id not in self._batches and batch_ms is not None:
+                self._batches[batch_id] = batch_ms / 1000.0
+                self._batch_ends[batch_id] = math.nan if batch_end_s is None else batch_end_s
+        if self.phase is Phase.PRIMING:
+            self._prime(timestamp_s)
+        elif self.phase is Phase.SETTLING:
+            self._settle(timestamp_s)
+        elif self.phase is Phase.MEASURING:
+            self._measure(timestamp_s)
+        return self.phase
+
+    # -- phases ------------------------------------------------------------------------------------------
+    def _prime(self, now: float) -> None:
+        assert self.start_s is not None  # set by the first feed()
+        if len(self._batches) >= self.plan.prime_batches or now - self.start_s >= self.plan.max_prime_s:
+            self.phase, self.limited_at_s = Phase.SETTLING, now
+            # the batch running now started without the limit: settling counts the ones after it
+            self._first_limited_batch = max(self._batches, default=-1) + 2
+
+    def _settle(self, now: float) -> None:
+        if self._falling_behind():
+            self._finish(Stop.FALLING_BEHIND)
+            return
+        assert self.start_s is not None and self.limited_at_s is not None  # set by feed() and _prime()
+        if self.plan.warmup_s is not None:  # Theodolite's fixed warm-up
+            if now - self.start_s >= self.plan.warmup_s:
+                self._start_measuring(now)
+            return
+        if self._first_limited_batch is None:
+            self._first_limited_batch = max(self._batches, default=-1) + 2
+        limited = self._limited_durations()
+        if batch_durations_settled(
+            limited, self.plan.settle_batches, self.plan.settle_tolerance
+        ) and not self._rising(self._first_limited_batch):
+            self._start_measuring(now)
+        elif now - (self._settle_from_s or self.limited_at_s) >= self.warmup_bound_s:
+            self._finish(Stop.NOT_SETTLED)
+
+    @property
+    def warmup_bound_s(self) -> float:
+        """The settling phase's bound now: ``max_warmup_s``, twice that while fewer than ``settle_batches``
+        batches have finished under the CPU limit (too few to tell; see the module docstring) and they have
+        not yet doubled (which already tells a job falling behind)."""
+        limited = self._limited_durations()
+        if len(limited) < self.plan.settle_batches and not _doubled(limited):
+            return 2 * self.plan.max_warmup_s
+        return self.plan.max_warmup_s
+
+    def _start_measuring(self, now: float) -> None:
+        self.phase, self.measure_from_s = Phase.MEASURING, now
+        self._first_measured_batch = max(self._batches, default=-1) + 1
+
+    def _limited_durations(self) -> list[float]:
+        first = self._first_limited_batch if self._first_limited_batch is not None else 0
+        return [d for b, d in self._batches.items() if b >= first]
+
+    def _rising(self, first_batch: float) -> bool:
+        """The batches from `first_batch` on still lengthen faster than the lag-trend threshold allows
+        (batch_durations_rising), over the shortest window the measurement judges."""
+        if self.offered_rate is None:
+            return False
+        ids = [b for b in self._batches if b >= first_batch]
+        return batch_durations_rising(
+            [self._batches[b] for b in ids],
+            [self._batch_ends[b] for b in ids],
+            self.plan.settle_batches,
+            self.offered_rate,
+            self.threshold_rps,
+            window_s=self.plan.min_duration_s,
+            confidence=self.confidence,
+        )
+
+    def _falling_behind(self) -> bool:
+        """The falling-behind rule, once the batches under the limit grew beyond what a start transient does."""
+        limited = self._limited_durations()
+        return batch_durations_growing(limited, self.plan.falling_behind_batches) and (
+            not self.plan.adaptive or limited[-1] >= FALLING_BEHIND_GROWTH * min(limited)
+        )
+
+    def _measure(self, now: float) -> None:
+        if self._falling_behind():
+            self._finish(Stop.FALLING_BEHIND)
+            return
+        assert self.measure_from_s is not None  # set by _start_measuring()
+        first = self._first_measured_batch if self._first_measured_batch is not None else math.inf
+        if self.plan.adaptive and not self._went_back and self._rising(first):
+            # the batches began to lengthen after the warm-up ended (it ended at a dip): not steady state yet
+            self.phase, self.measure_from_s, self._first_measured_batch = Phase.SETTLING, None, None
+            self.estimate, self._settle_from_s, self._went_back = None, now, True
+            return
+        elapsed = now - self.measure_from_s
+        if elapsed < self.plan.min_duration_s:
+            return
+        self.estimate = self._estimate()
+        fitted = self.estimate is not None and self.estimate.points >= self.plan.min_points
+        lag = self.estimate.side_of(self.threshold_rps) if fitted and self.estimate is not None else None
+        decided = fitted and sides_decide((lag, self.batch_side()))
+        if decided:
+            self._finish(Stop.CERTAIN)
+        elif elapsed >= self.plan.max_duration_s:
+            self._finish(Stop.MAX_DURATION if self.estimate is not None else Stop.NO_BATCHES)
+
+    def batch_side(self) -> Outcome | None:
+        """PASS or FAIL once the median measured batch duration's interval lies on one side of ``max_batch_s``
+        (always PASS without that bound); None while it straddles it or too few batches finished."""
+        if self.max_batch_s is None:
+            return Outcome.PASS
+        first = self._first_measured_batch if self._first_measured_batch is not None else math.inf
+        interval = batch_duration_interval(
+            [d for b, d in self._batches.items() if b >= first], self.confidence
+        )
+        return None if interval is None else batch_bound_side(*interval, self.max_batch_s)
+
+    def _estimate(self) -> SlopeEstimate | None:
+        try:
+            return lag_trend_estimate(
+                TimeSeries.of(self._t, self._lag),
+                warmup_s=self.warmup_used_s or 0.0,
+                method=self.method,
+                confidence=self.confidence,
+                batch_ids=TimeSeries.of(self._ids_t, self._ids),
+                batch_ends=TimeSeries.of(self._ids_t, self._ends),
+                rate=self.offered_rate,
+            )
+        except ValueError:  # too few finished batches after the warm-up so far
+            return None
+
+    def _finish(self, stop: Stop) -> None:
+        self.phase, self.stop = Phase.DONE, stop
+
+    # -- what the record keeps ---------------------------------------------------------------------------
+    @property
+    def certain(self) -> bool | None:
+        """Whether the verdict is certain (None until done). Not settled is certain only where the batches
+        under the CPU limit at least doubled and their recent rise is not slowing (`_diverging`) -- a job
+        falling behind that the falling-behind rule did not end within the warm-up bound; where they fell, or
+        grew by less, or rose towards a fixed point, or too few finished to tell, the job was at the edge of
+        what it can take, and a verdict either way is a guess."""
+        if self.stop is None:
+            return None
+        if self.stop is Stop.NOT_SETTLED:
+            return _diverging(self._limited_durations())
+        return self.stop in CERTAIN_STOPS
+
+    @property
+    def warmup_used_s(self) -> float | None:
+        """Seconds from the first sample to the start of the measurement; None if it never started."""
+        if self.measure_from_s is None or self.start_s is None:
+            return None
+        return self.measure_from_s - self.start_s
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the repetition FAILs without a fitted trend, or None."""
+        if self.stop is Stop.NOT_SETTLED:
+            limited = self._limited_durations()
+            last = ", ".join(f"{d:.1f}" for d in limited[-self.plan.settle_batches :])
+            if not limited:
+                why = "no micro-batch finished under the CPU limit"
+            elif len(limited) < self.plan.settle_batches:
+                why = (
+                    f"only {len(limited)} micro-batch{'' if len(limited) == 1 else 'es'} finished under the "
+                    f"CPU limit ({last} s), too few to tell"
+                )
+            elif limited[-1] > limited[-self.plan.settle_batches]:
+                why = f"micro-batch durations were still changing ({last} s)"
+            else:
+                why = f"micro-batch durations were still falling ({last} s)"
+            settled_for = (self.last_s or 0.0) - (self.limited_at_s or 0.0)
+            extended = (
+                f" (extended to {settled_for:.0f} s for its long batches)"
+                if settled_for > self.plan.max_warmup_s + 1
+                else ""
+            )
+            return f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound{extended}: {why}"
+        if self.stop is Stop.FALLING_BEHIND:
+            recent = [f"{d:.1f}" for d in self._limited_durations()[-self.plan.falling_behind_batches :]]
+            return (
+                f"the job falls behind: each micro-batch took longer than the last ({', '.join(recent)} s), "
+                "as when the load exceeds what the instances process"
+            )
+        if self.stop is Stop.NO_BATCHES:
+            return (
+                f"fewer than 2 micro-batches finished in {self.plan.max_duration_s:g} s of measurement: "
+                "the job does not keep up"
+            )
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """The repetition's protocol for the results: phases' lengths, stop reason, points fitted."""
+        primed = (
+            None
+            if self.limited_at_s is None or self.start_s is None or not self.plan.prime_unlimited
+            else self.limited_at_s - self.start_s
+        )
+        measured = (
+            None
+            if self.measure_from_s is None
+            else (self.last_s or self.measure_from_s) - self.measure_from_s
+        )
+        return {
+            "primed_s": primed,
+            "warmup_s": self.warmup_used_s,
+            "measured_s": measured,
+            "stop": None if self.stop is None else self.stop.value,
+            "certain": self.certain,
+            "points": None if self.estimate is None else self.estimate.points,
+            "batches": len(self._batches),
+            "failure": self.failure_reason,
+        }
+
+
+def stop_of(
+    estimate_low: float | None,
+    estimate_high: float | None,
+    threshold: float | None,
+    recorded: str | None,
+    batch_interval: tuple[float, float] | None = None,
+    max_batch_s: float | None = None,
+) -> str | None:
+    """The stop reason a recomputed interval implies: a failing stop as recorded, ``certain`` where the
+    interval lies on one side of the threshold, else ``max-duration`` (the bound was what ended it). With the
+    batch-duration SLO's bound and its median's interval, as the live protocol decides: a certain FAIL of
+    either is certain, a PASS needs both."""
+    if recorded in {s.value for s in FAILING_STOPS}:
+        return recorded
+    if estimate_low is None or estimate_high is None or threshold is None:
+        return recorded
+    sides = [trend_side(estimate_low, estimate_high, threshold)]
+    if max_batch_s is not None and batch_interval is not None:
+        sides.append(batch_bound_side(*batch_interval, max_batch_s))
+    return Stop.CERTAIN.value if sides_decide(sides) else Stop.MAX_DURATION.value
+
+
+def sides_decide(sides: Sequence[Outcome | None]) -> bool:
+    """Whether the SLOs' certain sides decide the verdict: one certain FAIL does, a PASS needs all of them."""
+    return Outcome.FAIL in sides or all(side is Outcome.PASS for side in sides)

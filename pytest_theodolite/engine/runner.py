@@ -1,0 +1,584 @@
+"""One benchmark's experiment: sub-experiments (load l, instances r) chosen by a search strategy.
+
+A sub-experiment repetition: fresh topics and checkpoint directory, a Spark session with exactly r executors,
+the job's query, the load generator, lag sampled on a clock for warm-up + duration, then teardown in reverse
+order (generator, query, session, topics, checkpoint) whatever happened. Its series are written as they are
+measured; its verdicts come from the pure SLO functions, so ``python -m pytest_theodolite analyse`` can
+recompute them from the files alone.
+
+A query that dies, a broker that stops answering or an executor that is lost make the repetition ERRORED,
+never a pass; a generator that cannot produce the load makes it INVALID.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator import LoadGenerator, Workload, WorkloadError
+from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU, cost_estimate
+from pytest_theodolite.core.errors import TheodoliteLeakWarning
+from pytest_theodolite.core.protocol import MeasurementPlan, MeasurementProtocol, Phase
+from pytest_theodolite.core.scalability import DemandResult, Metric
+from pytest_theodolite.core.search import Strategy, describe_strategy, search_demand
+from pytest_theodolite.core.slo import (
+    GENERATOR_RATE,
+    LAG_TREND,
+    Outcome,
+    SloSettings,
+    SloVerdict,
+    TimeSeries,
+    evaluate_repetition,
+)
+from pytest_theodolite.engine import monitor
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.spark.cluster import SparkCluster, executor_addresses
+from pytest_theodolite.store.results import (
+    SERIES_BATCH_END,
+    SERIES_BATCH_ID,
+    SERIES_LATE_ROWS,
+    SERIES_STATE_ROWS,
+    RepetitionRecord,
+    ResultsWriter,
+    SubExperimentRecord,
+)
+
+RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A use case (a job with the ``start_query`` contract of ``spark_jobs``) along one load dimension."""
+
+    name: str
+    start_query: Callable[..., Any]
+    #: load -> what the generator sends, e.g. ``lambda keys: Workload(keys=keys)``
+    workload: Callable[[int], Workload]
+    job_options: Mapping[str, Any] = field(default_factory=dict)
+    input_partitions: int = 4
+    #: job options naming further topics the runner creates fresh per repetition (UC4: config/feedback)
+    extra_topics: tuple[str, ...] = ()
+    #: the extra topic that receives the generator's sensor registry (UC4)
+    registry_topic_option: str | None = None
+
+
+@dataclass(frozen=True)
+class ExperimentSettings:
+    loads: tuple[int, ...]
+    resources: tuple[int, ...]
+    duration_s: float = 60.0  # measured after the warm-up
+    sample_interval_s: float = 1.0
+    repetitions: int = 1
+    slo: SloSettings = field(default_factory=SloSettings)
+    strategy: Strategy = Strategy.LINEAR
+    lower_bound: bool = True
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    instance_cpu: float | None = (
+        None  # CPU cores per instance where the cluster can limit it; None: unlimited
+    )
+    #: warm-up and stopping rules; None: Theodolite's fixed protocol (``slo.warmup_s``, then ``duration_s``)
+    plan: MeasurementPlan | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.loads or any(load < 1 for load in self.loads):
+            problems.append(f"loads must be positive whole numbers, got {list(self.loads)}")
+        if not self.resources or any(r < 1 for r in self.resources):
+            problems.append(f"resources must be positive whole numbers, got {list(self.resources)}")
+        if self.duration_s <= 0:
+            problems.append(f"duration must be positive, got {self.duration_s} s")
+        if self.slo.warmup_s < 0:
+            problems.append(f"warm-up must not be negative, got {self.slo.warmup_s} s")
+        if not 0 < self.sample_interval_s <= self.duration_s:
+            problems.append(f"the sample interval must be in (0, duration], got {self.sample_interval_s} s")
+        if self.instance_cpu is not None and not 0 < self.instance_cpu <= 64:
+            problems.append(f"instance CPU must be in (0, 64] cores, got {self.instance_cpu}")
+        if self.repetitions < 1:
+            problems.append(f"repetitions must be at least 1, got {self.repetitions}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def strategy_name(self) -> str:
+        return describe_strategy(self.strategy, self.lower_bound)
+
+    @property
+    def measurement_plan(self) -> MeasurementPlan:
+        if self.plan is not None:
+            return self.plan
+        return MeasurementPlan(
+            warmup_s=self.slo.warmup_s,
+            prime_unlimited=False,
+            falling_behind_batches=0,
+            min_duration_s=self.duration_s,
+            max_duration_s=self.duration_s,
+        )
+
+
+@dataclass(frozen=True)
+class PhaseTimings:
+    """Wall time of one repetition's phases (the issue asks where a sub-experiment's time goes)."""
+
+    setup_s: float = 0.0  # topics, session with r registered executors, query start, generator start
+    warmup_s: float = 0.0  # priming without the CPU limit included
+    measurement_s: float = 0.0
+    teardown_s: float = 0.0
+
+    def as_counters(self) -> dict[str, int]:
+        return {f"{name.removesuffix('_s')}_ms": round(value * 1000) for name, value in vars(self).items()}
+
+
+@dataclass
+class _Sampled:
+    """What one repetition's monitor sampled, kept for the verdicts (the same rows go to the raw files)."""
+
+    lag_t: list[float] = field(default_factory=list)
+    lag: list[float] = field(default_factory=list)
+    batch_t: list[float] = field(default_factory=list)
+    batch_ms: list[float] = field(default_factory=list)
+    ids_t: list[float] = field(default_factory=list)
+    ids: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
+    #: while measuring: (time, instance CPU seconds, input records so far) at every sample
+    cost_samples: list[tuple[float, float, int]] = field(default_factory=list)
+
+    def cost_counters(self) -> dict[str, int]:
+        """What the instances spent on the records offered while measuring (the continuous cost figure):
+        ``instance_cpu_ms`` over ``records_measured`` in ``cost_window_ms``; empty where the CPU could not be
+        read."""
+        if len(self.cost_samples) < 2 or self.cost_samples[-1][2] <= self.cost_samples[0][2]:
+            return {}
+        (t0, cpu0, records0), (t1, cpu1, records1) = self.cost_samples[0], self.cost_samples[-1]
+        return {
+            "instance_cpu_ms": round((cpu1 - cpu0) * 1000),
+            "records_measured": records1 - records0,
+            "cost_window_ms": round((t1 - t0) * 1000),
+        }
+
+    def cost(self) -> dict[str, Any]:
+        """The cost figure with its interval (cost.CostEstimate); empty where the CPU could not be read."""
+        times, cpu, records = ([sample[i] for sample in self.cost_samples] for i in range(3))
+        estimate = cost_estimate(times, cpu, records)
+        return {} if estimate is None else estimate.to_dict()
+
+    def add(self, sample: monitor.LagSample) -> None:
+        self.lag_t.append(sample.timestamp_s)
+        self.lag.append(sample.lag)
+        if sample.batch_duration_ms is not None:
+            self.batch_t.append(sample.timestamp_s)
+            self.batch_ms.append(sample.batch_duration_ms)
+        if sample.batch_id is not None:
+            self.ids_t.append(sample.timestamp_s)
+            self.ids.append(sample.batch_id)
+            self.ends.append(float("nan") if sample.batch_end_s is None else sample.batch_end_s)
+
+
+class _Abort(Exception):
+    """Ends a repetition early with an ERRORED or INVALID verdict."""
+
+    def __init__(self, outcome: Outcome, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome = outcome
+        self.reason = reason
+
+
+@dataclass
+class ExperimentRunner:
+    benchmark: Benchmark
+    settings: ExperimentSettings
+    kafka: KafkaCluster
+    spark: SparkCluster
+    writer: ResultsWriter
+    generator_client_config: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: called with every finished sub-experiment (progress output in the plugin)
+    on_sub_experiment: Callable[[SubExperimentRecord], None] | None = None
+    timings: dict[tuple[int, int, int], PhaseTimings] = field(default_factory=dict, init=False)
+    records: dict[tuple[int, int], SubExperimentRecord] = field(default_factory=dict, init=False)
+    #: the ids in the names of every topic this runner created (``theodolite-<id>-input`` ...)
+    run_ids: list[str] = field(default_factory=list, init=False)
+
+    # -- metrics ---------------------------------------------------------------------------------------
+    def measure_demand(self, *, stop_on_unmeasured: bool = False) -> DemandResult:
+        result = search_demand(
+            self.run_sub_experiment,
+            self.settings.loads,
+            self.settings.resources,
+            self.settings.strategy,
+            lower_bound=self.settings.lower_bound,
+            stop_on_unmeasured=stop_on_unmeasured,
+        )
+        self.writer.write_demand(result)
+        return result
+
+    # -- one sub-experiment ----------------------------------------------------------------------------
+    def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
+        workload = self.benchmark.workload(load)
+        repetitions = [
+            self.run_repetition(load, resources, rep, workload) for rep in range(self.settings.repetitions)
+        ]
+        return self._finish_sub_experiment(load, resources, workload, repetitions)
+
+    def confirm_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
+        """One more repetition of a finished sub-experiment, combined with its earlier ones (the median slope
+        decides; repetitions that disagree make the record uncertain: certainty.to_confirm)."""
+        earlier = self.records[(load, resources)]
+        workload = self.benchmark.workload(load)
+        repetition = self.run_repetition(load, resources, len(earlier.repetitions), workload)
+        return self._finish_sub_experiment(load, resources, workload, [*earlier.repetitions, repetition])
+
+    def _finish_sub_experiment(
+        self, load: int, resources: int, workload: Workload, repetitions: Sequence[RepetitionRecord]
+    ) -> SubExperimentRecord:
+        record = SubExperimentRecord.from_repetitions(load, resources, workload.target_rate, repetitions)
+        self.writer.record_sub_experiment(record)
+        self.records[(load, resources)] = record
+        if self.on_sub_experiment is not None:
+            self.on_sub_experiment(record)
+        return record
+
+    def run_repetition(
+        self, load: int, resources: int, repetition: int, workload: Workload
+    ) -> RepetitionRecord:
+        run_id = uuid.uuid4().hex[:8]
+        self.run_ids.append(run_id)
+        topics = {"input": f"theodolite-{run_id}-input", "output": f"theodolite-{run_id}-output"}
+        topics.update(
+            {
+                option: f"theodolite-{run_id}-{option.replace('_', '-')}"
+                for option in self.benchmark.extra_topics
+            }
+        )
+        checkpoint = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{run_id}-"))
+        lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
+        series_writers = {
+            name: self.writer.open_series(load, resources, name, repetition)
+            for name in (
+                "input-rate",
+                "processed-rate",
+                "batch-duration",
+                SERIES_BATCH_ID,
+                SERIES_BATCH_END,
+                SERIES_INSTANCE_CPU,
+                SERIES_INPUT_RECORDS,
+            )
+        }
+        # a stateless job has no state: its file is created at the first value only
+        series_writers[SERIES_STATE_ROWS] = self.writer.open_series(
+            load, resources, SERIES_STATE_ROWS, repetition, lazy=True
+        )
+        plan = self.settings.measurement_plan
+        protocol = MeasurementProtocol(
+            plan,
+            self.settings.slo.lag_trend_threshold.for_load(workload.target_rate),
+            method=self.settings.slo.slope_method,
+            confidence=self.settings.slo.confidence,
+            offered_rate=workload.target_rate,
+            max_batch_s=self.settings.slo.max_batch_duration_s,
+        )
+        sampled = _Sampled()
+        phases: dict[str, float] = {}
+        generator: LoadGenerator | None = None
+        counters: dict[str, int] = {}
+        late_rows: TimeSeries | None = None  # per micro-batch, of a job with stateful operators
+        abort: _Abort | None = None
+        t_start = t_teardown = time.monotonic()
+        try:
+            for name in topics.values():
+                self.kafka.create_topic(name, self.benchmark.input_partitions)
+            # primed without the CPU limit: the runner applies it when the protocol's priming ends
+            with self.spark.session(
+                instances=resources,
+                conf=self.settings.spark_conf,
+                instance_cpu=None if plan.prime_unlimited else self.settings.instance_cpu,
+                app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
+            ) as spark:
+                query = None
+                try:
+                    options = {
+                        **self.benchmark.job_options,
+                        **{option: topics[option] for option in self.benchmark.extra_topics},
+                    }
+                    if self.kafka.properties:
+                        options["kafka_options"] = {
+                            k: v
+                            for k, v in self.kafka.spark_options().items()
+                            if k != "kafka.bootstrap.servers"
+                        }
+                    try:
+                        query = self.benchmark.start_query(
+                            spark,
+                            bootstrap_servers=self.kafka.bootstrap_servers,
+                            input_topic=topics["input"],
+                            output_topic=topics["output"],
+                            checkpoint_dir=str(checkpoint),
+                            **options,
+                        )
+                    except Exception as exc:  # the job's own error, reported in the verdict
+                        raise _Abort(
+                            Outcome.ERRORED,
+                            f"the job did not start: {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                        ) from None
+                    generator = LoadGenerator(
+                        self.kafka.bootstrap_servers,
+                        topics["input"],
+                        workload,
+                        client_config=self.generator_client_config,
+                        config_topic=topics.get(self.benchmark.registry_topic_option or ""),
+                    )
+                    try:
+                        generator.start()
+                    except WorkloadError as exc:
+                        raise _Abort(Outcome.INVALID, f"the generator refused the load: {exc}") from None
+                    phases["setup_s"] = time.monotonic() - t_start
+                    phases.update(
+                        self._sample(
+                            spark,
+                            query,
+                            resources,
+                            topics["input"],
+                            protocol,
+                            lag_writer,
+                            series_writers,
+                            sampled,
+                        )
+                    )
+                except _Abort as exc:
+                    abort = exc
+                finally:
+                    t_teardown = time.monotonic()
+                    if generator is not None:
+                        generator.stop()
+                    if query is not None:
+                        stopped, late = self._stop_query(query)
+                        counters.update(stopped)
+                        if late:
+                            late_rows = TimeSeries.of([t for t, _ in late], [n for _, n in late])
+                            self.writer.write_series(load, resources, SERIES_LATE_ROWS, repetition, late_rows)
+        finally:
+            lag_writer.close()
+            for writer in series_writers.values():
+                writer.close()
+            self._delete_topics(topics.values(), load, resources)
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        phases["teardown_s"] = time.monotonic() - t_teardown
+        timings = PhaseTimings(**phases)
+        self.timings[(load, resources, repetition)] = timings
+        counters.update(timings.as_counters())
+        counters.update(sampled.cost_counters())
+
+        generator_series = None
+        if generator is not None:
+            rates = generator.achieved_rates()
+            generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
+            self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
+        verdicts = self._verdicts(
+            abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows
+        )
+        return RepetitionRecord(repetition, verdicts, counters, protocol.summary(), sampled.cost())
+
+    def _sample(
+        self,
+        spark,
+        query,
+        resources,
+        input_topic,
+        protocol: MeasurementProtocol,
+        lag_writer,
+        series_writers,
+        sampled: _Sampled,
+    ) -> dict[str, float]:
+        """Sample on a clock until the protocol is done; raises _Abort when the run cannot be judged."""
+        sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
+        plan, interval = protocol.plan, self.settings.sample_interval_s
+        # the protocol ends by itself; this bound only guards against a clock that stops advancing
+        deadline = (
+            time.monotonic()
+            + plan.max_prime_s
+            + (plan.warmup_s or 2 * plan.max_warmup_s)
+            + plan.max_duration_s
+            + 60
+        )
+        started = time.monotonic()
+        next_tick = started
+        limited = not plan.prime_unlimited
+        executors_at_start = executor_addresses(spark)  # the session waited for all of them
+        try:
+            while True:
+                if not query.isActive:
+                    exc = query.exception()
+                    raise _Abort(
+                        Outcome.ERRORED,
+                        f"the query stopped: {str(exc).splitlines()[0] if exc else 'no error'}",
+                    )
+                if lost := executors_at_start - (now_registered := executor_addresses(spark)):
+                    raise _Abort(
+                        Outcome.ERRORED,
+                        f"an executor was lost ({', '.join(sorted(lost))}): "
+                        f"{len(now_registered) - 1} of {resources} registered now",
+                    )
+                try:
+                    sample = sampler.sample(query)
+                except monitor.ProgressError as exc:
+                    raise _Abort(Outcome.ERRORED, f"the query's progress could not be read: {exc}") from None
+                except Exception as exc:  # whatever kafka-python raises, the broker is gone
+                    raise _Abort(Outcome.ERRORED, f"the broker did not answer: {exc!r}") from None
+                sampled.add(sample)
+                lag_writer.append(sample.timestamp_s, sample.lag)
+                for name, value in (
+                    ("input-rate", sample.input_rows_per_s),
+                    ("processed-rate", sample.processed_rows_per_s),
+                    ("batch-duration", sample.batch_duration_ms),
+                    (SERIES_BATCH_ID, sample.batch_id),
+                    (SERIES_BATCH_END, sample.batch_end_s),
+                    (SERIES_STATE_ROWS, sample.state_rows),
+                ):
+                    if value is not None:
+                        series_writers[name].append(sample.timestamp_s, value)
+                phase = protocol.feed(
+                    sample.timestamp_s,
+                    sample.lag,
+                    sample.batch_id,
+                    sample.finished_batch_ms,
+                    sample.batch_end_s,
+                )
+                if not limited and phase is not Phase.PRIMING:
+                    self.spark.limit_instances(self.settings.instance_cpu)
+                    limited = True
+                if phase is not Phase.PRIMING and phase is not Phase.SETTLING:
+                    cpu = self.spark.instance_cpu_seconds()
+                    if cpu is not None:
+                        # the records the generator wrote to the input topic: smooth, unlike the processed
+                        # offsets, which move by whole micro-batches
+                        sampled.cost_samples.append((sample.timestamp_s, cpu, sample.end_offset))
+                        series_writers[SERIES_INSTANCE_CPU].append(sample.timestamp_s, cpu)
+                        series_writers[SERIES_INPUT_RECORDS].append(sample.timestamp_s, sample.end_offset)
+                if phase is Phase.DONE:
+                    break
+                if time.monotonic() > deadline:
+                    raise _Abort(Outcome.ERRORED, "the measurement outlasted every bound of its protocol")
+                next_tick += interval
+                time.sleep(max(0.0, next_tick - time.monotonic()))
+        finally:
+            sampler.close()
+        elapsed = time.monotonic() - started
+        warmup = protocol.warmup_used_s if protocol.warmup_used_s is not None else elapsed
+        return {"warmup_s": warmup, "measurement_s": max(0.0, elapsed - warmup)}
+
+    def _delete_topics(self, names: Iterable[str], load: int, resources: int) -> None:
+        """Delete a repetition's topics; those that cannot be deleted are named in a warning (they would pile up
+        on a real cluster), and the verdict is left as measured (a dead broker has already made it ERRORED)."""
+        left = []
+        for name in names:
+            try:
+                self.kafka.delete_topic(name)
+            except Exception as exc:  # whatever the admin client raises, the topic is left
+                left.append(f"{name} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        if left:
+            warnings.warn(
+                TheodoliteLeakWarning(
+                    f"{self.benchmark.name} load {load}, {resources} instances: {len(left)} topic(s) could not be "
+                    f"deleted and are left on {self.kafka.bootstrap_servers}: {'; '.join(left)}. Delete them with "
+                    "kafka-topics.sh --bootstrap-server ADDRESS --delete --topic NAME"
+                ),
+                stacklevel=2,
+            )
+
+    @staticmethod
+    def _stop_query(query) -> tuple[dict[str, int], list[tuple[float, int]]]:
+        """Stop the query; its counters over the micro-batches Spark still keeps, and per batch the rows it
+        dropped as late (monitor.late_rows_per_batch: Spark's count and the job's own)."""
+        try:
+            progresses = monitor.all_progress(query)
+            totals = monitor.observed_totals(progresses, RECORDS_METRIC)
+            written = monitor.sink_output_rows(progresses)
+            late = monitor.late_rows_per_batch(progresses)
+        except Exception:  # a dead query may not answer; the counts are optional
+            totals, written, late = {}, None, []
+        try:
+            query.stop()
+        except Exception:  # stopping a query that already died may raise; it is stopped either way
+            pass
+        counters = {f"records_{name}": value for name, value in totals.items()}
+        if written is not None:
+            counters["records_written"] = written
+        if late:
+            counters["records_dropped_late"] = sum(n for _, n in late)
+        return counters, late
+
+    def _verdicts(
+        self,
+        abort: _Abort | None,
+        protocol: MeasurementProtocol,
+        sampled: _Sampled,
+        target_rate: float,
+        generator_rate: TimeSeries | None,
+        counters: Mapping[str, int],
+        late_rows: TimeSeries | None,
+    ) -> tuple[SloVerdict, ...]:
+        if abort is not None:
+            return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
+        return evaluate_repetition(
+            self.settings.slo,
+            lag=TimeSeries.of(sampled.lag_t, sampled.lag),
+            target_rate=target_rate,
+            generator_rate=generator_rate,
+            batch_duration=TimeSeries.of(sampled.batch_t, sampled.batch_ms),
+            batch_ids=TimeSeries.of(sampled.ids_t, sampled.ids),
+            batch_ends=TimeSeries.of(sampled.ids_t, sampled.ends),
+            warmup_s=protocol.warmup_used_s,
+            not_settled=protocol.failure_reason,
+            records_total=counters.get("records_total"),
+            records_malformed=counters.get("records_malformed"),
+            late_rows=late_rows,
+        )
+
+
+def experiment_settings_dict(
+    benchmark: Benchmark, settings: ExperimentSettings, testbed: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Every setting of an experiment, for the results JSON (secrets are redacted by the writer)."""
+    return {
+        "benchmark": benchmark.name,
+        "job": f"{benchmark.start_query.__module__}.{benchmark.start_query.__qualname__}",
+        "job_options": dict(benchmark.job_options),
+        "input_partitions": benchmark.input_partitions,
+        "duration_s": settings.duration_s,
+        "warmup_s": settings.slo.warmup_s,
+        "protocol": settings.measurement_plan.to_dict(),
+        "sample_interval_s": settings.sample_interval_s,
+        "repetitions": settings.repetitions,
+        "strategy": settings.strategy_name,
+        "spark_conf": dict(settings.spark_conf),
+        "instance_cpu": settings.instance_cpu,
+        "testbed": dict(testbed),
+    }
+
+
+def new_writer(
+    results_dir: Path,
+    experiment_id: str,
+    benchmark: Benchmark,
+    settings: ExperimentSettings,
+    metric: Metric,
+    testbed: Mapping[str, Any],
+) -> ResultsWriter:
+    return ResultsWriter(
+        results_dir,
+        experiment_id,
+        metric=metric,
+        slo_settings=settings.slo,
+        settings=experiment_settings_dict(benchmark, settings, testbed),
+        loads=settings.loads,
+        resources=settings.resources,
+    )
+
+
+__all__: Sequence[str] = ("Benchmark", "ExperimentRunner", "ExperimentSettings", "PhaseTimings", "new_writer")

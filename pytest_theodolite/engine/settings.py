@@ -1,0 +1,317 @@
+"""One typed settings object, built from the command line > ``[tool.pytest.ini_options]`` > defaults."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_theodolite.infra.kafka import client_properties
+from pytest_theodolite.infra.maven import default_cache_dir
+from pytest_theodolite.store import host
+
+KAFKA_PROVIDERS = ("embedded", "testcontainers", "external")
+MANAGED_SPARK_MASTERS = ("standalone", "local-cluster")
+ISOLATION_MODES = ("exclusive", "none")
+
+
+class SettingsError(ValueError):
+    """A setting has a value we cannot use; the message names the option and the fix."""
+
+
+@dataclass(frozen=True)
+class TheodoliteSettings:
+    kafka_provider: str = "embedded"
+    kafka_bootstrap: str | None = None
+    kafka_port: int = 0
+    #: client properties of an external cluster; may hold secrets: never printed (repr=False)
+    kafka_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    kafka_timeout_s: float = 60.0
+    #: what --kafka testcontainers starts; None: the image this plugin builds here (kafka/image.py)
+    kafka_image: str | None = None
+    spark_master: str = "standalone"
+    max_instances: int = 4
+    instance_cpu: float | None = None
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    results_dir: Path = Path("theodolite-results")
+    baselines_dir: Path = Path("baselines")
+    update_baselines: bool = False
+    #: under pytest-xdist: "exclusive" = other tests wait while a gate point measures; "none" = they run beside it
+    isolation: str = "exclusive"
+    #: pull-request mode: the git revision the working tree is compared with; None: off
+    compare_ref: str | None = None
+    #: gate settings given on the command line or in the ini file; they override a marker's values
+    gate_overrides: Mapping[str, str] = field(default_factory=dict)
+    #: benchmark name -> job options that override the benchmark's own (--theodolite-job-option)
+    job_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def manages_spark(self) -> bool:
+        return self.spark_master in MANAGED_SPARK_MASTERS
+
+
+# (dest, ini name, type, default, help) -- the CLI flag is derived from dest, the ini key is `theodolite_<...>`
+OPTIONS: list[tuple[str, str, str, str]] = [
+    (
+        "--kafka",
+        "theodolite_kafka",
+        "embedded",
+        "Kafka provider: embedded (a broker started here), "
+        "testcontainers (needs Docker) or external (with --kafka-bootstrap)",
+    ),
+    (
+        "--kafka-bootstrap",
+        "theodolite_kafka_bootstrap",
+        "",
+        "host:port[,...] of an existing cluster (--kafka external)",
+    ),
+    ("--kafka-port", "theodolite_kafka_port", "0", "port of the embedded broker (0: a free one)"),
+    (
+        "--kafka-image",
+        "theodolite_kafka_image",
+        "",
+        "the Kafka image --kafka testcontainers starts, e.g. apache/kafka:4.1.1 "
+        "(default: one built here from Debian packages and the Maven-resolved Kafka jars)",
+    ),
+    ("--kafka-timeout", "theodolite_kafka_timeout", "60", "seconds to wait for a broker to answer"),
+    (
+        "--spark-master",
+        "theodolite_spark_master",
+        "standalone",
+        "standalone (a local cluster started here), "
+        "local-cluster, or the URL of an existing master (spark://..., k8s://..., yarn)",
+    ),
+    (
+        "--theodolite-max-instances",
+        "theodolite_max_instances",
+        "4",
+        "most Spark instances a session may ask for",
+    ),
+    (
+        "--theodolite-instance-cpu",
+        "theodolite_instance_cpu",
+        "",
+        "CPU cores per instance, e.g. 0.25, enforced "
+        "with cgroups where the process may create them (empty: unlimited)",
+    ),
+    ("--theodolite-cache-dir", "theodolite_cache_dir", "", "where Maven-resolved jars are cached"),
+    (
+        "--theodolite-results",
+        "theodolite_results",
+        "theodolite-results",
+        "where raw lag series, demand tables, results JSON and plots go (relative to the rootdir)",
+    ),
+    (
+        "--theodolite-baselines",
+        "theodolite_baselines",
+        "baselines",
+        "where the stored demand functions are (relative to the rootdir)",
+    ),
+    (
+        "--theodolite-isolation",
+        "theodolite_isolation",
+        "exclusive",
+        "under pytest-xdist: exclusive (other tests "
+        "wait while a gate point measures, so they cannot take the CPU its instances are measured on) or none "
+        "(they run beside it: faster, noisier verdicts)",
+    ),
+    (
+        "--theodolite-compare-ref",
+        "theodolite_compare_ref",
+        "",
+        "pull-request mode: also measure the jobs as they are at this git revision (e.g. origin/main), side "
+        "by side with the working tree, and judge the change against it",
+    ),
+]
+
+#: per-gate settings: a value here (command line > ini) overrides the ``theodolite`` marker's, which overrides
+#: the default in gates.GATE_DEFAULTS
+GATE_OPTIONS: list[tuple[str, str, str]] = [
+    ("--theodolite-duration", "duration", "seconds measured at least after the warm-up, per sub-experiment"),
+    (
+        "--theodolite-max-duration",
+        "max_duration",
+        "seconds measured at most: the measurement goes on past "
+        "--theodolite-duration until the lag slope's confidence interval lies on one side of the threshold",
+    ),
+    (
+        "--theodolite-warmup",
+        "warmup",
+        "auto (until the micro-batch durations stop falling) or seconds of lag "
+        "dropped before fitting the trend",
+    ),
+    (
+        "--theodolite-max-warmup",
+        "max_warmup",
+        "seconds an auto warm-up may take before the sub-experiment fails as not settled",
+    ),
+    ("--theodolite-confidence", "confidence", "confidence of the lag slope's interval, e.g. 0.95"),
+    (
+        "--theodolite-prime",
+        "prime",
+        "true: run the first micro-batches without the instances' CPU limit "
+        "(JIT and code generation are set-up); false: under the limit from the start",
+    ),
+    (
+        "--theodolite-slope-method",
+        "slope_method",
+        "batch-aligned (one lag point per finished micro-batch), "
+        "ols or theil-sen (every sample, as Theodolite)",
+    ),
+    (
+        "--theodolite-threshold",
+        "threshold",
+        "largest lag slope that passes: records/s (2000) or a share of the load (5%%)",
+    ),
+    (
+        "--theodolite-strategy",
+        "strategy",
+        "demand search: linear, binary, initial-guess, full, optionally +lower-bound",
+    ),
+    (
+        "--theodolite-max-batch-duration",
+        "max_batch_duration",
+        "largest median micro-batch duration (s) that passes; empty: only the lag trend decides",
+    ),
+    (
+        "--theodolite-max-late-rate",
+        "max_late_rate",
+        "most records per second a stateful job may drop as later than its watermark after the warm-up "
+        "(e.g. 0); empty: not checked",
+    ),
+    ("--theodolite-repetitions", "repetitions", "repetitions per sub-experiment (the median slope decides)"),
+    (
+        "--theodolite-tolerance",
+        "tolerance",
+        "instances a load's demand may exceed its baseline before failing",
+    ),
+    (
+        "--theodolite-cost-tolerance",
+        "cost_tolerance",
+        "fail a load whose CPU per record rose beyond this share of the baseline's (e.g. 20%%) and beyond its "
+        "noise, at the same demand; off: reported only",
+    ),
+]
+
+
+def ini_name(flag: str) -> str:
+    return next(ini for f, ini, _, _ in OPTIONS if f == flag)
+
+
+def parse_job_options(entries: list[str]) -> dict[str, dict[str, Any]]:
+    """``["uc1-keys:extra_hash_rounds=2"]`` -> ``{"uc1-keys": {"extra_hash_rounds": 2}}``; a value that reads as
+    JSON (a number, true, a list) is taken as that, anything else as text."""
+    options: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        benchmark, colon, assignment = entry.partition(":")
+        key, equals, value = assignment.partition("=")
+        if not (colon and equals and benchmark.strip() and key.strip()):
+            raise SettingsError(
+                f"--theodolite-job-option {entry!r} is not BENCHMARK:KEY=VALUE, e.g. "
+                "uc1-keys:extra_hash_rounds=2"
+            )
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        options.setdefault(benchmark.strip(), {})[key.strip()] = parsed
+    return options
+
+
+def build(
+    get: Callable[[str], Any],
+    ini_properties: list[str],
+    environ: Mapping[str, str] = os.environ,
+    gate_overrides: Mapping[str, str] | None = None,
+    update_baselines: bool = False,
+    rootdir: Path = Path("."),
+    job_options: list[str] | None = None,
+) -> TheodoliteSettings:
+    """``get(flag)`` returns the command-line value, or the ini value, or the default (in that order)."""
+
+    def text(flag: str) -> str:
+        value = get(flag)
+        value = "" if value is None else str(value).strip()
+        return value or next(default for f, _, default, _ in OPTIONS if f == flag)
+
+    provider = text("--kafka")
+    if provider not in KAFKA_PROVIDERS:
+        raise SettingsError(
+            f"--kafka / {ini_name('--kafka')} = {provider!r} is not a Kafka provider; "
+            f"choose one of {', '.join(KAFKA_PROVIDERS)}"
+        )
+    bootstrap = text("--kafka-bootstrap") or environ.get("THEODOLITE_KAFKA_BOOTSTRAP", "")
+    if provider == "external" and not bootstrap:
+        raise SettingsError(
+            "--kafka external needs the cluster's address: pass --kafka-bootstrap host:port "
+            "(or set theodolite_kafka_bootstrap in the ini file, or THEODOLITE_KAFKA_BOOTSTRAP)"
+        )
+    try:
+        properties = client_properties.parse_lines(ini_properties, "theodolite_kafka_properties")
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from exc
+    properties.update(client_properties.from_environment(environ))
+    cpu_text = text("--theodolite-instance-cpu")
+    instance_cpu = (
+        _number(cpu_text, "--theodolite-instance-cpu", float, low=0.01, high=float(host.usable_cores() or 1))
+        if cpu_text
+        else None
+    )
+    spark_master = text("--spark-master") or "standalone"
+    if spark_master not in MANAGED_SPARK_MASTERS and "://" not in spark_master and spark_master != "yarn":
+        raise SettingsError(
+            f"--spark-master {spark_master!r} is neither 'standalone', 'local-cluster' nor a master "
+            "URL such as spark://host:7077"
+        )
+    isolation = text("--theodolite-isolation")
+    if isolation not in ISOLATION_MODES:
+        raise SettingsError(
+            f"--theodolite-isolation / {ini_name('--theodolite-isolation')} = {isolation!r} is not "
+            f"an isolation mode; choose one of {', '.join(ISOLATION_MODES)}"
+        )
+    compare_ref = text("--theodolite-compare-ref") or None
+    if compare_ref and update_baselines:
+        raise SettingsError(
+            "--theodolite-update-baselines records the working tree's demand as the baseline, "
+            "--theodolite-compare-ref compares it with another revision: use one at a time"
+        )
+    return TheodoliteSettings(
+        kafka_provider=provider,
+        kafka_bootstrap=bootstrap or None,
+        kafka_port=_number(text("--kafka-port"), "--kafka-port", int, low=0, high=65535),
+        kafka_properties=properties,
+        kafka_timeout_s=_number(text("--kafka-timeout"), "--kafka-timeout", float, low=1, high=3600),
+        kafka_image=text("--kafka-image") or None,
+        spark_master=spark_master,
+        max_instances=_number(
+            text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64
+        ),
+        instance_cpu=instance_cpu,
+        cache_dir=Path(text("--theodolite-cache-dir")).expanduser()
+        if text("--theodolite-cache-dir")
+        else default_cache_dir(),
+        results_dir=rootdir / Path(text("--theodolite-results")).expanduser(),
+        baselines_dir=rootdir / Path(text("--theodolite-baselines")).expanduser(),
+        update_baselines=update_baselines,
+        isolation=isolation,
+        compare_ref=compare_ref,
+        gate_overrides={
+            k: v
+            for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()
+            if v not in (None, "")
+        },
+        job_options=parse_job_options(job_options or []),
+    )
+
+
+def _number(value: str, flag: str, kind: type, low: float, high: float):
+    try:
+        number = kind(value)
+    except ValueError:
+        raise SettingsError(f"{flag} / {ini_name(flag)} = {value!r} is not a {kind.__name__}") from None
+    if not low <= number <= high:
+        raise SettingsError(f"{flag} / {ini_name(flag)} = {value} is outside {low:g}..{high:g}")
+    return number

@@ -1,0 +1,174 @@
+"""A Kafka cluster as the tests see it: bootstrap address, client properties, topic and offset helpers.
+
+The same class serves every provider (embedded, testcontainers, external); only how the cluster comes to
+exist differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
+
+from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.infra.kafka.client_properties import java_client_config, python_client_config
+from pytest_theodolite.infra.waiting import wait_until
+
+
+@dataclass
+class KafkaCluster:
+    """What a ``kafka_cluster`` fixture gives: where the cluster is and how to manage its topics."""
+
+    bootstrap_servers: str
+    provider: str = "embedded"
+    #: client properties in Kafka's dotted names (security protocol, SASL, SSL) -- may hold secrets, never printed
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    request_timeout_s: float = 30.0
+    _admin: KafkaAdminClient | None = field(default=None, init=False, repr=False)
+
+    # -- clients -------------------------------------------------------------------------------------
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for any kafka-python client (producer, consumer, admin) of this cluster."""
+        return {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            **python_client_config(self.properties),
+        }
+
+    def spark_options(self) -> dict[str, str]:
+        """Options for Spark's Kafka source and sink (``kafka.``-prefixed client properties)."""
+        return {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            **{f"kafka.{k}": v for k, v in java_client_config(self.properties).items()},
+        }
+
+    @property
+    def admin(self) -> KafkaAdminClient:
+        if self._admin is None:
+            self._admin = _connect(
+                lambda: KafkaAdminClient(
+                    **self.client_kwargs(), request_timeout_ms=int(self.request_timeout_s * 1000)
+                ),
+                self.bootstrap_servers,
+                self.request_timeout_s,
+            )
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    # -- topics --------------------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        configs: Mapping[str, str] | None = None,
+        replication_factor: int = 1,
+        timeout_s: float = 30.0,
+    ) -> None:
+        """Create ``name`` and return once every partition has a leader (so producers never see
+        ``LEADER_NOT_AVAILABLE``)."""
+        if partitions < 1:
+            raise ValueError(f"a topic needs at least one partition, got {partitions}")
+        try:
+            self.admin.create_topics(
+                {
+                    name: {
+                        "num_partitions": partitions,
+                        "replication_factor": replication_factor,
+                        "configs": dict(configs or {}),
+                    }
+                },
+                timeout_ms=int(timeout_s * 1000),
+            )
+        except TopicAlreadyExistsError:
+            pass
+        self.wait_for_leaders(name, partitions, timeout_s)
+
+    def wait_for_leaders(self, name: str, partitions: int, timeout_s: float = 30.0) -> None:
+        def led() -> bool:
+            [topic] = self.admin.describe_topics([name])
+            parts = topic.get("partitions") or []
+            return len(parts) >= partitions and all(p.get("leader_id", -1) >= 0 for p in parts)
+
+        wait_until(
+            led,
+            timeout_s=timeout_s,
+            transient=(KafkaError, ValueError),
+            what=f"topic {name!r} has no leader for all {partitions} partitions after {timeout_s:.0f} s",
+        )
+
+    def delete_topic(self, name: str, timeout_s: float = 30.0) -> None:
+        """Delete ``name`` and wait until the cluster no longer lists it (missing topics are fine)."""
+        try:
+            self.admin.delete_topics([name], timeout_ms=int(timeout_s * 1000))
+        except UnknownTopicOrPartitionError:
+            return
+        wait_until(
+            lambda: name not in self.list_topics(),
+            timeout_s=timeout_s,
+            what=f"topic {name!r} still listed {timeout_s:.0f} s after its deletion",
+        )
+
+    def list_topics(self) -> set[str]:
+        return set(self.admin.list_topics())
+
+    def partition_count(self, name: str) -> int:
+        [topic] = self.admin.describe_topics([name])
+        return len(topic.get("partitions") or [])
+
+    # -- offsets -------------------------------------------------------------------------------------
+    def end_offsets(self, name: str) -> dict[int, int]:
+        """Log-end offset of every partition of ``name`` (the count of records ever written to it)."""
+        partitions = self.partition_count(name)
+        if partitions == 0:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        consumer = KafkaConsumer(**self.client_kwargs(), enable_auto_commit=False)
+        try:
+            offsets = consumer.end_offsets(
+                [TopicPartition(name, p) for p in range(partitions)],
+                timeout_ms=int(self.request_timeout_s * 1000),
+            )
+        finally:
+            consumer.close()
+        return {tp.partition: offset for tp, offset in offsets.items()}
+
+    def total_end_offset(self, name: str) -> int:
+        return sum(self.end_offsets(name).values())
+
+
+def _connect(factory, bootstrap_servers: str, timeout_s: float):
+    return wait_until(
+        factory,
+        timeout_s=timeout_s,
+        interval_s=0.5,
+        transient=(KafkaError, OSError),
+        error=TheodoliteSetupError,
+        what=f"No Kafka broker answered at {bootstrap_servers} within {timeout_s:.0f} s. Check the "
+        "address and the client security settings, or use `--kafka embedded` to start a broker "
+        "on this machine.",
+    )
+
+
+def wait_for_metadata(
+    bootstrap_servers: str, timeout_s: float, properties: Mapping[str, str] | None = None
+) -> None:
+    """Return once a metadata request to ``bootstrap_servers`` succeeds, else raise a setup error."""
+    admin = _connect(
+        lambda: KafkaAdminClient(
+            bootstrap_servers=bootstrap_servers.split(","),
+            request_timeout_ms=int(min(timeout_s, 30) * 1000),
+            **python_client_config(properties or {}),
+        ),
+        bootstrap_servers,
+        timeout_s,
+    )
+    try:
+        admin.list_topics()
+    finally:
+        admin.close()

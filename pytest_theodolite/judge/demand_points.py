@@ -1,0 +1,67 @@
+"""demand(load) as one gate test sees it, and where a baseline-guess search starts: shared by the
+single-revision gates (gates.py) and pull-request mode (pull_request.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_theodolite.core.certainty import uncertain_regression
+from pytest_theodolite.core.search import SKIPPED, UNMEASURED, Step
+from pytest_theodolite.core.slo import Outcome
+from pytest_theodolite.store.baseline import Baseline
+from pytest_theodolite.store.results import SubExperimentRecord
+
+
+@dataclass(frozen=True)
+class DemandPoint:
+    """demand(load) as one gate test sees it."""
+
+    load: int
+    resources: int | None  # fewest instances that met every SLO; None: none did (or not measured)
+    status: str  # MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment) or SKIPPED (lower bound)
+    sub_experiments: tuple[SubExperimentRecord, ...] = ()
+    reason: str = ""
+
+    def uncertain_against(self, baseline: Baseline | None, tolerance: int) -> str | None:
+        """Why a regression against the stored baseline here would rest on uncertain verdicts
+        (certainty.py), or None."""
+        if baseline is None or self.load not in baseline.demand:
+            return None
+        return uncertain_regression(self.sub_experiments, baseline.demand[self.load], tolerance)
+
+    @property
+    def lag_slopes(self) -> dict[int, float | None]:
+        return {record.resources: record.lag_trend_slope for record in self.sub_experiments}
+
+
+def demand_point(step: Step, runs: tuple[SubExperimentRecord, ...], previous: Step | None) -> DemandPoint:
+    """A finished search step as a gate sees it, with the reason where it has no number."""
+    if step.status == SKIPPED:
+        return DemandPoint(
+            step.x,
+            None,
+            SKIPPED,
+            reason=f"load {previous.x if previous else '?'} could not be "
+            f"handled by any of {list(step.candidates)} instances (lower-bound restriction)",
+        )
+    if step.status == UNMEASURED:
+        broken = next(r for r in runs if r.outcome in (Outcome.INVALID, Outcome.ERRORED))
+        detail = "; ".join(v.detail for v in broken.verdicts if v.outcome is broken.outcome and v.detail)
+        return DemandPoint(
+            step.x,
+            None,
+            UNMEASURED,
+            runs,
+            reason=f"{broken.outcome.value} at {broken.resources} instances: {detail}",
+        )
+    return DemandPoint(step.x, step.optimum, step.status, runs)
+
+
+def baseline_guess(baseline: Baseline | None, load: int, resources: Sequence[int]) -> int | None:
+    """Where a baseline-guess search starts at `load`: the baseline's demand there, the most instances where
+    it was "none" (one failing run confirms it), None where the baseline has no such load."""
+    if baseline is None or load not in baseline.demand:
+        return None
+    demand = baseline.demand[load]
+    return max(resources) if demand is None else demand

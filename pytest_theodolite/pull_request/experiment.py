@@ -1,0 +1,241 @@
+"""Pull-request mode in a session: each benchmark measured at REF and in the working tree, side by side.
+
+`PairedExperiment` is what `TheodoliteSession.experiment` gives when ``--theodolite-compare-ref`` is set: the
+same interface as a single-revision experiment for the gate (``measure(load, baseline)`` returns the change's
+demand point), with REF's point and the comparison beside it. Both sides run in their own driver process
+(sides.py); their searches advance together in ABBA order (compare.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
+from pytest_theodolite.core.cost import PointCost, point_cost
+from pytest_theodolite.core.scalability import DemandResult, Metric
+from pytest_theodolite.core.search import SKIPPED, IncrementalSearch
+from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
+from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings, PhaseTimings
+from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
+from pytest_theodolite.pull_request.paired import CHANGE, REF, SIDES, PairedDemandSearch, compare_sides
+from pytest_theodolite.pull_request.sides import SideProcess, SideSpec
+from pytest_theodolite.pull_request.worktree import RefWorktree
+from pytest_theodolite.report.summary import CostFigure
+from pytest_theodolite.store.baseline import UNMEASURED, Baseline, MeasuredDemand, PointComparison
+from pytest_theodolite.store.results import SubExperimentRecord
+
+SubExperimentListener = Callable[[str, Any, Any], None]
+
+
+@dataclass(frozen=True)
+class CompareTarget:
+    """What the change is compared with: REF's name, its commit and the two trees the jobs come from."""
+
+    ref: str
+    commit: str
+    ref_root: Path  # REF's temporary worktree
+    change_root: Path  # the working tree (pytest's rootdir)
+
+    @property
+    def label(self) -> str:
+        """'REF origin/main (3f893a9)' for headers; 'REF 3f893a9' where REF was given as a commit id."""
+        if self.commit.startswith(self.ref.lower()):
+            return f"REF {self.commit[:7]}"
+        return f"REF {self.ref} ({self.commit[:7]})"
+
+    @classmethod
+    def of(cls, worktree: RefWorktree, change_root: Path) -> CompareTarget:
+        assert worktree.path is not None  # entered
+        return cls(worktree.ref, worktree.commit, worktree.path, change_root)
+
+
+@dataclass(frozen=True)
+class SideCost:
+    """The continuous figure of one side at one load: CPU microseconds per record at its demand."""
+
+    cpu_us_per_record: float | None
+    resources: int | None
+
+
+def cost_at(point_records: tuple[SubExperimentRecord, ...], demand: Any) -> SideCost:
+    """The CPU per record of the passing sub-experiment at the demand (None where there is none)."""
+    if not isinstance(demand, int):
+        return SideCost(None, None)
+    record = next((r for r in point_records if r.resources == demand), None)
+    return SideCost(None if record is None else record.cpu_us_per_record, demand)
+
+
+def cost_change(ref: SideCost, change: SideCost) -> float | None:
+    """The change's CPU per record relative to REF's (0.2 = 20 % dearer), where both ran the same instances."""
+    if (
+        ref.cpu_us_per_record is None
+        or change.cpu_us_per_record is None
+        or ref.resources != change.resources
+        or ref.cpu_us_per_record <= 0
+    ):
+        return None
+    return change.cpu_us_per_record / ref.cpu_us_per_record - 1
+
+
+@dataclass(frozen=True)
+class PairedPoint:
+    """One load measured on both sides: each side's demand point."""
+
+    load: int
+    sides: Mapping[str, DemandPoint]
+
+    def demand(self, side: str) -> MeasuredDemand:
+        point = self.sides[side]
+        return UNMEASURED if point.status == UNMEASURED_STATUS else point.resources
+
+    def comparison(
+        self, benchmark: str, tolerance: int, cost_tolerance: float | None = None
+    ) -> PointComparison:
+        """The change against REF: its demand, and where both need the same instances its CPU per record
+        (both measured on this host, alternating: no calibration between them)."""
+        return compare_sides(
+            benchmark,
+            self.load,
+            self.demand(REF),
+            self.demand(CHANGE),
+            tolerance,
+            skipped=self.sides[CHANGE].status == SKIPPED,
+            ref_cost=self.point_cost(REF),
+            change_cost=self.point_cost(CHANGE),
+            cost_tolerance=cost_tolerance,
+            uncertain=self.uncertain(tolerance),
+        )
+
+    def uncertain(self, tolerance: int, reference_label: str = "REF") -> str | None:
+        """Why the change's regression against REF here would rest on uncertain verdicts (certainty.py)."""
+        return uncertain_regression(
+            self.sides[CHANGE].sub_experiments,
+            self.demand(REF),
+            tolerance,
+            self.sides[REF].sub_experiments,
+            reference_label,
+        )
+
+    def point_cost(self, side: str) -> PointCost | None:
+        """One side's CPU per record at its demand, with its interval."""
+        return point_cost(self.sides[side].sub_experiments, self.demand(side), None, None)
+
+    def cost(self, side: str) -> SideCost:
+        return cost_at(self.sides[side].sub_experiments, self.demand(side))
+
+    def cost_figure(self) -> CostFigure:
+        ref, change = self.cost(REF), self.cost(CHANGE)
+        return CostFigure(ref.cpu_us_per_record, change.cpu_us_per_record, cost_change(ref, change))
+
+
+@dataclass
+class PairedExperiment:
+    """One benchmark at REF and in the working tree, advanced one load per gate test."""
+
+    benchmark: Benchmark
+    settings: ExperimentSettings
+    target: CompareTarget
+    sides: Mapping[str, SideProcess]
+    on_sub_experiment: SubExperimentListener | None = None
+    search: PairedDemandSearch = field(init=False)
+    points: dict[int, PairedPoint] = field(default_factory=dict)
+    records: dict[tuple[str, int, int], SubExperimentRecord] = field(default_factory=dict)
+    timings: dict[str, dict[Any, PhaseTimings]] = field(default_factory=lambda: {side: {} for side in SIDES})
+
+    def __post_init__(self) -> None:
+        self.search = PairedDemandSearch(
+            {
+                side: IncrementalSearch(
+                    Metric.DEMAND, self.settings.strategy, self.settings.lower_bound, self.settings.resources
+                )
+                for side in SIDES
+            }
+        )
+
+    def _run(self, side: str, load: int, resources: int, *, confirm: bool = False) -> SubExperimentRecord:
+        record, timings = self.sides[side].run(
+            load, resources, self.benchmark.workload(load), confirm=confirm
+        )
+        self.records[(side, load, resources)] = record
+        self.timings[side].update(timings)
+        if self.on_sub_experiment is not None:
+            label = f"{self.benchmark.name} [{'change' if side == CHANGE else self.target.label}]"
+            self.on_sub_experiment(label, record, self.timings[side])
+        return record
+
+    def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> PairedPoint:
+        """Both sides' demand at `load`; a baseline-guess search starts both at the baseline's demand. Where
+        the change's demand exceeds REF's + `tolerance` on certain verdicts, those verdicts are measured once
+        more, each side in the reverse order of its first run (certainty.to_confirm)."""
+        if load in self.points:
+            return self.points[load]
+        steps = self.search.measure(load, self._run, baseline_guess(baseline, load, self.settings.resources))
+        sides = {
+            side: demand_point(
+                step,
+                tuple(self.records[(side, s.load, s.resources)] for s in step.sub_experiments),
+                self.search.searches[side].previous(load),
+            )
+            for side, step in steps.items()
+        }
+        paired = self._confirmed(PairedPoint(load, sides), tolerance)
+        self.points[load] = paired
+        return paired
+
+    def _confirmed(self, paired: PairedPoint, tolerance: int) -> PairedPoint:
+        change_at, ref_at = to_confirm(
+            paired.sides[CHANGE].sub_experiments,
+            paired.demand(CHANGE),
+            paired.demand(REF),
+            tolerance,
+            paired.sides[REF].sub_experiments,
+        )
+        targets = {side: r for side, r in ((CHANGE, change_at), (REF, ref_at)) if r is not None}
+        if not targets:
+            return paired
+        # the side that ran later at this load runs first now: the order inside a pair is not neutral
+        ran_at = {side: self.search.order.index((side, paired.load, r)) for side, r in targets.items()}
+        for side in sorted(targets, key=lambda s: -ran_at[s]):
+            self._run(side, paired.load, targets[side], confirm=True)
+        sides = {
+            side: replace(
+                point,
+                sub_experiments=tuple(
+                    self.records[(side, r.load, r.resources)] for r in point.sub_experiments
+                ),
+            )
+            for side, point in paired.sides.items()
+        }
+        return PairedPoint(paired.load, sides)
+
+    def demand_result(self, side: str = CHANGE) -> DemandResult:
+        result = self.search.searches[side].result(self.settings.loads)
+        assert isinstance(result, DemandResult)
+        return result
+
+    def close(self) -> None:
+        for process in self.sides.values():
+            process.close()
+
+
+def start_paired_experiment(
+    benchmark: Benchmark,
+    settings: ExperimentSettings,
+    target: CompareTarget,
+    specs: Mapping[str, SideSpec],
+    on_sub_experiment: SubExperimentListener | None,
+) -> PairedExperiment:
+    """Start both sides' driver processes (each imports its own job: a REF without it fails here, before
+    anything of this benchmark is measured)."""
+    started: dict[str, SideProcess] = {}
+    try:
+        for side in SIDES:
+            started[side] = SideProcess(specs[side]).__enter__()
+    except BaseException:
+        for process in started.values():
+            process.close()
+        raise
+    return PairedExperiment(benchmark, settings, target, started, on_sub_experiment)

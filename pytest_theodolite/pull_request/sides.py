@@ -1,0 +1,297 @@
+"""One version of a job, driven from its own Python process: the two sides of pull-request mode.
+
+Two versions of ``spark_jobs`` cannot live in one Python process (one ``sys.modules``), and a PySpark driver
+is one per process anyway. So each side -- REF's worktree and the working tree -- gets a driver process of
+its own (``multiprocessing`` spawn: a fresh interpreter). It imports the measuring code (pytest_theodolite,
+the load generator) as the parent has it, so both sides are measured by the very same code, and then the job
+module from its own tree, which goes first on ``sys.path``; it checks the job really came from that tree.
+Its executors get the tree as their ``PYTHONPATH`` too (for jobs with Python UDFs). Both sides use the
+session's broker and Spark cluster, one sub-experiment at a time, each in its own Spark application.
+
+The parent sends a (load, resources, workload) and gets the sub-experiment's record back; the side writes
+its raw series into its own results directory (``<results>/<side>/``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from generator import Workload
+from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.engine.runner import (
+    Benchmark,
+    ExperimentRunner,
+    ExperimentSettings,
+    PhaseTimings,
+    new_writer,
+)
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.process import die_with_parent, interruptible_child
+from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.store.results import SubExperimentRecord
+
+#: how long a side may take to start (interpreter, imports) before it counts as broken
+START_TIMEOUT_S = 120.0
+#: how long a driver process that waits for work takes to act on "stop"; one still busy after this is in the
+#: middle of a sub-experiment and gets SIGINT
+IDLE_STOP_S = 3.0
+
+
+class SideError(TheodoliteSetupError):
+    """A side's driver process could not start its job, or died."""
+
+
+def job_reference(benchmark: Benchmark) -> tuple[str, str]:
+    """(module, qualified name) of the benchmark's job function: what a side imports from its own tree."""
+    job = benchmark.start_query
+    module, name = getattr(job, "__module__", None), getattr(job, "__qualname__", None)
+    if not module or not name or "<" in name or module == "__main__":
+        raise SideError(
+            f"benchmark {benchmark.name}: pull-request mode imports the job from each revision by name, but "
+            f"{job!r} has none (a lambda, a nested or a __main__ function): give the Benchmark a module-level "
+            "function of an importable module"
+        )
+    return module, name
+
+
+def job_file(root: Path, module: str) -> Path | None:
+    """Where `module` lives under `root` (``a/b.py`` or ``a/b/__init__.py``), or None."""
+    relative = Path(*module.split("."))
+    for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class SideSpec:
+    """Everything a side's process needs, as plain picklable data."""
+
+    side: str
+    job_root: Path  # the tree the job module is imported from
+    job_module: str
+    job_name: str
+    benchmark: Benchmark  # start_query and workload are replaced on the far side
+    settings: ExperimentSettings
+    kafka: Mapping[str, Any]  # KafkaCluster's fields
+    spark: SparkCluster
+    results_dir: Path
+    experiment_id: str
+    testbed: Mapping[str, Any]
+    generator_client_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _no_workload(load: int) -> Workload:
+    raise RuntimeError("a side is sent each workload by its parent")
+
+
+def _placeholder_job(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("a side imports its own job")
+
+
+def spec_for(
+    side: str,
+    job_root: Path,
+    benchmark: Benchmark,
+    settings: ExperimentSettings,
+    kafka: KafkaCluster,
+    spark: SparkCluster,
+    results_dir: Path,
+    experiment_id: str,
+    testbed: Mapping[str, Any],
+) -> SideSpec:
+    module, name = job_reference(benchmark)
+    return SideSpec(
+        side=side,
+        job_root=job_root,
+        job_module=module,
+        job_name=name,
+        benchmark=replace(benchmark, start_query=_placeholder_job, workload=_no_workload),
+        settings=settings,
+        kafka={
+            "bootstrap_servers": kafka.bootstrap_servers,
+            "provider": kafka.provider,
+            "properties": dict(kafka.properties),
+            "request_timeout_s": kafka.request_timeout_s,
+        },
+        spark=spark,
+        results_dir=results_dir,
+        experiment_id=experiment_id,
+        testbed=dict(testbed),
+        generator_client_config=dict(kafka.properties),
+    )
+
+
+def _import_job(spec: SideSpec) -> tuple[Any, Path]:
+    """The job function from the side's own tree and the file it came from; raises SideError when it is not
+    there."""
+    root = str(spec.job_root)
+    sys.path.insert(0, root)
+    top = spec.job_module.split(".")[0]
+    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+        del sys.modules[name]  # imported from elsewhere before the path was set: import it again
+    try:
+        module = importlib.import_module(spec.job_module)
+    except Exception as exc:
+        raise SideError(
+            f"{spec.side}: the job module {spec.job_module} cannot be imported from {root}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    origin = Path(getattr(module, "__file__", "") or "").resolve()
+    if not origin.is_relative_to(Path(root).resolve()):
+        raise SideError(
+            f"{spec.side}: {spec.job_module} was imported from {origin}, not from {root}: the two versions "
+            "would mix (is the job installed into site-packages rather than in editable mode?)"
+        )
+    job: Any = module
+    for part in spec.job_name.split("."):
+        job = getattr(job, part, None)
+        if job is None:
+            raise SideError(f"{spec.side}: {spec.job_module} at {root} has no {spec.job_name}")
+    return job, origin
+
+
+def _fixed_workload(workload: Workload) -> Callable[[int], Workload]:
+    return lambda _load: workload
+
+
+def serve(connection: Connection, spec: SideSpec) -> None:
+    """The side's process: import the job, then run sub-experiments as the parent asks until told to stop."""
+    die_with_parent()  # a parent killed without cleanup takes this driver (and its JVM) with it
+    interruptible_child()  # the parent interrupts a running sub-experiment with SIGINT (close())
+    try:
+        job, origin = _import_job(spec)
+        kafka = KafkaCluster(**spec.kafka)
+        conf = {**spec.settings.spark_conf, "spark.executorEnv.PYTHONPATH": str(spec.job_root)}
+        settings = replace(spec.settings, spark_conf=conf)
+        benchmark = replace(spec.benchmark, start_query=job)
+        job_file = str(origin)
+        testbed = {**spec.testbed, "job_file": job_file}  # the results say which version was measured
+        writer = new_writer(spec.results_dir, spec.experiment_id, benchmark, settings, Metric.DEMAND, testbed)
+        runner = ExperimentRunner(
+            benchmark,
+            settings,
+            kafka,
+            spec.spark,
+            writer,
+            generator_client_config=dict(spec.generator_client_config),
+        )
+    except BaseException as exc:
+        connection.send(("error", str(exc) if isinstance(exc, SideError) else traceback.format_exc()))
+        return
+    connection.send(("ready", job_file))
+    try:
+        while True:
+            message = connection.recv()
+            if message[0] == "stop":
+                break
+            kind, load, resources, workload = message
+            try:
+                runner.benchmark = replace(benchmark, workload=_fixed_workload(workload))
+                if kind == "confirm":
+                    record = runner.confirm_sub_experiment(load, resources)
+                else:
+                    record = runner.run_sub_experiment(load, resources)
+                timings = {k: v for k, v in runner.timings.items() if k[:2] == (load, resources)}
+                connection.send(("record", record, timings))
+            except Exception:
+                connection.send(("error", traceback.format_exc()))
+    except (
+        KeyboardInterrupt
+    ):  # the runner has stopped what the sub-experiment started; what finished is saved
+        pass
+    finally:
+        kafka.close()
+
+
+@dataclass
+class SideProcess:
+    """A side's driver process for as long as the context lasts (stopped on exit, failure or Ctrl-C)."""
+
+    spec: SideSpec
+    stop_timeout_s: float = 60.0
+    job_file: str = field(default="", init=False)  # where the side imported its job from
+    _process: Any = field(default=None, init=False, repr=False)
+    _connection: Connection | None = field(default=None, init=False, repr=False)
+
+    def __enter__(self) -> SideProcess:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self._process = context.Process(
+            target=serve, args=(child, self.spec), name=f"theodolite-{self.spec.side}", daemon=False
+        )
+        self._process.start()
+        child.close()
+        self._connection = parent
+        try:
+            kind, detail = self._receive(START_TIMEOUT_S, "start")
+            if kind != "ready":
+                raise SideError(detail)
+            self.job_file = detail
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _receive(self, timeout_s: float | None, doing: str) -> tuple[Any, ...]:
+        assert self._connection is not None
+        if not self._connection.poll(timeout_s):
+            raise SideError(f"{self.spec.side}: its driver process did not {doing} within {timeout_s:g} s")
+        try:
+            return self._connection.recv()
+        except EOFError:
+            code = self._process.exitcode if self._process is not None else None
+            raise SideError(
+                f"{self.spec.side}: its driver process died (exit code {code}) during {doing}"
+            ) from None
+
+    def run(
+        self, load: int, resources: int, workload: Workload, *, confirm: bool = False
+    ) -> tuple[SubExperimentRecord, dict[Any, PhaseTimings]]:
+        """One sub-experiment of this side (with `confirm`: one more repetition of one it ran, combined with
+        it); its record and phase timings."""
+        if self._connection is None:
+            raise SideError(f"{self.spec.side}: not started")
+        self._connection.send(("confirm" if confirm else "run", load, resources, workload))
+        message = self._receive(None, f"the sub-experiment load={load} instances={resources}")
+        if message[0] != "record":
+            raise SideError(f"{self.spec.side}: load={load} instances={resources} failed: {message[1]}")
+        return message[1], message[2]
+
+    def close(self) -> None:
+        """Stop the driver process: at once when it waits for work; in the middle of a sub-experiment
+        (Ctrl-C, a failure on the other side), interrupted as Ctrl-C would, so that it stops what it started."""
+        process, connection = self._process, self._connection
+        self._process = self._connection = None
+        if connection is not None:
+            try:
+                connection.send(("stop",))
+            except (OSError, ValueError):
+                pass
+            connection.close()
+        if process is not None:
+            process.join(IDLE_STOP_S)
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signal.SIGINT)
+            process.join(self.stop_timeout_s)
+            if process.is_alive():
+                process.terminate()
+                process.join(10)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+            process.close()

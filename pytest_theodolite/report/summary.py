@@ -1,0 +1,530 @@
+"""What the gates show people: failure tables, the terminal summary, Markdown for CI pages, JUnit properties
+and the scalability plot. Pure rendering over the comparison data: no pytest, Kafka or Spark imports.
+
+Words are the same everywhere: a load's status is PASS, IMPROVEMENT, REGRESSION, COST REGRESSION, UNMEASURED,
+NOT COMPARABLE or NEW LOAD (`Verdict.label`); a sub-experiment's mark is `ok`, `FAIL`, `INVALID` or
+`ERRORED`. Plain ASCII, no emoji, so tables line up in any terminal and log.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_theodolite.core.cost import BlindSpot, PointCost
+from pytest_theodolite.core.scalability import DemandResult
+from pytest_theodolite.core.slo import Outcome
+from pytest_theodolite.store.baseline import Baseline, Comparison, PointComparison, Verdict
+from pytest_theodolite.store.results import SubExperimentRecord
+
+#: (load, resources) of one sub-experiment
+Point = tuple[int, int]
+
+OUTCOME_MARKS: Mapping[Outcome, str] = {
+    Outcome.PASS: "ok",
+    Outcome.FAIL: "FAIL",
+    Outcome.INVALID: "INVALID",
+    Outcome.ERRORED: "ERRORED",
+}
+
+PLOT_INSTALL_HINT = "pip install 'pytest-theodolite[plot]'"
+
+
+class PlotDependencyMissing(ImportError):
+    """matplotlib is not installed; the message says how to install it."""
+
+
+@dataclass(frozen=True)
+class CostFigure:
+    """Pull-request mode's continuous figure at one load: the CPU microseconds per record the instances spent
+    on each side, at its demand, and the change's relative difference where both ran the same instances."""
+
+    ref_us: float | None
+    change_us: float | None
+    relative: float | None  # 0.2: the change is 20 % dearer per record
+
+    @property
+    def text(self) -> str:
+        """'41.2 -> 62.0 us (+50%)'; 'n/a' where a side has no figure."""
+        if self.ref_us is None or self.change_us is None:
+            return "n/a"
+        relative = "" if self.relative is None else f" ({self.relative:+.0%})"
+        return f"{self.ref_us:.1f} -> {self.change_us:.1f} us{relative}"
+
+
+@dataclass(frozen=True)
+class BenchmarkReport:
+    """Everything the summaries say about one benchmark of a session."""
+
+    name: str
+    comparison: Comparison
+    measured: DemandResult
+    baseline: Baseline | None  # None: no baseline file yet (pull-request mode: REF's demand function)
+    plot_path: Path | None = None
+    notes: tuple[str, ...] = ()
+    #: what `comparison` compares with: "baseline", or "REF origin/main (abc1234)" in pull-request mode
+    reference: str = "baseline"
+    #: pull-request mode: the CPU per record of both sides, per load
+    costs: Mapping[int, CostFigure] | None = None
+    #: pull-request mode with a stored baseline: the change against it too
+    baseline_comparison: Comparison | None = None
+    #: single-revision gates: the CPU per record at each load's demand, and how much dearer the job could
+    #: become there before the demand changes
+    point_costs: Mapping[int, PointCost | None] | None = None
+    blind_spots: Mapping[int, BlindSpot | None] | None = None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Small pieces
+# ------------------------------------------------------------------------------------------------------------
+
+
+def slopes_and_outcomes(
+    records: Iterable[SubExperimentRecord],
+) -> tuple[dict[Point, float | None], dict[Point, Outcome]]:
+    """The deciding lag slope and the outcome of each recorded sub-experiment, keyed by (load, resources)."""
+    records = tuple(records)
+    slopes = {(r.load, r.resources): r.lag_trend_slope for r in records}
+    outcomes = {(r.load, r.resources): r.outcome for r in records}
+    return slopes, outcomes
+
+
+def format_slope(slope: float | None) -> str:
+    """'+5321/s', '-12/s', '+0.4/s'; 'n/a' when no slope could be fitted."""
+    if slope is None or math.isnan(slope):
+        return "n/a"
+    if math.isinf(slope):
+        return "+inf/s" if slope > 0 else "-inf/s"
+    # Whole records/s are enough next to a threshold of thousands; keep a decimal for near-zero trends.
+    return f"{slope:+.0f}/s" if abs(slope) >= 10 else f"{slope:+.1f}/s"
+
+
+def lag_slopes_text(
+    load: int, slopes: Mapping[Point, float | None], outcomes: Mapping[Point, Outcome] | None = None
+) -> str:
+    """'r=1: +5321/s FAIL, r=2: -12/s ok' for the sub-experiments run at `load`; '-' when none ran."""
+    outcomes = outcomes or {}
+    at_load = sorted(
+        resources for (point_load, resources) in set(slopes) | set(outcomes) if point_load == load
+    )
+    if not at_load:
+        return "-"
+    parts = []
+    for resources in at_load:
+        part = f"r={resources}: {format_slope(slopes.get((load, resources)))}"
+        outcome = outcomes.get((load, resources))
+        if outcome is not None:
+            part += f" {OUTCOME_MARKS[outcome]}"
+        parts.append(part)
+    return ", ".join(parts)
+
+
+def benchmark_status(comparison: Comparison) -> str:
+    """One word for a benchmark: REGRESSION > COST REGRESSION > NOT COMPARABLE > UNMEASURED > IMPROVEMENT >
+    NEW LOAD > PASS."""
+    for verdict in (
+        Verdict.REGRESSION,
+        Verdict.COST_REGRESSION,
+        Verdict.NOT_COMPARABLE,
+        Verdict.UNMEASURED,
+        Verdict.IMPROVEMENT,
+        Verdict.NEW_LOAD,
+    ):
+        if any(p.verdict is verdict for p in comparison.points):
+            return verdict.label
+    return Verdict.PASS.label
+
+
+def _points(comparison: Comparison | PointComparison) -> tuple[PointComparison, ...]:
+    return (comparison,) if isinstance(comparison, PointComparison) else comparison.points
+
+
+def _fixed_width_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]
+) -> list[str]:
+    """Columns separated by ' | ', a '-+-' rule under the header; numbers right-aligned, no trailing spaces."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            cell.rjust(width) if align_right else cell.ljust(width)
+            for cell, width, align_right in zip(cells, widths, right, strict=True)
+        ]
+        return " | ".join(padded).rstrip()
+
+    return [line(headers), "-+-".join("-" * width for width in widths), *(line(row) for row in rows)]
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def _loads_text(points: Sequence[PointComparison]) -> str:
+    return ", ".join(str(p.load) for p in points)
+
+
+def _improvement_sentence(points: Sequence[PointComparison], reference: str = "baseline") -> str:
+    changes = ", ".join(
+        f"load {p.load} needs {p.measured_text} ({reference} {p.baseline_text})" for p in points
+    )
+    return f"improvement: {changes}" + ("; the baseline could be lowered" if reference == "baseline" else "")
+
+
+def _commentary(report: BenchmarkReport) -> list[str]:
+    """Sentences under a benchmark's table: what did not fail but is worth knowing."""
+    comparison = report.comparison
+    sentences = []
+    if not comparison.has_baseline:
+        sentences.append("no baseline stored yet: record one to gate this benchmark")
+    elif comparison.new_loads:
+        sentences.append(
+            f"no baseline value for load {_loads_text(comparison.new_loads)}: record one to gate it"
+        )
+    if comparison.unmeasured:
+        sentences.append(
+            f"unmeasured: load {_loads_text(comparison.unmeasured)} (an invalid or errored sub-experiment)"
+        )
+    # one sentence per reason: a testbed's speed makes every load not comparable alike, uncertain verdicts
+    # each load for its own
+    by_reason: dict[str, list[PointComparison]] = {}
+    for point in comparison.not_comparable:
+        by_reason.setdefault(point.reason, []).append(point)
+    for reason, points in by_reason.items():
+        sentences.append(f"not comparable: load {_loads_text(points)}: {reason}")
+    if comparison.improvements:
+        sentences.append(_improvement_sentence(comparison.improvements, report.reference))
+    if report.baseline_comparison is not None:
+        against = report.baseline_comparison
+        verdicts = ", ".join(f"{p.load} {p.verdict.label}" for p in against.points) or "no load"
+        sentences.append(f"against the stored baseline: {benchmark_status(against)} ({verdicts})")
+    if comparison.testbed_differs:
+        sentences.append(f"testbed: {comparison.testbed_sentence}")
+    if comparison.not_run:
+        sentences.append(f"not run this time: baseline load {', '.join(map(str, comparison.not_run))}")
+    if report.plot_path is not None:
+        sentences.append(f"plot: {report.plot_path}")
+    sentences.extend(report.notes)
+    return sentences
+
+
+def _headline(report: BenchmarkReport) -> str:
+    comparison = report.comparison
+    problems = [
+        _count(len(points), noun) + suffix
+        for points, noun, suffix in (
+            (comparison.regressions, "regression", ""),
+            (comparison.cost_regressions, "cost regression", ""),
+            (comparison.unmeasured, "unmeasured load", ""),
+            (comparison.not_comparable, "load", " not comparable"),
+        )
+        if points
+    ]
+    details = problems + ([f"tolerance +{comparison.tolerance}"] if comparison.tolerance else [])
+    if comparison.cost_tolerance is not None:
+        details.append(f"cost tolerance {comparison.cost_tolerance:.0%}")
+    return f"{report.name}: {benchmark_status(comparison)}" + (f" ({', '.join(details)})" if details else "")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Renderers
+# ------------------------------------------------------------------------------------------------------------
+
+
+def failure_table(
+    comparison: Comparison | PointComparison,
+    slopes: Mapping[Point, float | None],
+    outcomes: Mapping[Point, Outcome] | None = None,
+    reference: str = "baseline",
+) -> str:
+    """A fixed-width table for a failing gate's message: load | baseline | measured | lag slopes.
+
+    `slopes` (and `outcomes`, for the ok/FAIL marks) are keyed by (load, resources); see `slopes_and_outcomes`.
+    """
+    rows = [
+        (str(p.load), p.baseline_text, p.measured_text, lag_slopes_text(p.load, slopes, outcomes))
+        for p in _points(comparison)
+    ]
+    headers = ("load", reference, "measured", "lag slopes")
+    return "\n".join(_fixed_width_table(headers, rows, right=(True, True, True, False)))
+
+
+def _table(report: BenchmarkReport) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """Headers and rows of a benchmark's table: load | baseline (or REF) | measured | verdict [| CPU/record]."""
+    paired = report.costs is not None
+    headers: tuple[str, ...] = ("load", report.reference, "change" if paired else "measured", "verdict")
+    rows: list[tuple[str, ...]] = [
+        (str(p.load), p.baseline_text, p.measured_text, p.verdict.label) for p in report.comparison.points
+    ]
+    if report.costs is not None:
+        costs = report.costs
+        headers += ("CPU per record",)
+        rows = [(*row, costs[int(row[0])].text if int(row[0]) in costs else "n/a") for row in rows]
+    elif report.point_costs is not None:
+        spots = report.blind_spots or {}
+        headers += ("CPU per record", "blind spot")
+        rows = [
+            (
+                *row,
+                cost_text(p, report.point_costs.get(p.load)),
+                spot.text if (spot := spots.get(p.load)) else "n/a",
+            )
+            for row, p in zip(rows, report.comparison.points, strict=True)
+        ]
+    return headers, rows
+
+
+def estimate_text(cost: PointCost) -> str:
+    """'52.1 us [50.3, 53.9]': the CPU per record and its interval (where the window allowed one)."""
+    estimate = cost.estimate
+    text = f"{estimate.cpu_us_per_record:.1f} us"
+    if estimate.low is not None and estimate.high is not None:
+        text += f" [{estimate.low:.1f}, {estimate.high:.1f}]"
+    return text
+
+
+def cost_text(point: PointComparison, cost: PointCost | None) -> str:
+    """'52.1 us [50.3, 53.9] (+3% vs 50.6)': the CPU per record at the demand, its interval, and the change
+    against the baseline's figure where both ran the same instances; 'n/a' without a figure."""
+    if cost is None:
+        return "n/a"
+    text = estimate_text(cost)
+    check = point.cost
+    if check is not None and check.relative is not None:
+        text += f" ({check.relative:+.0%}{' normalised' if check.normalised else ''}"
+        text += f"; {check.divided:+.0%} divided)" if check.divided is not None else ")"
+    return text
+
+
+def terminal_summary(benchmarks: Sequence[BenchmarkReport]) -> list[str]:
+    """Lines for pytest's terminal summary: per benchmark a headline, a table, and what is worth knowing."""
+    lines: list[str] = []
+    for report in benchmarks:
+        if lines:
+            lines.append("")
+        lines.append(_headline(report))
+        headers, rows = _table(report)
+        if rows:
+            table = _fixed_width_table(
+                headers, rows, right=(True, True, True) + (False,) * (len(headers) - 3)
+            )
+            lines.extend(f"  {line}" for line in table)
+        else:
+            lines.append("  no load was measured")
+        lines.extend(f"  {sentence}" for sentence in _commentary(report))
+    return lines
+
+
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
+    """GitHub-flavoured Markdown for `$GITHUB_STEP_SUMMARY`: a heading and a table per benchmark."""
+    parts = ["## Scalability gates (pytest-theodolite)", ""]
+    if not benchmarks:
+        parts += ["No benchmark ran.", ""]
+    for report in benchmarks:
+        parts += [f"### `{report.name}`: {benchmark_status(report.comparison)}", ""]
+        headers, rows = _table(report)
+        headers = tuple("status" if header == "verdict" else header for header in headers)
+        if rows:
+            parts += [
+                "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",
+                "| ---: | ---: | ---: |" + " :--- |" * (len(headers) - 3),
+            ]
+            parts += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in rows]
+        else:
+            parts.append("No load was measured.")
+        parts.append("")
+        commentary = [s for s in _commentary(report) if not s.startswith("plot: ")]  # a local path
+        if report.comparison.tolerance:
+            commentary.insert(0, f"tolerance: +{_count(report.comparison.tolerance, 'instance')}")
+        if report.comparison.cost_tolerance is not None:
+            commentary.insert(0, f"cost tolerance: {report.comparison.cost_tolerance:.0%} CPU per record")
+        if commentary:
+            parts += [f"- {_markdown_cell(sentence)}" for sentence in commentary] + [""]
+    return "\n".join(parts)
+
+
+def paired_junit_properties(
+    load: int, reference: str, ref_text: str, cost: CostFigure, against_baseline: PointComparison | None
+) -> list[tuple[str, str]]:
+    """Pull-request mode's extra properties at one load: REF's demand (theodolite.demand.<load> is the
+    change's), both sides' CPU microseconds per record and their relative difference, and the verdict
+    against the stored baseline where there is one."""
+    properties = [("theodolite.compare_ref", reference), (f"theodolite.ref.{load}", ref_text)]
+    for side, value in (("ref", cost.ref_us), ("change", cost.change_us)):
+        if value is not None:
+            properties.append((f"theodolite.cpu_us_per_record.{side}.{load}", f"{value:.3f}"))
+    if cost.relative is not None:
+        properties.append((f"theodolite.cpu_change.{load}", f"{cost.relative:+.3f}"))
+    if against_baseline is not None:
+        properties.append((f"theodolite.baseline_verdict.{load}", against_baseline.verdict.value))
+    return properties
+
+
+def cost_junit_properties(
+    load: int,
+    cost: PointCost | None,
+    baseline: PointCost | None,
+    spot: BlindSpot | None,
+    tolerance: float | None,
+) -> list[tuple[str, str]]:
+    """The CPU per record at one load (theodolite.cpu_us_per_record.<load>, with .low/.high), the baseline's,
+    the blind spot (theodolite.blind_spot.<load>: 0.5 = the job could become 50 % dearer before the demand
+    changes) and the cost tolerance."""
+    properties = []
+    for prefix, figure in (
+        ("theodolite.cpu_us_per_record", cost),
+        ("theodolite.baseline_cpu_us_per_record", baseline),
+    ):
+        if figure is not None:
+            properties.append((f"{prefix}.{load}", f"{figure.cpu_us_per_record:.3f}"))
+            if figure.estimate.low is not None and figure.estimate.high is not None:
+                properties += [
+                    (f"{prefix}.{load}.low", f"{figure.estimate.low:.3f}"),
+                    (f"{prefix}.{load}.high", f"{figure.estimate.high:.3f}"),
+                ]
+    if spot is not None:
+        properties += [
+            (f"theodolite.blind_spot.{load}", f"{spot.share:.3f}"),
+            (f"theodolite.blind_spot_source.{load}", spot.source),
+        ]
+    if tolerance is not None:
+        properties.append(("theodolite.cost_tolerance", f"{tolerance:.3f}"))
+    return properties
+
+
+def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -> list[tuple[str, str]]:
+    """(name, value) pairs for JUnit XML: theodolite.demand.<load> is the measured value, 'none' or
+    'unmeasured'; theodolite.baseline.<load> the baseline value, 'none' or 'missing';
+    theodolite.cpu_change.<load> the CPU per record's change against the baseline's (0.1 = 10 % dearer)."""
+    properties = [("theodolite.benchmark", benchmark)]
+    tolerance = comparison.tolerance
+    for point in _points(comparison):
+        measured = (
+            "unmeasured"
+            if point.verdict is Verdict.UNMEASURED
+            else "none"
+            if point.measured is None
+            else str(point.measured)
+        )
+        baseline = point.baseline_text if point.in_baseline else "missing"
+        properties += [
+            (f"theodolite.demand.{point.load}", measured),
+            (f"theodolite.baseline.{point.load}", baseline),
+            (f"theodolite.verdict.{point.load}", point.verdict.value),
+        ]
+        if point.cost is not None and point.cost.relative is not None:
+            properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
+        if point.cost is not None and point.cost.divided is not None:
+            properties.append((f"theodolite.cpu_change_divided.{point.load}", f"{point.cost.divided:+.3f}"))
+    properties.append(("theodolite.tolerance", str(tolerance)))
+    if isinstance(comparison, Comparison) and comparison.testbed_differs:
+        properties.append(("theodolite.testbed", comparison.testbed_sentence))
+    return properties
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Plot
+# ------------------------------------------------------------------------------------------------------------
+
+
+def scalability_plot(
+    path: str | os.PathLike[str],
+    benchmark_name: str,
+    measured: DemandResult,
+    baseline: Baseline | None,
+    reference: str = "baseline",
+    measured_label: str = "measured",
+) -> Path:
+    """A PNG of measured (and baseline, or REF's in pull-request mode) demand over load; "none" is drawn on a
+    top row labelled "none", unmeasured loads as crosses on the load axis. Written atomically; returns the
+    path."""
+    try:
+        # Figure + Agg canvas directly: no pyplot, so no global figure state and no GUI backend is touched.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise PlotDependencyMissing(
+            f"the scalability plot needs matplotlib, which is not installed: {PLOT_INSTALL_HINT}"
+        ) from error
+
+    baseline_demand = dict(baseline.demand) if baseline is not None else {}
+    numbers = [v for v in (*measured.demand.values(), *baseline_demand.values()) if v is not None]
+    none_row = max([*numbers, *measured.resources, 1]) + 1  # one row above every instance count
+
+    figure = Figure(figsize=(8, 5), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+
+    def draw(demand: Mapping[int, int | None], style: dict[str, Any], label: str) -> None:
+        loads = sorted(demand)
+        # NaN breaks the line at "none": a line into the none row would suggest counts in between.
+        values = [math.nan if (value := demand[load]) is None else float(value) for load in loads]
+        axes.plot(loads, values, label=label, **style)
+        nones = [load for load in loads if demand[load] is None]
+        if nones:
+            axes.plot(
+                nones,
+                [none_row] * len(nones),
+                linestyle="none",
+                marker="v" if style.get("linestyle") == "--" else "^",  # both visible where they coincide
+                markersize=9,
+                color=style["color"],
+                markerfacecolor="none" if style.get("linestyle") == "--" else style["color"],
+                label=f"{label}: none",
+            )
+
+    if baseline is not None:
+        draw(
+            baseline_demand, {"color": "tab:gray", "linestyle": "--", "marker": "s", "alpha": 0.8}, reference
+        )
+    draw(
+        {load: value for load, value in measured.demand.items() if load not in measured.unmeasured},
+        {"color": "tab:blue", "linestyle": "-", "marker": "o", "linewidth": 2},
+        measured_label,
+    )
+    if measured.unmeasured:
+        axes.plot(
+            list(measured.unmeasured),
+            [0] * len(measured.unmeasured),
+            linestyle="none",
+            marker="x",
+            markersize=10,
+            color="tab:red",
+            clip_on=False,
+            label="unmeasured (invalid/errored)",
+        )
+
+    step = max(1, math.ceil(none_row / 10))
+    ticks = [*range(0, none_row, step), none_row]
+    axes.set_yticks(ticks, [*map(str, ticks[:-1]), "none"])
+    axes.axhline(none_row - 0.5, color="lightgray", linewidth=0.8)
+    axes.set_ylim(0, none_row + 0.5)
+    axes.set_xlabel("load (records/s)")
+    axes.set_ylabel("instances")
+    axes.set_title(f"{benchmark_name}: demand (fewest instances meeting the SLOs)")
+    axes.grid(True, alpha=0.3)
+    if not (measured.demand or measured.unmeasured or baseline_demand):
+        axes.text(0.5, 0.5, "no load measured", transform=axes.transAxes, ha="center")
+    else:
+        axes.legend(loc="best", fontsize="small")
+    figure.tight_layout()
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            figure.savefig(file, format="png")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
