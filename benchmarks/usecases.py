@@ -2,8 +2,7 @@
 
 from dataclasses import replace
 
-from generator import Workload
-from pytest_theodolite.engine.runner import Benchmark
+from pytest_theodolite import Benchmark, Workload
 from spark_jobs import uc1, uc2, uc3, uc4
 
 #: UC1-UC3 scale with the number of sensor keys, each sending one record a second (Theodolite's dimension)

@@ -15,11 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.errors import WorkloadError
+from generator.factories import check_factory
 from generator.records import key_of
-
-
-class WorkloadError(ValueError):
-    """A workload the generator refuses before producing anything; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +74,6 @@ class Workload:
                 raise WorkloadError(
                     "a hierarchical (UC4) workload sends Theodolite's sensor readings; records= cannot replace them"
                 )
-            from generator.factories import check_factory  # factories.py needs WorkloadError from here
-
             check_factory(self.records)
         if self.hierarchy is not None and self.keys != self.hierarchy.sensor_count:
             raise WorkloadError(

@@ -1,5 +1,110 @@
-"""pytest-theodolite: Theodolite scalability benchmarks as pytest regression gates."""
+"""pytest-theodolite: Theodolite scalability benchmarks as pytest regression gates.
+
+The public API: everything a gate, a job or a script needs is importable from here. Names resolve on first
+use, so ``python -m pytest_theodolite`` and the generator do not pay for PySpark's import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from pytest_theodolite._compat import install_old_module_paths
+
+if TYPE_CHECKING:
+    from generator.errors import WorkloadError
+    from generator.factories import (
+        EVENT_TIME,
+        KEY,
+        SEQUENCE,
+        AvroTemplate,
+        Choice,
+        IntRange,
+        JsonTemplate,
+        Replay,
+        Uniform,
+    )
+    from generator.workload import Hierarchy, Workload
+    from pytest_theodolite.core.errors import TheodoliteSetupError
+    from pytest_theodolite.core.outcomes import Outcome, Verdict
+    from pytest_theodolite.core.scalability import CapacityResult, DemandResult
+    from pytest_theodolite.core.slo import SlopeThreshold, SloSettings
+    from pytest_theodolite.engine.runner import Benchmark
+    from pytest_theodolite.infra.kafka.version import KAFKA_VERSION
+    from pytest_theodolite.store.baseline import Baseline, load_baseline
+    from pytest_theodolite.store.results import ExperimentResults, read_results
 
 __version__ = "0.1.0"
 
-KAFKA_VERSION = "4.1.1"
+#: public name -> the module that defines it
+_PUBLIC = {
+    "Benchmark": "pytest_theodolite.engine.runner",
+    "Workload": "generator.workload",
+    "Hierarchy": "generator.workload",
+    "WorkloadError": "generator.errors",
+    "JsonTemplate": "generator.factories",
+    "AvroTemplate": "generator.factories",
+    "Replay": "generator.factories",
+    "Choice": "generator.factories",
+    "Uniform": "generator.factories",
+    "IntRange": "generator.factories",
+    "EVENT_TIME": "generator.factories",
+    "KEY": "generator.factories",
+    "SEQUENCE": "generator.factories",
+    "SloSettings": "pytest_theodolite.core.slo",
+    "SlopeThreshold": "pytest_theodolite.core.slo",
+    "Outcome": "pytest_theodolite.core.outcomes",
+    "Verdict": "pytest_theodolite.core.outcomes",
+    "DemandResult": "pytest_theodolite.core.scalability",
+    "CapacityResult": "pytest_theodolite.core.scalability",
+    "Baseline": "pytest_theodolite.store.baseline",
+    "load_baseline": "pytest_theodolite.store.baseline",
+    "ExperimentResults": "pytest_theodolite.store.results",
+    "read_results": "pytest_theodolite.store.results",
+    "TheodoliteSetupError": "pytest_theodolite.core.errors",
+    "KAFKA_VERSION": "pytest_theodolite.infra.kafka.version",
+}
+
+__all__ = [
+    "EVENT_TIME",
+    "KAFKA_VERSION",
+    "KEY",
+    "SEQUENCE",
+    "AvroTemplate",
+    "Baseline",
+    "Benchmark",
+    "CapacityResult",
+    "Choice",
+    "DemandResult",
+    "ExperimentResults",
+    "Hierarchy",
+    "IntRange",
+    "JsonTemplate",
+    "Outcome",
+    "Replay",
+    "SloSettings",
+    "SlopeThreshold",
+    "TheodoliteSetupError",
+    "Uniform",
+    "Verdict",
+    "Workload",
+    "WorkloadError",
+    "load_baseline",
+    "read_results",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_theodolite' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])
+
+
+install_old_module_paths()

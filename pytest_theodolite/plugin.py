@@ -17,6 +17,8 @@ import xdist
 from generator import LoadGenerator, Workload
 from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
 from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.core.outcomes import UNMEASURED as UNMEASURED_DEMAND
+from pytest_theodolite.core.outcomes import Verdict, count_text
 from pytest_theodolite.core.search import SKIPPED, UNMEASURED
 from pytest_theodolite.engine import services
 from pytest_theodolite.engine.gates import (
@@ -68,12 +70,10 @@ from pytest_theodolite.report.summary import (
     slopes_and_outcomes,
 )
 from pytest_theodolite.store import host
-from pytest_theodolite.store.baseline import UNMEASURED as UNMEASURED_DEMAND
 from pytest_theodolite.store.baseline import (
     Baseline,
     BaselineError,
     PointComparison,
-    Verdict,
     baseline_from_measurement,
     baseline_path,
     compare_point,
@@ -671,17 +671,13 @@ class TheodoliteGate:
             assert before is not None
             pytest.fail(
                 f"{comparison.describe(name, self.reference)}\n"
-                f"CPU per record at {_count_instances(before.resources)}: {self.reference} "
+                f"CPU per record at {count_text(before.resources, 'instance')}: {self.reference} "
                 f"{estimate_text(before)}, measured {cost_text(comparison, after)}; "
                 "a regression needs the rise beyond the tolerance and beyond the figures' noise (one-sided "
                 f"p < {SIGNIFICANCE:g}, with {RUN_TO_RUN_CV:.0%} from run to run beside each run's own)",
                 pytrace=False,
             )
         return comparison
-
-
-def _count_instances(resources: int) -> str:
-    return f"{resources} instance" + ("" if resources == 1 else "s")
 
 
 @pytest.fixture

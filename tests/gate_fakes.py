@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator import Workload
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
 from pytest_theodolite.engine.calibration import Calibration
 from pytest_theodolite.engine.gates import BenchmarkExperiment, TheodoliteSession
 from pytest_theodolite.engine.runner import Benchmark, new_writer

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from pytest_theodolite.cli.analyse import main, reanalyse
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.search import Strategy, search_demand
-from pytest_theodolite.core.slo import Outcome, SloSettings, TimeSeries, evaluate_repetition
+from pytest_theodolite.core.slo import SloSettings, TimeSeries, evaluate_repetition
 from pytest_theodolite.store.results import (
     SERIES_GENERATOR_RATE,
     SERIES_LAG,

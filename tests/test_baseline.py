@@ -9,16 +9,15 @@ from pathlib import Path
 import pytest
 
 from pytest_theodolite.core.cost import CostEstimate, PointCost
+from pytest_theodolite.core.outcomes import UNMEASURED, Verdict
 from pytest_theodolite.core.redaction import REDACTED
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.store.baseline import (
     FORMAT_VERSION,
-    UNMEASURED,
     Baseline,
     BaselineError,
     Testbed,
     TestbedDifference,
-    Verdict,
     baseline_from_measurement,
     baseline_path,
     compare,

@@ -1,7 +1,8 @@
 """Which verdicts a regression rests on, and whether they were certain (certainty.py), on scripted records."""
 
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression, verdict_text
-from pytest_theodolite.core.slo import LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
 from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_theodolite.core.outcomes import Outcome, Verdict
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.search import IncrementalSearch, Strategy
-from pytest_theodolite.core.slo import Outcome
 from pytest_theodolite.pull_request.experiment import CompareTarget
 from pytest_theodolite.pull_request.paired import (
     CHANGE,
@@ -16,7 +16,6 @@ from pytest_theodolite.pull_request.paired import (
     compare_sides,
     measured_demand,
 )
-from pytest_theodolite.store.baseline import Verdict
 
 P, F, I = Outcome.PASS, Outcome.FAIL, Outcome.INVALID
 

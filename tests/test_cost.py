@@ -26,7 +26,8 @@ from pytest_theodolite.core.cost import (
     point_cost,
     sub_experiment_cost,
 )
-from pytest_theodolite.core.slo import LAG_TREND, Outcome, SloVerdict, TimeSeries
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.slo import LAG_TREND, SloVerdict, TimeSeries
 from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 

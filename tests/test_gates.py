@@ -650,7 +650,8 @@ def test_a_regression_is_measured_once_more_and_one_that_does_not_reproduce_is_n
 
 
 def test_a_progress_line_over_repetitions_names_each_and_an_unbounded_median():
-    from pytest_theodolite.core.slo import LAG_TREND, Outcome, SloVerdict
+    from pytest_theodolite.core.outcomes import Outcome
+    from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
     from pytest_theodolite.engine.gates import progress_line
     from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
@@ -681,7 +682,8 @@ def test_the_late_records_bound_comes_from_the_marker_or_the_command_line():
 
 
 def test_a_progress_line_says_how_many_records_were_dropped_as_late_where_that_is_checked():
-    from pytest_theodolite.core.slo import LAG_TREND, Outcome, SloVerdict, TimeSeries, check_late_records
+    from pytest_theodolite.core.outcomes import Outcome
+    from pytest_theodolite.core.slo import LAG_TREND, SloVerdict, TimeSeries, check_late_records
     from pytest_theodolite.engine.gates import progress_line
     from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 

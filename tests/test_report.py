@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import DemandResult
-from pytest_theodolite.core.slo import LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
 from pytest_theodolite.pull_request.paired import compare_sides
 from pytest_theodolite.report.summary import (
     BenchmarkReport,

@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 from theodolite_analysis import theodolite_trend_slope
 
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.redaction import REDACTED, redact_secrets
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
 from pytest_theodolite.core.slo import (
     GENERATOR_RATE,
     LAG_TREND,
-    Outcome,
     SlopeThreshold,
     SloSettings,
     SloVerdict,

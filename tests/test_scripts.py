@@ -5,7 +5,8 @@ import json
 import sys
 from pathlib import Path
 
-from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, Outcome, SloVerdict
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
 from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "benchmarks" / "scripts"

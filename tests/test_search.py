@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import (
     CapacityResult,
     DemandResult,
@@ -20,7 +21,6 @@ from pytest_theodolite.core.search import (
     search_capacity,
     search_demand,
 )
-from pytest_theodolite.core.slo import Outcome
 
 P, F, I, E = Outcome.PASS, Outcome.FAIL, Outcome.INVALID, Outcome.ERRORED
 

@@ -5,12 +5,12 @@ import dataclasses
 import numpy as np
 import pytest
 
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.slo import (
     GENERATOR_RATE,
     LAG_TREND,
     LATENCY_TREND,
     MALFORMED_RECORDS,
-    Outcome,
     SlopeThreshold,
     SloSettings,
     SloVerdict,

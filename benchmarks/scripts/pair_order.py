@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_theodolite.core.slo import Outcome
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.pull_request.paired import SIDES
 from pytest_theodolite.store.results import SERIES_LAG, list_experiment_ids, read_results, read_series
 

@@ -13,8 +13,8 @@ import argparse
 import csv
 from pathlib import Path
 
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.search import Strategy, search_demand
-from pytest_theodolite.core.slo import Outcome
 
 
 def main() -> None:

@@ -18,9 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from generator import Workload
-from generator.factories import EVENT_TIME, KEY, Choice, IntRange, JsonTemplate, Uniform
-from pytest_theodolite.engine.runner import Benchmark
+from pytest_theodolite import EVENT_TIME, KEY, Benchmark, Choice, IntRange, JsonTemplate, Uniform, Workload
 
 PAGES = ["/", "/search", "/product", "/cart", "/checkout", "/account", "/help"]
 CLICKS = JsonTemplate(

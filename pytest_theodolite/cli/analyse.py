@@ -19,6 +19,7 @@ from pytest_theodolite.core.cost import (
     cost_from_series,
     sub_experiment_cost,
 )
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import stop_of
 from pytest_theodolite.core.scalability import (
     CapacityResult,
@@ -32,7 +33,6 @@ from pytest_theodolite.core.slo import (
     GENERATOR_RATE,
     LAG_TREND,
     SLOPE_METHODS,
-    Outcome,
     SlopeThreshold,
     SloSettings,
     SloVerdict,

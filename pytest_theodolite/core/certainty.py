@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_theodolite.core.slo import BATCH_DURATION, LAG_TREND, Outcome, batch_bound_side
-from pytest_theodolite.store.baseline import _instances
+from pytest_theodolite.core.outcomes import Outcome, instances_text
+from pytest_theodolite.core.slo import BATCH_DURATION, LAG_TREND, batch_bound_side
 from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 
 def verdict_text(record: SubExperimentRecord) -> str:
     """How an uncertain verdict came about, e.g. 'FAIL at 4 instances: no steady state within ...'."""
-    head = f"{record.outcome.value.upper()} at {_instances(record.resources)}"
+    head = f"{record.outcome.value.upper()} at {instances_text(record.resources)}"
     if len({r.outcome for r in record.repetitions}) > 1:
         each = "; ".join(f"{r.outcome.value.upper()}{_repetition_detail(r)}" for r in record.repetitions)
         return f"{head}: its {len(record.repetitions)} repetitions disagreed ({each})"

@@ -31,7 +31,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from pytest_theodolite.core.slo import Outcome, TimeSeries
+from pytest_theodolite.core.outcomes import COST_NOT_COMPARED as NOT_COMPARED
+from pytest_theodolite.core.outcomes import COST_PASS as PASS
+from pytest_theodolite.core.outcomes import COST_REGRESSION as REGRESSION
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.slo import TimeSeries
 from pytest_theodolite.store.results import SubExperimentRecord
 
 #: the raw series a repetition writes while it measures: the instances' CPU seconds and the input topic's
@@ -241,9 +245,6 @@ class PointCost:
             None if reference is None else float(reference),
             None if utilisation is None else float(utilisation),
         )
-
-
-PASS, REGRESSION, NOT_COMPARED = "pass", "regression", "not-compared"
 
 
 @dataclass(frozen=True)

@@ -54,9 +54,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.slo import (
     DEFAULT_CONFIDENCE,
-    Outcome,
     SlopeEstimate,
     SlopeMethod,
     TimeSeries,

@@ -15,7 +15,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pytest_theodolite.core.slo import Outcome
+from pytest_theodolite.core.outcomes import Outcome
 
 
 class Metric(str, enum.Enum):

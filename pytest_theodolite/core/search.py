@@ -36,8 +36,12 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_theodolite.core.outcomes import STEP_MEASURED as MEASURED
+from pytest_theodolite.core.outcomes import STEP_NONE as NONE
+from pytest_theodolite.core.outcomes import STEP_SKIPPED as SKIPPED
+from pytest_theodolite.core.outcomes import STEP_UNMEASURED as UNMEASURED
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
-from pytest_theodolite.core.slo import Outcome
 
 __all__ = [
     "CapacityResult",
@@ -201,9 +205,6 @@ class Step:
     sub_experiments: tuple[SubExperiment, ...]  # the ones this x ran, in order
     #: the y values this x could try (LowerBound narrows them), for messages
     candidates: tuple[int, ...] = ()
-
-
-MEASURED, NONE, UNMEASURED, SKIPPED = "measured", "none", "unmeasured", "skipped"
 
 
 class StepSearch:

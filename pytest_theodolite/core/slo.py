@@ -13,7 +13,6 @@ about the system under test), one whose query/broker/executor died is ERRORED. N
 
 from __future__ import annotations
 
-import enum
 import math
 import statistics
 from collections.abc import Collection, Sequence
@@ -22,6 +21,8 @@ from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
+
+from pytest_theodolite.core.outcomes import Outcome
 
 SlopeMethod = Literal["ols", "theil-sen", "batch-aligned"]
 #: "batch-aligned": OLS over the first sample after each finished micro-batch (see `batch_aligned`)
@@ -43,20 +44,6 @@ LATE_RECORDS = "late-records"
 
 # SLOs whose per-repetition values are slopes; over repetitions their median decides (as in Theodolite).
 TREND_SLOS: frozenset[str] = frozenset({LAG_TREND, LATENCY_TREND})
-
-
-class Outcome(str, enum.Enum):
-    """Result of one SLO, one repetition or one sub-experiment."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    INVALID = "invalid"  # the generator did not produce the load: neither pass nor fail
-    ERRORED = "errored"  # query, broker or executor died, or the measurement broke: never a pass
-
-    @property
-    def is_measured(self) -> bool:
-        """True for PASS and FAIL: the system under test was really judged."""
-        return self in (Outcome.PASS, Outcome.FAIL)
 
 
 @dataclass(frozen=True)

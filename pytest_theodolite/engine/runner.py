@@ -25,13 +25,13 @@ from typing import Any
 from generator import LoadGenerator, Workload, WorkloadError
 from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU, cost_estimate
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import MeasurementPlan, MeasurementProtocol, Phase
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import Strategy, describe_strategy, search_demand
 from pytest_theodolite.core.slo import (
     GENERATOR_RATE,
     LAG_TREND,
-    Outcome,
     SloSettings,
     SloVerdict,
     TimeSeries,

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_theodolite.core.certainty import uncertain_regression
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.search import SKIPPED, UNMEASURED, Step
-from pytest_theodolite.core.slo import Outcome
 from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import SubExperimentRecord
 

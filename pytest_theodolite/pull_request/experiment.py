@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.core.cost import PointCost, point_cost
+from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import SKIPPED, IncrementalSearch
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
@@ -24,7 +25,7 @@ from pytest_theodolite.pull_request.paired import CHANGE, REF, SIDES, PairedDema
 from pytest_theodolite.pull_request.sides import SideProcess, SideSpec
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from pytest_theodolite.report.summary import CostFigure
-from pytest_theodolite.store.baseline import UNMEASURED, Baseline, MeasuredDemand, PointComparison
+from pytest_theodolite.store.baseline import Baseline, PointComparison
 from pytest_theodolite.store.results import SubExperimentRecord
 
 SubExperimentListener = Callable[[str, Any, Any], None]

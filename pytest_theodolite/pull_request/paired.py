@@ -19,15 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pytest_theodolite.core.cost import PointCost
+from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand
 from pytest_theodolite.core.search import MEASURED, NONE, SKIPPED, IncrementalSearch, Step, _outcome_of
-from pytest_theodolite.store.baseline import (
-    UNMEASURED,
-    Baseline,
-    MeasuredDemand,
-    PointComparison,
-    Testbed,
-    compare_point,
-)
+from pytest_theodolite.store.baseline import Baseline, PointComparison, Testbed, compare_point
 
 REF: Final = "ref"
 CHANGE: Final = "change"

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_theodolite.core.cost import BlindSpot, PointCost
+from pytest_theodolite.core.outcomes import Outcome, Verdict, count_text
 from pytest_theodolite.core.scalability import DemandResult
-from pytest_theodolite.core.slo import Outcome
-from pytest_theodolite.store.baseline import Baseline, Comparison, PointComparison, Verdict
+from pytest_theodolite.store.baseline import Baseline, Comparison, PointComparison
 from pytest_theodolite.store.results import SubExperimentRecord
 
 #: (load, resources) of one sub-experiment
@@ -160,10 +160,6 @@ def _fixed_width_table(
     return [line(headers), "-+-".join("-" * width for width in widths), *(line(row) for row in rows)]
 
 
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}" + ("" if number == 1 else "s")
-
-
 def _loads_text(points: Sequence[PointComparison]) -> str:
     return ", ".join(str(p.load) for p in points)
 
@@ -215,7 +211,7 @@ def _commentary(report: BenchmarkReport) -> list[str]:
 def _headline(report: BenchmarkReport) -> str:
     comparison = report.comparison
     problems = [
-        _count(len(points), noun) + suffix
+        count_text(len(points), noun) + suffix
         for points, noun, suffix in (
             (comparison.regressions, "regression", ""),
             (comparison.cost_regressions, "cost regression", ""),
@@ -343,7 +339,7 @@ def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
         parts.append("")
         commentary = [s for s in _commentary(report) if not s.startswith("plot: ")]  # a local path
         if report.comparison.tolerance:
-            commentary.insert(0, f"tolerance: +{_count(report.comparison.tolerance, 'instance')}")
+            commentary.insert(0, f"tolerance: +{count_text(report.comparison.tolerance, 'instance')}")
         if report.comparison.cost_tolerance is not None:
             commentary.insert(0, f"cost tolerance: {report.comparison.cost_tolerance:.0%} CPU per record")
         if commentary:

@@ -28,10 +28,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from pytest_theodolite.core.cost import REGRESSION as COST_REGRESSION_STATUS
 from pytest_theodolite.core.cost import CostCheck, PointCost, check_cost
+from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Verdict, instances_text
 from pytest_theodolite.core.redaction import redact_secrets
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.store import host
@@ -58,18 +59,6 @@ _BENCHMARK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # becomes a file na
 
 class BaselineError(ValueError):
     """A baseline file that cannot be used; the message names the file and what is wrong with it."""
-
-
-class _Unmeasured(enum.Enum):
-    UNMEASURED = "unmeasured"
-
-    def __repr__(self) -> str:
-        return "UNMEASURED"
-
-
-#: The measured value of a load whose sub-experiment was INVALID or ERRORED (distinct from None = "none").
-UNMEASURED: Final = _Unmeasured.UNMEASURED
-MeasuredDemand = int | None | Literal[_Unmeasured.UNMEASURED]
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -580,29 +569,6 @@ def _sorted_keys(value: Any) -> Any:
 # ------------------------------------------------------------------------------------------------------------
 
 
-class Verdict(str, enum.Enum):
-    """How one load's measured demand relates to its baseline."""
-
-    PASS = "pass"  # measured <= baseline + tolerance, not below the baseline
-    IMPROVEMENT = "improvement"  # measured < baseline: passes; the baseline could be lowered
-    REGRESSION = "regression"  # measured > baseline + tolerance ("none" counts as more than any number)
-    UNMEASURED = "unmeasured"  # an INVALID/ERRORED sub-experiment: neither pass nor regression
-    NEW_LOAD = "new-load"  # no baseline value for this load: nothing to compare, not a failure
-    #: the baseline's testbed calibration differs beyond the margin: neither pass nor regression (exit 7)
-    NOT_COMPARABLE = "not-comparable"
-    #: the same demand, but the CPU per record rose beyond the gate's cost_tolerance (cost.py)
-    COST_REGRESSION = "cost-regression"
-
-    @property
-    def label(self) -> str:
-        """Upper-case word for tables: PASS, IMPROVEMENT, REGRESSION, UNMEASURED, NEW LOAD."""
-        return self.value.replace("-", " ").upper()
-
-    @property
-    def passes(self) -> bool:
-        return self in (Verdict.PASS, Verdict.IMPROVEMENT, Verdict.NEW_LOAD)
-
-
 @dataclass(frozen=True)
 class PointComparison:
     """demand(load) measured against the baseline."""
@@ -645,11 +611,11 @@ class PointComparison:
         if self.measured is UNMEASURED:
             measured = "nothing (unmeasured)"
         else:
-            measured = _instances(self.measured, explain_none=True)
+            measured = instances_text(self.measured, explain_none=True)
         if not self.in_baseline:
             baseline = f"no {reference} value"
         else:
-            baseline = f"{reference} {_instances(self.baseline)}"
+            baseline = f"{reference} {instances_text(self.baseline)}"
             if self.tolerance:
                 baseline += f" (tolerance +{self.tolerance})"
         why = {
@@ -663,12 +629,6 @@ class PointComparison:
             Verdict.COST_REGRESSION: f"cost regression: CPU per record {self.cost.text if self.cost else ''}",
         }[self.verdict]
         return f"{prefix}: measured {measured}, {baseline}: {why}"
-
-
-def _instances(value: int | None, explain_none: bool = False) -> str:
-    if value is None:
-        return "none (no tested instance count met the SLOs)" if explain_none else "none"
-    return f"{value} instance" + ("" if value == 1 else "s")
 
 
 def _check_tolerance(tolerance: int) -> int:

@@ -31,12 +31,12 @@ from typing import Any, Self, TextIO
 import numpy as np
 import pandas as pd
 
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import CERTAIN_STOPS
 from pytest_theodolite.core.redaction import redact_secrets
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
 from pytest_theodolite.core.slo import (
     LAG_TREND,
-    Outcome,
     SloSettings,
     SloVerdict,
     TimeSeries,

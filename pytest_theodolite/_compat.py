@@ -1,0 +1,94 @@
+"""The module paths of release 0.1 (``pytest_theodolite.runner``, ``.baseline``, ...) keep importing, with a
+DeprecationWarning, for one release: each old name is an alias of the module that now holds its code."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+from types import ModuleType
+
+#: old module (below pytest_theodolite) -> where it lives now
+MOVED_MODULES = {
+    "baseline": "store.baseline",
+    "calibration": "engine.calibration",
+    "certainty": "core.certainty",
+    "compare": "pull_request.paired",
+    "cost": "core.cost",
+    "demand_points": "judge.demand_points",
+    "errors": "core.errors",
+    "gates": "engine.gates",
+    "host": "store.host",
+    "isolation": "infra.isolation",
+    "kafka": "infra.kafka",
+    "maven": "infra.maven",
+    "metrics": "core.scalability",
+    "monitor": "engine.monitor",
+    "ports": "infra.ports",
+    "process": "infra.process",
+    "protocol": "core.protocol",
+    "redaction": "core.redaction",
+    "results": "store.results",
+    "runner": "engine.runner",
+    "search": "core.search",
+    "services": "engine.services",
+    "settings": "engine.settings",
+    "shared": "infra.shared",
+    "sides": "pull_request.sides",
+    "slo": "core.slo",
+    "spark": "infra.spark",
+    "waiting": "infra.waiting",
+    "worktree": "pull_request.worktree",
+}
+PACKAGE = "pytest_theodolite"
+
+
+def new_name(old: str) -> str | None:
+    """The module that now holds `old` (a dotted name), or None where `old` did not move."""
+    prefix = PACKAGE + "."
+    if not old.startswith(prefix):
+        return None
+    head, _, tail = old[len(prefix) :].partition(".")
+    moved = MOVED_MODULES.get(head)
+    if moved is None:
+        return None
+    return prefix + moved + ("." + tail if tail else "")
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.target_spec: importlib.machinery.ModuleSpec | None = None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        warnings.warn(
+            f"{spec.name} moved to {self.target}; import it from there, or the public names from "
+            f"{PACKAGE} (the old path goes in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        module = importlib.import_module(self.target)
+        self.target_spec = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The target module ran at its own import; the import system set the alias's spec on it: undo that."""
+        module.__spec__ = self.target_spec
+
+
+class _OldPathFinder(importlib.abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        moved = new_name(fullname)
+        if moved is None or fullname == moved:
+            return None
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(moved))
+
+
+def install_old_module_paths() -> None:
+    if not any(isinstance(finder, _OldPathFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _OldPathFinder())

@@ -1,0 +1,77 @@
+"""The one vocabulary of outcomes and verdicts, defined once: what a sub-experiment came to (Outcome), what a
+gate point came to against its reference (Verdict), a demand that could not be measured (UNMEASURED), a search
+step's and a cost check's status, and the words tables use for them."""
+
+from __future__ import annotations
+
+import enum
+from typing import Final, Literal
+
+
+class Outcome(str, enum.Enum):
+    """Result of one SLO, one repetition or one sub-experiment."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INVALID = "invalid"  # the generator did not produce the load: neither pass nor fail
+    ERRORED = "errored"  # query, broker or executor died, or the measurement broke: never a pass
+
+    @property
+    def is_measured(self) -> bool:
+        """True for PASS and FAIL: the system under test was really judged."""
+        return self in (Outcome.PASS, Outcome.FAIL)
+
+
+class _Unmeasured(enum.Enum):
+    UNMEASURED = "unmeasured"
+
+    def __repr__(self) -> str:
+        return "UNMEASURED"
+
+
+#: The measured value of a load whose sub-experiment was INVALID or ERRORED (distinct from None = "none").
+UNMEASURED: Final = _Unmeasured.UNMEASURED
+
+
+MeasuredDemand = int | None | Literal[_Unmeasured.UNMEASURED]
+
+
+class Verdict(str, enum.Enum):
+    """How one load's measured demand relates to its baseline."""
+
+    PASS = "pass"  # measured <= baseline + tolerance, not below the baseline
+    IMPROVEMENT = "improvement"  # measured < baseline: passes; the baseline could be lowered
+    REGRESSION = "regression"  # measured > baseline + tolerance ("none" counts as more than any number)
+    UNMEASURED = "unmeasured"  # an INVALID/ERRORED sub-experiment: neither pass nor regression
+    NEW_LOAD = "new-load"  # no baseline value for this load: nothing to compare, not a failure
+    #: the baseline's testbed calibration differs beyond the margin: neither pass nor regression (exit 7)
+    NOT_COMPARABLE = "not-comparable"
+    #: the same demand, but the CPU per record rose beyond the gate's cost_tolerance (cost.py)
+    COST_REGRESSION = "cost-regression"
+
+    @property
+    def label(self) -> str:
+        """Upper-case word for tables: PASS, IMPROVEMENT, REGRESSION, UNMEASURED, NEW LOAD."""
+        return self.value.replace("-", " ").upper()
+
+    @property
+    def passes(self) -> bool:
+        return self in (Verdict.PASS, Verdict.IMPROVEMENT, Verdict.NEW_LOAD)
+
+
+def instances_text(value: int | None, explain_none: bool = False) -> str:
+    if value is None:
+        return "none (no tested instance count met the SLOs)" if explain_none else "none"
+    return count_text(value, "instance")
+
+
+#: what one x (a load for demand, a resource amount for capacity) came to in a search (search.Step.status)
+STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, STEP_SKIPPED = "measured", "none", "unmeasured", "skipped"
+
+#: a cost check's status (cost.CostCheck.status)
+COST_PASS, COST_REGRESSION, COST_NOT_COMPARED = "pass", "regression", "not-compared"
+
+
+def count_text(number: int, noun: str) -> str:
+    """``1 load``, ``2 loads``: a count with its noun, plural where it is not one."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"

@@ -1,0 +1,64 @@
+"""The public API (``from pytest_theodolite import ...``) and the module paths of release 0.1, which keep
+importing for one release with a DeprecationWarning."""
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import pytest_theodolite
+from pytest_theodolite._compat import MOVED_MODULES, new_name
+
+
+def test_every_public_name_resolves_to_its_defining_module() -> None:
+    for name in pytest_theodolite.__all__:
+        value = getattr(pytest_theodolite, name)
+        assert value is not None, name
+    assert pytest_theodolite.Benchmark.__module__ == "pytest_theodolite.engine.runner"
+    assert pytest_theodolite.Workload.__module__ == "generator.workload"
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Benchmrk'"):
+        _ = pytest_theodolite.Benchmrk  # type: ignore[attr-defined]
+
+
+def test_importing_the_package_does_not_import_pyspark() -> None:
+    # a fresh interpreter: the test session has long imported PySpark
+    code = "import sys, pytest_theodolite; print('pyspark' in sys.modules)"
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert printed.strip() == "False"
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
+def test_old_module_paths_warn_and_are_the_new_modules(old: str) -> None:
+    old_name = f"pytest_theodolite.{old}"
+    sys.modules.pop(old_name, None)
+    with pytest.warns(DeprecationWarning, match=f"{old_name} moved to {new_name(old_name)}"):
+        module = importlib.import_module(old_name)
+    target = importlib.import_module(f"pytest_theodolite.{MOVED_MODULES[old]}")
+    assert module is target
+    assert target.__spec__ is not None and target.__spec__.name == target.__name__
+
+
+def test_a_submodule_of_a_moved_package_is_the_same_module() -> None:
+    sys.modules.pop("pytest_theodolite.kafka.admin", None)
+    with pytest.warns(DeprecationWarning):
+        old = importlib.import_module("pytest_theodolite.kafka.admin")
+    new = importlib.import_module("pytest_theodolite.infra.kafka.admin")
+    assert old.KafkaCluster is new.KafkaCluster
+
+
+def test_names_that_did_not_move_are_left_to_the_import_system() -> None:
+    assert new_name("pytest_theodolite.plugin") is None
+    assert new_name("pytest_theodolite.core.slo") is None
+    assert new_name("generator.workload") is None
+
+
+def test_the_report_module_of_old_is_a_package_that_forwards_its_names() -> None:
+    from pytest_theodolite.report import summary
+
+    with pytest.warns(DeprecationWarning, match="report.summary"):
+        from pytest_theodolite.report import failure_table
+    assert failure_table is summary.failure_table
