@@ -20,7 +20,7 @@ MOVED_MODULES = {
     "cost": "core.cost",
     "demand_points": "judge.demand_points",
     "errors": "core.errors",
-    "gates": "engine.gates",
+    "gates": "engine.session",
     "host": "store.host",
     "isolation": "infra.isolation",
     "kafka": "infra.kafka",

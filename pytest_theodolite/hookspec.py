@@ -14,7 +14,7 @@ def pytest_theodolite_sub_experiment(
 ) -> None:
     """A sub-experiment of a gate finished (after its results are on disk).
 
-    ``record`` is its `pytest_theodolite.store.results.SubExperimentRecord` (load, resources, outcome, verdicts with
+    ``record`` is its `pytest_theodolite.core.records.SubExperimentRecord` (load, resources, outcome, verdicts with
     the lag slope's interval, the measurement protocol per repetition); ``timings`` maps ``(load, resources,
     repetition)`` to the `PhaseTimings` of every repetition measured so far. pytest-theodolite's own
     implementation prints the progress line; return values are ignored."""

@@ -21,18 +21,10 @@ from pytest_theodolite.core.outcomes import UNMEASURED as UNMEASURED_DEMAND
 from pytest_theodolite.core.outcomes import Verdict, count_text
 from pytest_theodolite.core.search import SKIPPED, UNMEASURED
 from pytest_theodolite.engine import services
-from pytest_theodolite.engine.gates import (
-    BenchmarkExperiment,
-    GateSpec,
-    GateSpecError,
-    SubExperimentListener,
-    TheodoliteSession,
-    gate_spec,
-    progress_line,
-    summarise,
-    testbed,
-)
+from pytest_theodolite.engine.experiment import BenchmarkExperiment, SubExperimentListener
+from pytest_theodolite.engine.markers import GateSpec, GateSpecError, gate_spec
 from pytest_theodolite.engine.runner import experiment_settings_dict
+from pytest_theodolite.engine.session import TheodoliteSession, progress_line, summarise, testbed
 from pytest_theodolite.engine.settings import (
     GATE_OPTIONS,
     ISOLATION_MODES,

@@ -11,17 +11,16 @@ import pytest
 
 from pytest_theodolite.cli.analyse import main, reanalyse
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.search import Strategy, search_demand
-from pytest_theodolite.core.slo import SloSettings, TimeSeries, evaluate_repetition
-from pytest_theodolite.store.results import (
+from pytest_theodolite.core.records import (
     SERIES_GENERATOR_RATE,
     SERIES_LAG,
     RepetitionRecord,
-    ResultsWriter,
     SubExperimentRecord,
-    read_results,
 )
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.core.search import Strategy, search_demand
+from pytest_theodolite.core.slo import SloSettings, TimeSeries, evaluate_repetition
+from pytest_theodolite.store.results import ResultsWriter, read_results
 
 T0 = 1_700_000_000.0
 REPO = Path(__file__).resolve().parents[1]
@@ -204,7 +203,7 @@ def test_capacity_metric_is_taken_from_the_option(results_dir):
 def write_protocol_experiment(results_dir: Path) -> ResultsWriter:
     """Two sub-experiments as the adaptive protocol records them: one settled after 30 s (a start backlog being
     worked off before that) and measured with batch ids and commit times; one that never settled."""
-    from pytest_theodolite.store.results import SERIES_BATCH_END, SERIES_BATCH_ID
+    from pytest_theodolite.core.records import SERIES_BATCH_END, SERIES_BATCH_ID
 
     settings = SloSettings(warmup_s=0, slope_method="batch-aligned")
     writer = ResultsWriter(
@@ -314,7 +313,7 @@ def test_analyse_recomputes_the_cpu_per_record_from_the_raw_series(tmp_path):
 
 def test_analyse_judges_the_late_records_from_their_raw_series(tmp_path):
     """The late-rows series is re-read like the lag: a recorded late-records bound is applied again offline."""
-    from pytest_theodolite.store.results import SERIES_LATE_ROWS
+    from pytest_theodolite.core.records import SERIES_LATE_ROWS
 
     settings = SloSettings(warmup_s=20, max_late_rate=1.0)
     writer = ResultsWriter(

@@ -2,8 +2,8 @@
 
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression, verdict_text
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
-from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 
 def record(resources: int, outcome: Outcome, stop: str = "certain", **protocol) -> SubExperimentRecord:

@@ -27,8 +27,8 @@ from pytest_theodolite.core.cost import (
     sub_experiment_cost,
 )
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict, TimeSeries
-from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 
 def samples(us_per_record: float, seconds: int = 30, rate: float = 4000, jitter: float = 0.0, seed: int = 1):

@@ -504,7 +504,7 @@ def test_recording_stores_the_calibration_in_the_baseline(gate_project, monkeypa
 def test_a_job_option_from_the_command_line_reaches_that_benchmark_only():
     from gate_fakes import BENCH
 
-    from pytest_theodolite.engine.gates import gate_spec
+    from pytest_theodolite.engine.markers import gate_spec
     from pytest_theodolite.engine.settings import parse_job_options
 
     options = parse_job_options(["scripted:extra_hash_rounds=12", "scripted:sink=noop", "other:colour=blue"])
@@ -651,9 +651,9 @@ def test_a_regression_is_measured_once_more_and_one_that_does_not_reproduce_is_n
 
 def test_a_progress_line_over_repetitions_names_each_and_an_unbounded_median():
     from pytest_theodolite.core.outcomes import Outcome
+    from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
     from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
-    from pytest_theodolite.engine.gates import progress_line
-    from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
+    from pytest_theodolite.engine.session import progress_line
 
     falling = RepetitionRecord(0, (SloVerdict(LAG_TREND, Outcome.FAIL, None, 200.0, "falls behind"),))
     fitted = RepetitionRecord(1, (SloVerdict(LAG_TREND, Outcome.FAIL, 949.0, 200.0, "", 540.0, 1359.0),))
@@ -667,7 +667,7 @@ def test_a_progress_line_over_repetitions_names_each_and_an_unbounded_median():
 def test_the_late_records_bound_comes_from_the_marker_or_the_command_line():
     from gate_fakes import BENCH
 
-    from pytest_theodolite.engine.gates import gate_spec
+    from pytest_theodolite.engine.markers import gate_spec
 
     assert gate_spec((BENCH,), {"loads": [1000]}, {}, {}).settings.slo.max_late_rate is None
     assert (
@@ -683,9 +683,9 @@ def test_the_late_records_bound_comes_from_the_marker_or_the_command_line():
 
 def test_a_progress_line_says_how_many_records_were_dropped_as_late_where_that_is_checked():
     from pytest_theodolite.core.outcomes import Outcome
+    from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
     from pytest_theodolite.core.slo import LAG_TREND, SloVerdict, TimeSeries, check_late_records
-    from pytest_theodolite.engine.gates import progress_line
-    from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
+    from pytest_theodolite.engine.session import progress_line
 
     late = check_late_records(TimeSeries.of([30.0], [90]), max_rate=0.0, from_s=0.0, to_s=60.0)
     lag = SloVerdict(LAG_TREND, Outcome.PASS, -5.0, 200.0, "", -20.0, 10.0)

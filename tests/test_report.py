@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
 from pytest_theodolite.pull_request.paired import compare_sides
@@ -27,7 +28,6 @@ from pytest_theodolite.report.summary import (
     terminal_summary,
 )
 from pytest_theodolite.store.baseline import Baseline, Comparison, Testbed, compare, compare_point
-from pytest_theodolite.store.results import SubExperimentRecord
 
 BASELINE_TESTBED = Testbed(8, 31.3, 0.5, "embedded", "standalone", "4.0.0", "3.11.7")
 RUN_TESTBED = Testbed(2, 31.3, 0.5, "embedded", "standalone", "4.0.0", "3.11.7")

@@ -8,6 +8,12 @@ import pytest
 from theodolite_analysis import theodolite_trend_slope
 
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.records import (
+    SERIES_GENERATOR_RATE,
+    SERIES_LAG,
+    RepetitionRecord,
+    SubExperimentRecord,
+)
 from pytest_theodolite.core.redaction import REDACTED, redact_secrets
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
 from pytest_theodolite.core.slo import (
@@ -20,13 +26,9 @@ from pytest_theodolite.core.slo import (
     lag_trend_slope,
 )
 from pytest_theodolite.store.results import (
-    SERIES_GENERATOR_RATE,
-    SERIES_LAG,
     RawSeriesKey,
-    RepetitionRecord,
     ResultsError,
     ResultsWriter,
-    SubExperimentRecord,
     read_results,
     read_series,
     series_file_name,

@@ -24,7 +24,7 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.search import Strategy, search_demand
 from pytest_theodolite.core.slo import SloSettings
-from pytest_theodolite.engine.gates import parse_threshold
+from pytest_theodolite.engine.markers import parse_threshold
 from pytest_theodolite.engine.runner import ExperimentRunner, ExperimentSettings, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.records import SERIES_LAG
 from pytest_theodolite.pull_request.paired import SIDES
-from pytest_theodolite.store.results import SERIES_LAG, list_experiment_ids, read_results, read_series
+from pytest_theodolite.store.results import list_experiment_ids, read_results, read_series
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,17 @@ from pytest_theodolite.core.cost import (
 )
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import stop_of
+from pytest_theodolite.core.records import (
+    SERIES_BATCH_DURATION,
+    SERIES_BATCH_END,
+    SERIES_BATCH_ID,
+    SERIES_EVENT_TIME_LATENCY,
+    SERIES_GENERATOR_RATE,
+    SERIES_LAG,
+    SERIES_LATE_ROWS,
+    RepetitionRecord,
+    SubExperimentRecord,
+)
 from pytest_theodolite.core.scalability import (
     CapacityResult,
     DemandResult,
@@ -39,17 +50,8 @@ from pytest_theodolite.core.slo import (
     evaluate_repetition,
 )
 from pytest_theodolite.store.results import (
-    SERIES_BATCH_DURATION,
-    SERIES_BATCH_END,
-    SERIES_BATCH_ID,
-    SERIES_EVENT_TIME_LATENCY,
-    SERIES_GENERATOR_RATE,
-    SERIES_LAG,
-    SERIES_LATE_ROWS,
     ExperimentResults,
-    RepetitionRecord,
     ResultsError,
-    SubExperimentRecord,
     iter_repetition_series,
     read_results,
 )

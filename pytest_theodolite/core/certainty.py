@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_theodolite.core.outcomes import Outcome, instances_text
+from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import BATCH_DURATION, LAG_TREND, batch_bound_side
-from pytest_theodolite.store.results import RepetitionRecord, SubExperimentRecord
 
 
 def verdict_text(record: SubExperimentRecord) -> str:

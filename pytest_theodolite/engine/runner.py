@@ -27,6 +27,14 @@ from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CP
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import MeasurementPlan, MeasurementProtocol, Phase
+from pytest_theodolite.core.records import (
+    SERIES_BATCH_END,
+    SERIES_BATCH_ID,
+    SERIES_LATE_ROWS,
+    SERIES_STATE_ROWS,
+    RepetitionRecord,
+    SubExperimentRecord,
+)
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import Strategy, describe_strategy, search_demand
 from pytest_theodolite.core.slo import (
@@ -40,15 +48,7 @@ from pytest_theodolite.core.slo import (
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster, executor_addresses
-from pytest_theodolite.store.results import (
-    SERIES_BATCH_END,
-    SERIES_BATCH_ID,
-    SERIES_LATE_ROWS,
-    SERIES_STATE_ROWS,
-    RepetitionRecord,
-    ResultsWriter,
-    SubExperimentRecord,
-)
+from pytest_theodolite.store.results import ResultsWriter
 
 RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from pytest_theodolite.core.certainty import uncertain_regression
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.search import SKIPPED, UNMEASURED, Step
 from pytest_theodolite.store.baseline import Baseline
-from pytest_theodolite.store.results import SubExperimentRecord
 
 
 @dataclass(frozen=True)

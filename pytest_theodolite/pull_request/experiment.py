@@ -16,6 +16,7 @@ from typing import Any
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.core.cost import PointCost, point_cost
 from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand
+from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import SKIPPED, IncrementalSearch
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
@@ -26,7 +27,6 @@ from pytest_theodolite.pull_request.sides import SideProcess, SideSpec
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from pytest_theodolite.report.summary import CostFigure
 from pytest_theodolite.store.baseline import Baseline, PointComparison
-from pytest_theodolite.store.results import SubExperimentRecord
 
 SubExperimentListener = Callable[[str, Any, Any], None]
 

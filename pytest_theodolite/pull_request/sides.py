@@ -28,6 +28,7 @@ from typing import Any
 
 from generator import Workload
 from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.runner import (
     Benchmark,
@@ -39,7 +40,6 @@ from pytest_theodolite.engine.runner import (
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.process import die_with_parent, interruptible_child
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.store.results import SubExperimentRecord
 
 #: how long a side may take to start (interpreter, imports) before it counts as broken
 START_TIMEOUT_S = 120.0

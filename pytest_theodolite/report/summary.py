@@ -18,9 +18,9 @@ from typing import Any
 
 from pytest_theodolite.core.cost import BlindSpot, PointCost
 from pytest_theodolite.core.outcomes import Outcome, Verdict, count_text
+from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.store.baseline import Baseline, Comparison, PointComparison
-from pytest_theodolite.store.results import SubExperimentRecord
 
 #: (load, resources) of one sub-experiment
 Point = tuple[int, int]

@@ -1,0 +1,196 @@
+"""The ``theodolite`` marker: its keys, their defaults, and the typed GateSpec a marker (with the ini file's and
+the command line's overrides) comes to. Bad values are a GateSpecError that names the key and what it takes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_theodolite.core.cost import (
+    parse_cost_tolerance,
+)
+from pytest_theodolite.core.protocol import MeasurementPlan
+from pytest_theodolite.core.search import parse_strategy
+from pytest_theodolite.core.slo import SlopeThreshold, SloSettings
+from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings
+
+#: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
+#: steady state and measures until its verdict is certain (protocol.py): the job is primed without the CPU
+#: limit, the warm-up ends when its micro-batch durations stop falling (at most ``max_warmup`` s), and the
+#: measurement lasts from ``duration`` s until the lag slope's ``confidence`` interval lies on one side of the
+#: threshold, at most ``max_duration`` s. ``warmup=60, duration=300, max_duration=300, prime=False,
+#: slope_method="ols"`` is Theodolite's own protocol.
+GATE_DEFAULTS: dict[str, Any] = {
+    "resources": (1, 2, 3, 4),
+    "duration": 20.0,
+    "max_duration": 120.0,
+    "warmup": "auto",
+    "max_warmup": 90.0,
+    "prime": True,
+    "confidence": 0.95,
+    "slope_method": "batch-aligned",
+    "threshold": "2000",
+    "strategy": "baseline-guess+lower-bound",
+    "repetitions": 1,
+    "tolerance": 0,
+    "cost_tolerance": None,  # e.g. "20%"; None: the CPU per record is reported, not judged (cost.py)
+    "sample_interval": 1.0,
+    "spark_conf": {},
+    "instance_cpu": None,
+    "max_batch_duration": None,  # seconds; None: only the lag trend decides
+    "max_late_rate": None,  # records dropped as late per second; None: not checked (slo.check_late_records)
+}
+
+
+MARKER_KEYWORDS = ("loads", *GATE_DEFAULTS)
+
+
+class GateSpecError(ValueError):
+    """A ``theodolite`` marker (or gate option) with a value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    benchmark: Benchmark
+    settings: ExperimentSettings
+    tolerance: int
+    cost_tolerance: float | None = None  # 0.2: fail when the CPU per record rose more than 20 %
+
+
+def parse_threshold(text: Any) -> SlopeThreshold:
+    """``2000`` -> 2000 records/s; ``"5%"`` -> 5 % of the load's rate."""
+    raw = str(text).strip()
+    try:
+        if raw.endswith("%"):
+            share = float(raw[:-1]) / 100
+            if share <= 0:
+                raise ValueError
+            return SlopeThreshold(relative_to_load=share)
+        value = float(raw)
+        if value <= 0:
+            raise ValueError
+        return SlopeThreshold(absolute=value)
+    except ValueError:
+        raise GateSpecError(
+            f"threshold {text!r} is neither a positive number of records/s (e.g. 2000) nor a "
+            "positive share of the load (e.g. 5%)"
+        ) from None
+
+
+def gate_spec(
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    overrides: Mapping[str, str],
+    job_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> GateSpec:
+    """Build a gate from ``@pytest.mark.theodolite(benchmark, loads=[...], ...)`` and the option overrides;
+    ``job_options`` (benchmark name -> options) override the benchmark's job options."""
+    if len(args) != 1 or not isinstance(args[0], Benchmark):
+        raise GateSpecError(
+            "the theodolite marker takes one positional argument, a pytest_theodolite.Benchmark, "
+            f"got {args!r}"
+        )
+    unknown = sorted(set(kwargs) - set(MARKER_KEYWORDS))
+    if unknown:
+        raise GateSpecError(
+            f"unknown theodolite marker argument(s) {unknown}; known: {', '.join(MARKER_KEYWORDS)}"
+        )
+    if "loads" not in kwargs:
+        raise GateSpecError("the theodolite marker needs loads=[...], the loads to measure the demand at")
+    values = {**GATE_DEFAULTS, **kwargs, **overrides}
+    try:
+        loads = _whole_numbers(values["loads"], "loads")
+        resources = _whole_numbers(values["resources"], "resources")
+        strategy, lower_bound = parse_strategy(str(values["strategy"]))
+        tolerance = _count(values["tolerance"], "tolerance", minimum=0)
+        cost_tolerance = parse_cost_tolerance(values["cost_tolerance"])
+        fixed_warmup = _warmup(values["warmup"])
+        # a fixed warm-up is Theodolite's protocol: no early stop for growing batches either
+        plan = MeasurementPlan(
+            warmup_s=fixed_warmup,
+            prime_unlimited=_flag(values["prime"], "prime"),
+            falling_behind_batches=3 if fixed_warmup is None else 0,
+            max_warmup_s=float(values["max_warmup"]),
+            min_duration_s=float(values["duration"]),
+            max_duration_s=max(float(values["duration"]), float(values["max_duration"])),
+        )
+        settings = ExperimentSettings(
+            loads=loads,
+            resources=resources,
+            duration_s=float(values["duration"]),
+            sample_interval_s=float(values["sample_interval"]),
+            repetitions=_count(values["repetitions"], "repetitions", minimum=1),
+            slo=SloSettings(
+                warmup_s=fixed_warmup or 0.0,
+                lag_trend_threshold=parse_threshold(values["threshold"]),
+                slope_method=values["slope_method"],
+                confidence=float(values["confidence"]),
+                max_batch_duration_s=None
+                if values["max_batch_duration"] in (None, "")
+                else float(values["max_batch_duration"]),
+                max_late_rate=_optional_number(values["max_late_rate"], "max_late_rate"),
+            ),
+            plan=plan,
+            strategy=strategy,
+            lower_bound=lower_bound,
+            spark_conf=dict(values["spark_conf"] or {}),
+            instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
+        )
+    except GateSpecError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise GateSpecError(str(exc)) from None
+    benchmark = args[0]
+    extra = (job_options or {}).get(benchmark.name)
+    if extra:
+        benchmark = replace(benchmark, job_options={**benchmark.job_options, **extra})
+    return GateSpec(benchmark, settings, tolerance, cost_tolerance)
+
+
+def _warmup(value: Any) -> float | None:
+    """``"auto"`` -> None (until the job settled); a number of seconds -> that fixed warm-up."""
+    if str(value).strip().lower() == "auto":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise GateSpecError(f"warmup {value!r} is neither 'auto' nor a number of seconds") from None
+
+
+def _optional_number(value: Any, name: str) -> float | None:
+    """None or "" -> None (not checked); a number (the command line gives text) -> that number."""
+    if value in (None, ""):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise GateSpecError(f"{name} {value!r} is not a number; leave it out not to check it") from None
+
+
+def _flag(value: Any, name: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise GateSpecError(f"{name} {value!r} is neither true nor false")
+
+
+def _count(value: Any, name: str, minimum: int) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or int(text) < minimum:
+        raise GateSpecError(f"{name} {value!r} is not a whole number >= {minimum}")
+    return int(text)
+
+
+def _whole_numbers(values: Any, name: str) -> tuple[int, ...]:
+    try:
+        numbers = tuple(values)
+    except TypeError:
+        raise GateSpecError(f"{name} must be a list of whole numbers, got {values!r}") from None
+    if not numbers or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in numbers):
+        raise GateSpecError(f"{name} must be a non-empty list of whole numbers >= 1, got {list(numbers)}")
+    if list(numbers) != sorted(set(numbers)):
+        raise GateSpecError(f"{name} must be ascending without repeats, got {list(numbers)}")
+    return numbers
