@@ -168,35 +168,41 @@ class FakeSpark:
     can_limit_cpu: bool = False
 
 
+def scripted_sides(session, benchmark, settings, testbed, target):
+    """Pull-request mode's experiment with scripted sides (pull_request.experiment.paired_experiments' place)."""
+    sides = {
+        REF: ScriptedSide(
+            int(os.environ.get("SCRIPTED_REF_CAPACITY", "1000")),
+            _loads("SCRIPTED_REF_INVALID"),
+            _points("SCRIPTED_REF_UNCERTAIN"),
+            _points("SCRIPTED_REF_FLAKY"),
+        ),
+        CHANGE: ScriptedSide(
+            int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
+            _loads("SCRIPTED_INVALID"),
+            _points("SCRIPTED_UNCERTAIN"),
+            _points("SCRIPTED_FLAKY"),
+        ),
+    }
+    return PairedExperiment(benchmark, settings, target, sides, session.on_sub_experiment)
+
+
 class ScriptedSession(TheodoliteSession):
     """``SCRIPTED_CALIBRATION`` (rows/s) stands in for the testbed calibration of a real session."""
 
     def __init__(self, results_dir: Path, compare_ref: str | None = None) -> None:
         super().__init__(kafka=None, spark=FakeSpark(), results_dir=results_dir, testbed={})
         if compare_ref:  # pull-request mode without a worktree: the scripted sides import nothing
-            self.compare = CompareTarget(compare_ref, "0123456789abcdef" * 2 + "01234567", Path(), Path())
+            target = CompareTarget(compare_ref, "0123456789abcdef" * 2 + "01234567", Path(), Path())
+            self.start_experiment = lambda session, benchmark, settings, testbed: scripted_sides(
+                session, benchmark, settings, testbed, target
+            )
         if os.environ.get("SCRIPTED_CALIBRATION"):
             self.calibration = Calibration(float(os.environ["SCRIPTED_CALIBRATION"]), 0.05, 0.25)
 
     def experiment(self, benchmark, settings):
-        if benchmark.name not in self.experiments and self.compare is not None:
-            sides = {
-                REF: ScriptedSide(
-                    int(os.environ.get("SCRIPTED_REF_CAPACITY", "1000")),
-                    _loads("SCRIPTED_REF_INVALID"),
-                    _points("SCRIPTED_REF_UNCERTAIN"),
-                    _points("SCRIPTED_REF_FLAKY"),
-                ),
-                CHANGE: ScriptedSide(
-                    int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
-                    _loads("SCRIPTED_INVALID"),
-                    _points("SCRIPTED_UNCERTAIN"),
-                    _points("SCRIPTED_FLAKY"),
-                ),
-            }
-            self.experiments[benchmark.name] = PairedExperiment(
-                benchmark, settings, self.compare, sides, self.on_sub_experiment
-            )
+        if benchmark.name not in self.experiments and self.start_experiment is not None:
+            self.experiments[benchmark.name] = self.start_experiment(self, benchmark, settings, {})
         if benchmark.name not in self.experiments:
             writer = new_writer(self.results_dir, benchmark.name, benchmark, settings, Metric.DEMAND, {})
             runner = ScriptedRunner(

@@ -653,7 +653,7 @@ def test_a_progress_line_over_repetitions_names_each_and_an_unbounded_median():
     from pytest_theodolite.core.outcomes import Outcome
     from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
     from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
-    from pytest_theodolite.engine.session import progress_line
+    from pytest_theodolite.report.progress import progress_line
 
     falling = RepetitionRecord(0, (SloVerdict(LAG_TREND, Outcome.FAIL, None, 200.0, "falls behind"),))
     fitted = RepetitionRecord(1, (SloVerdict(LAG_TREND, Outcome.FAIL, 949.0, 200.0, "", 540.0, 1359.0),))
@@ -685,7 +685,7 @@ def test_a_progress_line_says_how_many_records_were_dropped_as_late_where_that_i
     from pytest_theodolite.core.outcomes import Outcome
     from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
     from pytest_theodolite.core.slo import LAG_TREND, SloVerdict, TimeSeries, check_late_records
-    from pytest_theodolite.engine.session import progress_line
+    from pytest_theodolite.report.progress import progress_line
 
     late = check_late_records(TimeSeries.of([30.0], [90]), max_rate=0.0, from_s=0.0, to_s=60.0)
     lag = SloVerdict(LAG_TREND, Outcome.PASS, -5.0, 200.0, "", -20.0, 10.0)

@@ -8,18 +8,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_theodolite.core.certainty import to_confirm
-from pytest_theodolite.core.cost import (
-    BlindSpot,
-    PointCost,
-    blind_spot,
-    capacities,
-)
+from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot, blind_spot_warning, capacities
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import MEASURED, NONE, IncrementalSearch
+from pytest_theodolite.engine.gate import STORED_BASELINE, GatePoint
+from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.engine.testbed import calibration_note, testbed
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
-from pytest_theodolite.store.baseline import Baseline
+from pytest_theodolite.report.summary import BenchmarkReport, PlotDependencyMissing, scalability_plot
+from pytest_theodolite.store.baseline import Baseline, compare
+from pytest_theodolite.store.results import experiment_id
 
 #: (benchmark name, finished sub-experiment, the runner's phase timings per (load, resources, repetition))
 SubExperimentListener = Callable[[str, SubExperimentRecord, Mapping[Any, Any]], None]
@@ -79,3 +80,76 @@ class BenchmarkExperiment:
         """load -> how much dearer the job could become there before its demand changes (cost.BlindSpot)."""
         capacity = capacities(self.runner.records.values())
         return {load: blind_spot(load, cost, capacity) for load, cost in costs.items()}
+
+    @property
+    def reference(self) -> str:
+        return STORED_BASELINE
+
+    def gate_point(
+        self, spec: GateSpec, load: int, baseline: Baseline | None, session: Any, not_comparable: str | None
+    ) -> GatePoint:
+        """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`."""
+        point = self.measure(load, baseline, spec.tolerance)
+        cost = session.point_cost(self, load)
+        spot = self.blind_spots({load: cost})[load]
+        return GatePoint(spec, point, baseline, not_comparable, cost, spot)
+
+    def baseline_costs(self, session: Any) -> dict[int, PointCost | None]:
+        """Every measured load's CPU per record, as a baseline records it."""
+        return {load: session.point_cost(self, load) for load in self.points}
+
+    def report(
+        self,
+        name: str,
+        baseline: Baseline | None,
+        tolerance: int,
+        cost_tolerance: float | None,
+        settings: TheodoliteSettings,
+        session: Any,
+        testbed_extra: Mapping[str, str] | None,
+    ) -> BenchmarkReport:
+        """The demand function against the stored baseline, the CPU per record and the blind spots."""
+        measured = self.demand_result()
+        measured_testbed = testbed(
+            settings, session.spark, self.settings.instance_cpu, session.calibration, testbed_extra
+        )
+        costs = {load: session.point_cost(self, load) for load in sorted(self.points)}
+        comparison = compare(
+            measured,
+            baseline,
+            tolerance,
+            measured_testbed=measured_testbed,
+            benchmark=name,
+            not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
+            costs=costs,
+            cost_tolerance=cost_tolerance,
+            uncertain={
+                load: point.uncertain_against(baseline, tolerance) for load, point in self.points.items()
+            },
+        )
+        blind_spots = self.blind_spots(costs)
+        plot = None
+        try:
+            plot = scalability_plot(
+                settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured, baseline
+            )
+        except PlotDependencyMissing as exc:
+            notes: tuple[str, ...] = (str(exc),)
+        else:
+            notes = ()
+        if comparison.improvements and not settings.update_baselines:
+            notes += ("lower the baseline with --theodolite-update-baselines",)
+        calibrated = calibration_note(session.calibration, baseline)
+        if calibrated:
+            notes = (calibrated, *notes)
+        warning = blind_spot_warning(
+            name, [blind_spots[load] for load in measured.demand if load in blind_spots]
+        )
+        if warning:
+            notes += (warning,)
+        return BenchmarkReport(
+            name, comparison, measured, baseline, plot, notes, point_costs=costs, blind_spots=blind_spots
+        )
+
+    def close(self) -> None:
+        """Nothing of its own runs between gate tests: the runner's processes end with each sub-experiment."""

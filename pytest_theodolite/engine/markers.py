@@ -44,6 +44,35 @@ GATE_DEFAULTS: dict[str, Any] = {
 
 
 MARKER_KEYWORDS = ("loads", *GATE_DEFAULTS)
+#: what each marker key means (the reference docs and ``pytest --markers`` are made from it)
+MARKER_HELP: dict[str, str] = {
+    "loads": "the loads the gate reports, one test per load (records/s or the benchmark's load unit)",
+    "resources": "the instance counts a demand search may try, ascending",
+    "duration": "seconds measured at least after the warm-up, per sub-experiment",
+    "max_duration": "seconds measured at most: the measurement goes on past duration until the lag slope's "
+    "confidence interval lies on one side of the threshold",
+    "warmup": "auto (until the micro-batch durations stop falling) or seconds of lag dropped before fitting "
+    "the trend",
+    "max_warmup": "seconds an auto warm-up may take before the sub-experiment fails as not settled",
+    "prime": "true: run the first micro-batches without the instances' CPU limit (JIT and code generation "
+    "are set-up); false: under the limit from the start",
+    "confidence": "confidence of the lag slope's interval, e.g. 0.95",
+    "slope_method": "batch-aligned (one lag point per finished micro-batch), ols or theil-sen (every sample, "
+    "as Theodolite)",
+    "threshold": "largest lag slope that passes: records/s (2000) or a share of the load (5%)",
+    "strategy": "demand search: linear, binary, initial-guess, baseline-guess, full, optionally +lower-bound",
+    "repetitions": "repetitions per sub-experiment (the median slope decides)",
+    "tolerance": "instances a load's demand may exceed its reference before failing",
+    "cost_tolerance": "fail a load whose CPU per record rose beyond this share of the reference's (e.g. 20%) "
+    "and beyond its noise, at the same demand; unset: reported only",
+    "sample_interval": "seconds between two lag samples",
+    "spark_conf": "Spark settings for the job's session, e.g. {'spark.sql.shuffle.partitions': '8'}",
+    "instance_cpu": "CPU cores per instance, e.g. 0.25, enforced with cgroups where they can be made; "
+    "None: unlimited",
+    "max_batch_duration": "largest median micro-batch duration (s) that passes; None: only the lag trend decides",
+    "max_late_rate": "most records per second a stateful job may drop as later than its watermark after the "
+    "warm-up (e.g. 0); None: not checked",
+}
 
 
 class GateSpecError(ValueError):

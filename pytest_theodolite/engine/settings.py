@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_theodolite.engine.markers import MARKER_HELP
 from pytest_theodolite.infra.kafka import client_properties
 from pytest_theodolite.infra.maven import default_cache_dir
 from pytest_theodolite.store import host
@@ -127,73 +128,27 @@ OPTIONS: list[tuple[str, str, str, str]] = [
     ),
 ]
 
-#: per-gate settings: a value here (command line > ini) overrides the ``theodolite`` marker's, which overrides
-#: the default in gates.GATE_DEFAULTS
+#: per-gate settings on the command line (``--theodolite-<key>``) and in the ini file (``theodolite_<key>``):
+#: a value there overrides the ``theodolite`` marker's, which overrides engine.markers.GATE_DEFAULTS; each
+#: one's help is the marker key's (engine.markers.MARKER_HELP)
+GATE_OPTION_KEYS: tuple[str, ...] = (
+    "duration",
+    "max_duration",
+    "warmup",
+    "max_warmup",
+    "confidence",
+    "prime",
+    "slope_method",
+    "threshold",
+    "strategy",
+    "max_batch_duration",
+    "max_late_rate",
+    "repetitions",
+    "tolerance",
+    "cost_tolerance",
+)
 GATE_OPTIONS: list[tuple[str, str, str]] = [
-    ("--theodolite-duration", "duration", "seconds measured at least after the warm-up, per sub-experiment"),
-    (
-        "--theodolite-max-duration",
-        "max_duration",
-        "seconds measured at most: the measurement goes on past "
-        "--theodolite-duration until the lag slope's confidence interval lies on one side of the threshold",
-    ),
-    (
-        "--theodolite-warmup",
-        "warmup",
-        "auto (until the micro-batch durations stop falling) or seconds of lag "
-        "dropped before fitting the trend",
-    ),
-    (
-        "--theodolite-max-warmup",
-        "max_warmup",
-        "seconds an auto warm-up may take before the sub-experiment fails as not settled",
-    ),
-    ("--theodolite-confidence", "confidence", "confidence of the lag slope's interval, e.g. 0.95"),
-    (
-        "--theodolite-prime",
-        "prime",
-        "true: run the first micro-batches without the instances' CPU limit "
-        "(JIT and code generation are set-up); false: under the limit from the start",
-    ),
-    (
-        "--theodolite-slope-method",
-        "slope_method",
-        "batch-aligned (one lag point per finished micro-batch), "
-        "ols or theil-sen (every sample, as Theodolite)",
-    ),
-    (
-        "--theodolite-threshold",
-        "threshold",
-        "largest lag slope that passes: records/s (2000) or a share of the load (5%%)",
-    ),
-    (
-        "--theodolite-strategy",
-        "strategy",
-        "demand search: linear, binary, initial-guess, full, optionally +lower-bound",
-    ),
-    (
-        "--theodolite-max-batch-duration",
-        "max_batch_duration",
-        "largest median micro-batch duration (s) that passes; empty: only the lag trend decides",
-    ),
-    (
-        "--theodolite-max-late-rate",
-        "max_late_rate",
-        "most records per second a stateful job may drop as later than its watermark after the warm-up "
-        "(e.g. 0); empty: not checked",
-    ),
-    ("--theodolite-repetitions", "repetitions", "repetitions per sub-experiment (the median slope decides)"),
-    (
-        "--theodolite-tolerance",
-        "tolerance",
-        "instances a load's demand may exceed its baseline before failing",
-    ),
-    (
-        "--theodolite-cost-tolerance",
-        "cost_tolerance",
-        "fail a load whose CPU per record rose beyond this share of the baseline's (e.g. 20%%) and beyond its "
-        "noise, at the same demand; off: reported only",
-    ),
+    ("--theodolite-" + key.replace("_", "-"), key, MARKER_HELP[key]) for key in GATE_OPTION_KEYS
 ]
 
 

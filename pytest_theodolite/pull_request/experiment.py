@@ -20,13 +20,31 @@ from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import SKIPPED, IncrementalSearch
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
+from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings, PhaseTimings
+from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSession
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.engine.testbed import calibration_note
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
-from pytest_theodolite.pull_request.paired import CHANGE, REF, SIDES, PairedDemandSearch, compare_sides
-from pytest_theodolite.pull_request.sides import SideProcess, SideSpec
+from pytest_theodolite.pull_request.gate_point import PairedGatePoint
+from pytest_theodolite.pull_request.paired import (
+    CHANGE,
+    REF,
+    SAME_TESTBED,
+    SIDES,
+    PairedDemandSearch,
+    compare_sides,
+)
+from pytest_theodolite.pull_request.sides import SideProcess, SideSpec, spec_for
 from pytest_theodolite.pull_request.worktree import RefWorktree
-from pytest_theodolite.report.summary import CostFigure
-from pytest_theodolite.store.baseline import Baseline, PointComparison
+from pytest_theodolite.report.summary import (
+    BenchmarkReport,
+    CostFigure,
+    PlotDependencyMissing,
+    scalability_plot,
+)
+from pytest_theodolite.store.baseline import Baseline, Comparison, PointComparison, compare
+from pytest_theodolite.store.results import experiment_id
 
 SubExperimentListener = Callable[[str, Any, Any], None]
 
@@ -212,6 +230,98 @@ class PairedExperiment:
         }
         return PairedPoint(paired.load, sides)
 
+    @property
+    def reference(self) -> str:
+        return self.target.label
+
+    def gate_point(
+        self, spec: GateSpec, load: int, baseline: Baseline | None, session: Any, not_comparable: str | None
+    ) -> PairedGatePoint:
+        """Both sides' demand at `load`; the change is judged against REF's, and beside it the stored
+        baseline's where there is one."""
+        paired = self.measure(load, baseline, spec.tolerance)
+        return PairedGatePoint(
+            spec, paired.sides[CHANGE], baseline, not_comparable, paired=paired, label=self.reference
+        )
+
+    def baseline_costs(self, session: Any) -> None:
+        """None: a baseline written in pull-request mode records no CPU per record (REF shares the host)."""
+        return None
+
+    def report(
+        self,
+        name: str,
+        baseline: Baseline | None,
+        tolerance: int,
+        cost_tolerance: float | None,
+        settings: TheodoliteSettings,
+        session: Any,
+        testbed_extra: Mapping[str, str] | None,
+    ) -> BenchmarkReport:
+        """The change against REF per load, both sides' CPU per record, and the change against the stored
+        baseline where there is one."""
+        label = self.target.label
+        measured, ref = self.demand_result(CHANGE), self.demand_result(REF)
+        points = [self.points[load] for load in sorted(self.points)]
+        comparison = Comparison(
+            benchmark=name,
+            points=tuple(p.comparison(name, tolerance, cost_tolerance) for p in points),
+            tolerance=tolerance,
+            cost_tolerance=cost_tolerance,
+        )
+        against = (
+            compare(
+                measured,
+                baseline,
+                tolerance,
+                measured_testbed=None,
+                benchmark=name,
+                not_comparable=session.not_comparable(baseline),
+                uncertain={
+                    load: point.sides[CHANGE].uncertain_against(baseline, tolerance)
+                    for load, point in self.points.items()
+                },
+            )
+            if baseline is not None
+            else None
+        )
+        ref_function = Baseline(
+            name,
+            {load: value for load, value in ref.demand.items() if load not in ref.unmeasured},
+            {},
+            SAME_TESTBED,
+        )
+        notes: tuple[str, ...] = (
+            f"{label} measured beside the working tree, alternating (ABBA) at every load and instance count; "
+            f"raw results: {settings.results_dir / REF}, {settings.results_dir / CHANGE}",
+        )
+        plot = None
+        try:
+            plot = scalability_plot(
+                settings.results_dir / f"{experiment_id(name)}_demand.png",
+                name,
+                measured,
+                ref_function,
+                reference=label,
+                measured_label="change (working tree)",
+            )
+        except PlotDependencyMissing as exc:
+            notes += (str(exc),)
+        calibrated = calibration_note(session.calibration, baseline)
+        if calibrated:
+            notes = (calibrated, *notes)
+        return BenchmarkReport(
+            name,
+            comparison,
+            measured,
+            ref_function,
+            plot,
+            notes,
+            reference=label,
+            costs={p.load: p.cost_figure() for p in points},
+            baseline_comparison=against,
+        )
+
     def demand_result(self, side: str = CHANGE) -> DemandResult:
         result = self.search.searches[side].result(self.settings.loads)
         assert isinstance(result, DemandResult)
@@ -240,3 +350,32 @@ def start_paired_experiment(
             process.close()
         raise
     return PairedExperiment(benchmark, settings, target, started, on_sub_experiment)
+
+
+def paired_experiments(target: CompareTarget) -> ExperimentFactory:
+    """How a session starts each benchmark in pull-request mode: both sides' driver processes, each with its
+    own results directory (``ref/``, ``change/``) and its revision in the testbed facts."""
+
+    def start(
+        session: TheodoliteSession,
+        benchmark: Benchmark,
+        settings: ExperimentSettings,
+        testbed: dict[str, Any],
+    ) -> PairedExperiment:
+        specs = {
+            side: spec_for(
+                side,
+                target.ref_root if side == REF else target.change_root,
+                benchmark,
+                settings,
+                session.kafka,
+                session.spark,
+                session.results_dir / side,
+                experiment_id(benchmark.name),
+                {**testbed, "revision": target.commit if side == REF else "working tree"},
+            )
+            for side in SIDES
+        }
+        return start_paired_experiment(benchmark, settings, target, specs, session.on_sub_experiment)
+
+    return start

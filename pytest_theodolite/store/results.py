@@ -472,3 +472,8 @@ def iter_repetition_series(
                 if (key.load, key.resources, key.repetition) == (load, resources, repetition)
             },
         )
+
+
+def experiment_id(benchmark_name: str) -> str:
+    """Results file names are ``exp<id>_<load>_...``: the id may not contain ``_``."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", benchmark_name).strip("-") or "benchmark"

@@ -1,0 +1,52 @@
+"""The testbed a gate ran on, as a baseline records it, and how this session's calibration relates to a
+baseline's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from pytest_theodolite.engine.calibration import Calibration
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.store.baseline import Baseline, Testbed
+
+
+def testbed(
+    settings: TheodoliteSettings,
+    spark: SparkCluster,
+    instance_cpu: float | None,
+    calibration: Calibration | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> Testbed:
+    """This machine and setup; the instance CPU is the one a benchmark really ran with; ``extra``: the facts
+    of the pytest_theodolite_testbed hook."""
+    current = Testbed.current(
+        kafka_provider=settings.kafka_provider,
+        spark_master=settings.spark_master,
+        instance_cpu=instance_cpu if spark.can_limit_cpu else None,
+    )
+    current = replace(current, extra=dict(extra or {}))
+    if calibration is None:
+        return current
+    return replace(
+        current,
+        calibration_rows_per_s=float(round(calibration.rows_per_s)),
+        calibration_cpu_us_per_row=None
+        if calibration.cpu_us_per_row is None
+        else round(calibration.cpu_us_per_row, 4),
+    )
+
+
+def calibration_note(calibration: Calibration | None, baseline: Baseline | None) -> str | None:
+    """'testbed calibration: ... (baseline: ..., ratio ...)' for the summary, or None before any calibration."""
+    if calibration is None:
+        return None
+    note = f"testbed calibration: {calibration.describe()}"
+    recorded = baseline.testbed.calibration_rows_per_s if baseline is not None else None
+    if recorded:
+        ratio = calibration.rows_per_s / recorded
+        note += f"; baseline's: {recorded:,.0f} rows/s (this testbed at {ratio:.2f}x)"
+    elif baseline is not None:
+        note += "; the baseline has none (recorded before calibration: re-record it to compare testbeds)"
+    return note

@@ -1,0 +1,275 @@
+"""A gate point on the test's side: its state across the session, the fixture's work and the check that
+turns a verdict into a pass, a failure or exit code 7."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_theodolite.core.outcomes import Verdict
+from pytest_theodolite.engine.experiment import SubExperimentListener
+from pytest_theodolite.engine.gate import GatePoint
+from pytest_theodolite.engine.markers import gate_spec
+from pytest_theodolite.engine.runner import experiment_settings_dict
+from pytest_theodolite.engine.session import TheodoliteSession
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.engine.testbed import testbed
+from pytest_theodolite.infra.isolation import MeasurementLock
+from pytest_theodolite.pull_request.sides import SideError, job_reference
+from pytest_theodolite.pull_request.worktree import (
+    CompareRefError,
+    files_missing_at,
+    repository_root,
+    resolve_ref,
+)
+from pytest_theodolite.report.progress import progress_line
+from pytest_theodolite.store.baseline import (
+    Baseline,
+    BaselineError,
+    PointComparison,
+    baseline_from_measurement,
+    baseline_path,
+    load_baseline,
+    write_baseline,
+)
+
+SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
+STATE_KEY = pytest.StashKey["GateState"]()
+
+
+def settings_of(config: pytest.Config) -> TheodoliteSettings:
+    return config.stash[SETTINGS_KEY]
+
+
+def state_of(config: pytest.Config) -> GateState:
+    return config.stash[STATE_KEY]
+
+
+#: start(what) runs a part of the set-up; a broken part stops the run with one message (plugin._start)
+Starter = Callable[[Callable[[], Any]], Any]
+
+
+@dataclass(eq=False)  # registered as a plugin: pluggy needs it hashable (by identity)
+class GateState:
+    """What the gates of this pytest process measured, and how their tests ended."""
+
+    session: TheodoliteSession | None = None
+    baselines: dict[str, Baseline | None] = field(default_factory=dict)
+    tolerances: dict[str, int] = field(default_factory=dict)
+    cost_tolerances: dict[str, float | None] = field(default_factory=dict)
+    spec_errors: list[str] = field(default_factory=list)
+    summary: dict[str, Any] | None = None  # rendered summaries; from xdist workers via workeroutput
+    worker_summaries: list[dict[str, Any]] = field(default_factory=list)
+    #: under pytest-xdist with --theodolite-isolation exclusive (see isolation.py); made on first use
+    measurement_lock: MeasurementLock | None = None
+    unmeasured: int = 0
+    regressions: int = 0
+    other_failures: int = 0
+    #: the merged answers of the pytest_theodolite_testbed hook; None: not asked yet
+    testbed_extra: dict[str, str] | None = None
+
+    # hooks of this object, registered per config (the report hooks get no config to find the state in)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not report.failed:
+            return
+        properties = {name for name, _ in report.user_properties}
+        if "theodolite.unmeasured" in properties:
+            self.unmeasured += 1
+        elif "theodolite.regression" in properties:
+            self.regressions += 1
+        else:
+            self.other_failures += 1
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        summary = getattr(node, "workeroutput", {}).get("theodolite_summary")
+        if summary:
+            self.worker_summaries.append(summary)
+
+
+@dataclass
+class TheodoliteGate:
+    """One point of a gate: demand(load) measured in setup; ``check()`` judges it against its reference."""
+
+    measured: GatePoint
+    record_property: Callable[[str, object], None]
+    checked: bool = False  # check() ran; if the test body did not call it, the plugin does after the body
+
+    @property
+    def point(self) -> Any:
+        """The change's demand point (load, resources, status, sub-experiments)."""
+        return self.measured.point
+
+    @property
+    def comparison(self) -> PointComparison:
+        return self.measured.comparison()
+
+    def check(self) -> PointComparison:
+        self.checked = True
+        comparison = self.measured.comparison()
+        for key, value in self.measured.junit_properties(comparison):
+            self.record_property(key, value)
+        load = self.measured.point.load
+        if comparison.verdict is Verdict.NOT_COMPARABLE:
+            # neither a pass nor a regression: counted with the unmeasured loads (exit code 7)
+            self.record_property("theodolite.unmeasured", load)
+            pytest.fail(self.measured.failure_message(comparison), pytrace=False)
+        if comparison.verdict in (Verdict.REGRESSION, Verdict.COST_REGRESSION):
+            self.record_property("theodolite.regression", load)
+            pytest.fail(self.measured.failure_message(comparison), pytrace=False)
+        return comparison
+
+
+def measure_gate_point(
+    request: pytest.FixtureRequest,
+    load: int,
+    settings: TheodoliteSettings,
+    state: GateState,
+    start: Starter,
+    record_property: Callable[[str, object], None],
+) -> TheodoliteGate:
+    """The ``theodolite_gate`` fixture's work: the baseline loaded (once per benchmark), the load measured,
+    an unmeasured load failed, and with --theodolite-update-baselines the baseline rewritten."""
+    marker = request.node.get_closest_marker("theodolite")
+    spec = gate_spec(marker.args, marker.kwargs, settings.gate_overrides, settings.job_options)
+    name = spec.benchmark.name
+    if name not in state.baselines:
+        path = baseline_path(settings.baselines_dir, name)
+        try:
+            state.baselines[name] = load_baseline(path, name)
+        except BaselineError as exc:
+            pytest.fail(f"pytest-theodolite: {exc}", pytrace=False)
+    baseline = state.baselines[name]
+    state.tolerances[name] = spec.tolerance
+    state.cost_tolerances[name] = spec.cost_tolerance
+    if baseline is None and not settings.update_baselines and not settings.compare_ref:
+        pytest.skip(
+            f"no baseline for {name} at {baseline_path(settings.baselines_dir, name)}: "
+            "record one with --theodolite-update-baselines"
+        )
+    session: TheodoliteSession = request.getfixturevalue("theodolite")
+    if session.on_sub_experiment is None:  # a session a conftest made: its gates report through the hook too
+        session.on_sub_experiment = sub_experiment_hook(request.config)
+    state.session = session
+    experiment = start(lambda: session.experiment(spec.benchmark, spec.settings))
+    not_comparable = None if settings.update_baselines else session.not_comparable(baseline)
+    measured: GatePoint = start(lambda: experiment.gate_point(spec, load, baseline, session, not_comparable))
+    if measured.unmeasured:
+        request.node.user_properties.append(("theodolite.unmeasured", load))
+        pytest.fail(
+            f"pytest-theodolite: could not measure the demand of {name} at load {load}: {measured.point.reason}",
+            pytrace=False,
+        )
+    if settings.update_baselines:
+        current = testbed(
+            settings,
+            session.spark,
+            spec.settings.instance_cpu,
+            session.calibration,
+            testbed_extra(request.config),
+        )
+        updated = baseline_from_measurement(
+            name,
+            experiment.demand_result(),
+            {
+                **experiment_settings_dict(spec.benchmark, spec.settings, current.to_dict()),
+                "tolerance": spec.tolerance,
+            },
+            current,
+            previous=baseline,
+            loads=spec.settings.loads,
+            # every load measured so far: each update rewrites the whole file
+            cost=experiment.baseline_costs(session),
+        )
+        write_baseline(baseline_path(settings.baselines_dir, name), updated)
+        state.baselines[name] = updated
+        measured = replace(measured, baseline=updated)
+    return TheodoliteGate(measured, record_property)
+
+
+def check_compare_ref(config: pytest.Config, gate_items: list[pytest.Item]) -> None:
+    """Pull-request mode: REF must exist and hold every gate's job module, or nothing is measured."""
+    ref = settings_of(config).compare_ref
+    assert ref is not None
+    files: dict[Path, str] = {}
+    for item in gate_items:
+        marker = item.get_closest_marker("theodolite")
+        assert marker is not None  # a gate point
+        benchmark = marker.args[0]
+        try:
+            module, _ = job_reference(benchmark)
+        except SideError as exc:
+            raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
+        path = Path(getattr(sys.modules.get(module), "__file__", None) or "")
+        if not path.is_file():
+            raise pytest.UsageError(
+                f"pytest-theodolite: {benchmark.name}: its job module {module} has no file"
+            )
+        files[path] = f"{benchmark.name} ({module})"
+    try:
+        commit = resolve_ref(config.rootpath, ref)
+        outside = [
+            p for p in files if not p.resolve().is_relative_to(repository_root(config.rootpath).resolve())
+        ]
+        if outside:
+            raise CompareRefError(
+                "--theodolite-compare-ref compares the jobs of this repository, but "
+                + ", ".join(f"{files[p]} is imported from {p}" for p in outside)
+                + ": install the project in editable mode (pip install -e .)"
+            )
+        missing = files_missing_at(config.rootpath, commit, list(files))
+    except CompareRefError as exc:
+        raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
+    if missing:
+        raise pytest.UsageError(
+            f"pytest-theodolite: --theodolite-compare-ref {ref} ({commit[:12]}) lacks the job of "
+            + ", ".join(f"{files[p]}: {p.name}" for p in missing)
+            + ": a benchmark new in this change has nothing to be compared with; deselect it (-k) for this run"
+        )
+
+
+def sub_experiment_hook(config: pytest.Config) -> SubExperimentListener:
+    def call(benchmark: str, record: Any, timings: Any) -> None:
+        config.hook.pytest_theodolite_sub_experiment(
+            config=config, benchmark=benchmark, record=record, timings=timings
+        )
+
+    return call
+
+
+def report_progress(config: pytest.Config, benchmark: str, record: Any, timings: Any) -> None:
+    """The plugin's own pytest_theodolite_sub_experiment: a progress line as each sub-experiment ends."""
+    live(config, f"theodolite: {benchmark} {progress_line(record, timings)}")
+
+
+def testbed_extra(config: pytest.Config) -> dict[str, str]:
+    """The merged answers of pytest_theodolite_testbed (asked once, when first needed: conftests are loaded)."""
+    state = state_of(config)
+    if state.testbed_extra is None:
+        extra: dict[str, str] = {}
+        for answer in config.hook.pytest_theodolite_testbed(config=config):
+            if not isinstance(answer, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in answer.items()
+            ):
+                raise pytest.UsageError(
+                    f"pytest-theodolite: pytest_theodolite_testbed returned {answer!r}: "
+                    "return a dict of texts, e.g. {'runner': 'ubuntu-24.04-2core'}"
+                )
+            extra.update(answer)
+        state.testbed_extra = extra
+    return state.testbed_extra
+
+
+def live(config: pytest.Config, line: str) -> None:
+    """Write a line to the terminal now, past pytest's output capturing (as live logging does)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
