@@ -3,6 +3,7 @@ turns a verdict into a pass, a failure or exit code 7."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -10,16 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xdist
 
 from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.engine.experiment import SubExperimentListener
 from pytest_theodolite.engine.gate import GatePoint
 from pytest_theodolite.engine.markers import gate_spec
 from pytest_theodolite.engine.runner import experiment_settings_dict
-from pytest_theodolite.engine.session import TheodoliteSession
+from pytest_theodolite.engine.session import TheodoliteSession, summarise
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import testbed
+from pytest_theodolite.glue.scheduler import write_gate_points
 from pytest_theodolite.infra.isolation import MeasurementLock
+from pytest_theodolite.infra.shared import release_all
 from pytest_theodolite.pull_request.sides import SideError, job_reference
 from pytest_theodolite.pull_request.worktree import (
     CompareRefError,
@@ -38,6 +42,11 @@ from pytest_theodolite.store.baseline import (
     write_baseline,
 )
 
+#: exit code of a run in which nothing regressed but some demand could not be measured (invalid or errored
+#: sub-experiments, or a reference not comparable): CI can tell "regressed" (1) from "could not measure" (7)
+EXIT_UNMEASURED = 7
+#: set on the items that are points of a gate (a ``theodolite`` marker and the ``theodolite_load`` parameter)
+GATE_POINT_KEY = pytest.StashKey[bool]()
 SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
 STATE_KEY = pytest.StashKey["GateState"]()
 
@@ -273,3 +282,91 @@ def live(config: pytest.Config, line: str) -> None:
         return
     with capture.global_and_fixture_disabled():
         reporter.write_line(line)
+
+
+def measurement_lock(session: pytest.Session) -> MeasurementLock | None:
+    """The lock that keeps other tests from running beside a measurement; only xdist workers need one."""
+    config = session.config
+    state = state_of(config)
+    if (
+        state.measurement_lock is None
+        and xdist.is_xdist_worker(session)
+        and settings_of(config).isolation == "exclusive"
+    ):
+        # the directory all workers of this run share (as for the shared broker)
+        state.measurement_lock = MeasurementLock(
+            config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+        )
+    return state.measurement_lock
+
+
+def write_summaries(terminalreporter: Any, config: pytest.Config) -> None:
+    """Every process's summary at the end of the run, and as Markdown into GitHub's step summary."""
+    state = state_of(config)
+    summaries = [s for s in [state.summary, *state.worker_summaries] if s]
+    if not summaries:
+        return
+    terminalreporter.section("theodolite: scalability gates")
+    for summary in summaries:
+        for line in summary["lines"]:
+            terminalreporter.write_line(line)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary and not xdist.is_xdist_worker(terminalreporter):  # it has the .config xdist looks at
+        with open(step_summary, "a", encoding="utf-8") as out:
+            out.write("\n".join(s["markdown"] for s in summaries) + "\n")
+
+
+def mark_gate_points(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the gate points among the collected items (one xdist group); pull-request mode's REF checked
+    before anything is measured; under xdist, this worker's gate points listed for the scheduler."""
+    errors = state_of(config).spec_errors
+    if errors:
+        raise pytest.UsageError("pytest-theodolite: bad theodolite marker:\n  " + "\n  ".join(errors))
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if (
+            item.get_closest_marker("theodolite") is not None
+            and callspec
+            and "theodolite_load" in callspec.params
+        ):
+            item.stash[GATE_POINT_KEY] = True
+            item.add_marker(pytest.mark.xdist_group("theodolite"))
+    gate_items = [item for item in items if item.stash.get(GATE_POINT_KEY, False)]
+    if gate_items:
+        # a broken pytest_theodolite_testbed is a usage error before anything is measured
+        testbed_extra(config)
+        if settings_of(config).compare_ref:
+            check_compare_ref(config, gate_items)
+    if xdist.is_xdist_worker(session):
+        write_gate_points(
+            config._tmp_path_factory.getbasetemp().parent,  # type: ignore[attr-defined]
+            config.workerinput["workerid"],  # type: ignore[attr-defined]
+            [item.nodeid for item in gate_items],
+        )
+
+
+def finish_session(session: pytest.Session) -> None:
+    """The summary of what this process measured; the services xdist's workers shared stopped; exit code 7
+    where nothing regressed but some load was not measured or not comparable."""
+    state = state_of(session.config)
+    if state.session is not None:
+        state.summary = summarise(
+            state.session,
+            state.baselines,
+            state.tolerances,
+            settings_of(session.config),
+            testbed_extra(session.config),
+            state.cost_tolerances,
+        )
+        if xdist.is_xdist_worker(session):
+            session.config.workeroutput["theodolite_summary"] = state.summary  # type: ignore[attr-defined]
+    if xdist.is_xdist_controller(session):
+        # the services the workers shared
+        release_all(session.config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+    if (
+        state.unmeasured
+        and not state.regressions
+        and not state.other_failures
+        and session.exitstatus == pytest.ExitCode.TESTS_FAILED
+    ):
+        session.exitstatus = EXIT_UNMEASURED
