@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     )
     from generator.workload import Hierarchy, Workload
     from pytest_theodolite.core.errors import TheodoliteSetupError
+    from pytest_theodolite.core.estimators import SlopeThreshold
+    from pytest_theodolite.core.evaluation import SloSettings
     from pytest_theodolite.core.outcomes import Outcome, Verdict
     from pytest_theodolite.core.scalability import CapacityResult, DemandResult
-    from pytest_theodolite.core.slo import SlopeThreshold, SloSettings
     from pytest_theodolite.engine.runner import Benchmark
     from pytest_theodolite.infra.kafka.version import KAFKA_VERSION
     from pytest_theodolite.store.baseline import Baseline, load_baseline
@@ -51,8 +52,8 @@ _PUBLIC = {
     "EVENT_TIME": "generator.factories",
     "KEY": "generator.factories",
     "SEQUENCE": "generator.factories",
-    "SloSettings": "pytest_theodolite.core.slo",
-    "SlopeThreshold": "pytest_theodolite.core.slo",
+    "SloSettings": "pytest_theodolite.core.evaluation",
+    "SlopeThreshold": "pytest_theodolite.core.estimators",
     "Outcome": "pytest_theodolite.core.outcomes",
     "Verdict": "pytest_theodolite.core.outcomes",
     "DemandResult": "pytest_theodolite.core.scalability",

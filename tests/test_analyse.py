@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from pytest_theodolite.cli.analyse import main, reanalyse
+from pytest_theodolite.core.estimators import TimeSeries
+from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import (
     SERIES_GENERATOR_RATE,
@@ -19,7 +21,6 @@ from pytest_theodolite.core.records import (
 )
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.search import Strategy, search_demand
-from pytest_theodolite.core.slo import SloSettings, TimeSeries, evaluate_repetition
 from pytest_theodolite.store.results import ResultsWriter, read_results
 
 T0 = 1_700_000_000.0

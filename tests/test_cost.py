@@ -26,9 +26,10 @@ from pytest_theodolite.core.cost import (
     point_cost,
     sub_experiment_cost,
 )
+from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
-from pytest_theodolite.core.slo import LAG_TREND, SloVerdict, TimeSeries
+from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
 
 
 def samples(us_per_record: float, seconds: int = 30, rate: float = 4000, jitter: float = 0.0, seed: int = 1):

@@ -22,9 +22,10 @@ import pytest
 from generator import Workload
 from pytest_theodolite.cli.analyse import main as theodolite_cli
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
+from pytest_theodolite.core.estimators import SlopeThreshold
+from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.slo import SlopeThreshold, SloSettings
 from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka

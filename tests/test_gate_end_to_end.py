@@ -7,8 +7,8 @@ import pytest
 from theodolite_analysis import theodolite_trend_slope
 
 from pytest_theodolite.cli.analyse import main
+from pytest_theodolite.core.estimators import lag_trend_slope
 from pytest_theodolite.core.protocol import Stop
-from pytest_theodolite.core.slo import lag_trend_slope
 from pytest_theodolite.store.results import read_series
 
 # it measures (a real gate inside): under pytest-xdist nothing else may run beside it

@@ -682,9 +682,10 @@ def test_the_late_records_bound_comes_from_the_marker_or_the_command_line():
 
 
 def test_a_progress_line_says_how_many_records_were_dropped_as_late_where_that_is_checked():
+    from pytest_theodolite.core.estimators import TimeSeries
     from pytest_theodolite.core.outcomes import Outcome
     from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
-    from pytest_theodolite.core.slo import LAG_TREND, SloVerdict, TimeSeries, check_late_records
+    from pytest_theodolite.core.slo import LAG_TREND, SloVerdict, check_late_records
     from pytest_theodolite.report.progress import progress_line
 
     late = check_late_records(TimeSeries.of([30.0], [90]), max_rate=0.0, from_s=0.0, to_s=60.0)

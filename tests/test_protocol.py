@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from pytest_theodolite.core.estimators import TimeSeries, batch_aligned, lag_trend_estimate
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import (
     MeasurementPlan,
@@ -19,7 +20,6 @@ from pytest_theodolite.core.protocol import (
     batch_durations_settled,
     stop_of,
 )
-from pytest_theodolite.core.slo import TimeSeries, batch_aligned, lag_trend_estimate
 
 T0 = 1_700_000_000.0
 

@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 from theodolite_analysis import theodolite_trend_slope
 
+from pytest_theodolite.core.estimators import SlopeThreshold, TimeSeries, lag_trend_slope
+from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import (
     SERIES_GENERATOR_RATE,
@@ -16,15 +18,7 @@ from pytest_theodolite.core.records import (
 )
 from pytest_theodolite.core.redaction import REDACTED, redact_secrets
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
-from pytest_theodolite.core.slo import (
-    GENERATOR_RATE,
-    LAG_TREND,
-    SlopeThreshold,
-    SloSettings,
-    SloVerdict,
-    TimeSeries,
-    lag_trend_slope,
-)
+from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
 from pytest_theodolite.store.results import (
     RawSeriesKey,
     ResultsError,

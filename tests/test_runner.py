@@ -7,9 +7,10 @@ import pytest
 from generator import Workload
 from pytest_theodolite.cli import analyse as analyse_cli
 from pytest_theodolite.core.cost import cost_from_series
+from pytest_theodolite.core.estimators import SlopeThreshold
+from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.slo import SlopeThreshold, SloSettings
 from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
 from pytest_theodolite.store.results import read_results, read_series
 from spark_jobs import uc1

@@ -191,9 +191,10 @@ def test_gate_points_parses_its_arguments_and_explains_a_point(tmp_path):
 
 
 def test_pair_order_compares_the_second_side_of_each_pair_with_the_first(tmp_path):
+    from pytest_theodolite.core.estimators import SlopeThreshold
+    from pytest_theodolite.core.evaluation import SloSettings
     from pytest_theodolite.core.records import SERIES_LAG
     from pytest_theodolite.core.scalability import Metric
-    from pytest_theodolite.core.slo import SlopeThreshold, SloSettings
     from pytest_theodolite.store.results import ResultsWriter
 
     pairs = load_script("pair_order")

@@ -5,26 +5,26 @@ import dataclasses
 import numpy as np
 import pytest
 
+from pytest_theodolite.core.estimators import SlopeThreshold, TimeSeries, lag_trend_slope
+from pytest_theodolite.core.evaluation import (
+    SloSettings,
+    combine_outcomes,
+    combine_repetitions,
+    combine_verdicts,
+    evaluate_repetition,
+    median_trend_verdict,
+)
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.slo import (
     GENERATOR_RATE,
     LAG_TREND,
     LATENCY_TREND,
     MALFORMED_RECORDS,
-    SlopeThreshold,
-    SloSettings,
     SloVerdict,
-    TimeSeries,
     check_generator_rate,
     check_lag_trend,
     check_latency_trend,
     check_malformed_records,
-    combine_outcomes,
-    combine_repetitions,
-    combine_verdicts,
-    evaluate_repetition,
-    lag_trend_slope,
-    median_trend_verdict,
 )
 
 T0 = 1_700_000_000.0  # epoch seconds: large timestamps check the fit keeps its precision

@@ -19,6 +19,8 @@ from pytest_theodolite.core.cost import (
     cost_from_series,
     sub_experiment_cost,
 )
+from pytest_theodolite.core.estimators import SLOPE_METHODS, SlopeThreshold
+from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import stop_of
 from pytest_theodolite.core.records import (
@@ -39,16 +41,7 @@ from pytest_theodolite.core.scalability import (
     capacity_from_sub_experiments,
     demand_from_sub_experiments,
 )
-from pytest_theodolite.core.slo import (
-    BATCH_DURATION,
-    GENERATOR_RATE,
-    LAG_TREND,
-    SLOPE_METHODS,
-    SlopeThreshold,
-    SloSettings,
-    SloVerdict,
-    evaluate_repetition,
-)
+from pytest_theodolite.core.slo import BATCH_DURATION, GENERATOR_RATE, LAG_TREND, SloVerdict
 from pytest_theodolite.store.results import (
     ExperimentResults,
     ResultsError,

@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.outcomes import COST_NOT_COMPARED as NOT_COMPARED
 from pytest_theodolite.core.outcomes import COST_PASS as PASS
 from pytest_theodolite.core.outcomes import COST_REGRESSION as REGRESSION
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import SubExperimentRecord
-from pytest_theodolite.core.slo import TimeSeries
 
 #: the raw series a repetition writes while it measures: the instances' CPU seconds and the input topic's
 #: end offset (records offered so far), both cumulative, sampled with the lag

@@ -54,17 +54,16 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.slo import (
+from pytest_theodolite.core.estimators import (
     DEFAULT_CONFIDENCE,
     SlopeEstimate,
     SlopeMethod,
     TimeSeries,
-    batch_bound_side,
-    batch_duration_interval,
     lag_trend_estimate,
     trend_side,
 )
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.slo import batch_bound_side, batch_duration_interval
 
 
 class Phase(str, enum.Enum):

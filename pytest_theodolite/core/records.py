@@ -9,15 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from pytest_theodolite.core.evaluation import combine_repetitions, combine_verdicts
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import CERTAIN_STOPS
 from pytest_theodolite.core.scalability import SubExperiment
-from pytest_theodolite.core.slo import (
-    LAG_TREND,
-    SloVerdict,
-    combine_repetitions,
-    combine_verdicts,
-)
+from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
 
 _CERTAIN_STOP_VALUES = frozenset(stop.value for stop in CERTAIN_STOPS)
 

@@ -10,9 +10,10 @@ from typing import Any
 from pytest_theodolite.core.cost import (
     parse_cost_tolerance,
 )
+from pytest_theodolite.core.estimators import SlopeThreshold
+from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.search import parse_strategy
-from pytest_theodolite.core.slo import SlopeThreshold, SloSettings
 from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings
 
 #: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in

@@ -25,6 +25,8 @@ from typing import Any
 from generator import LoadGenerator, Workload, WorkloadError
 from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU, cost_estimate
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
+from pytest_theodolite.core.estimators import TimeSeries
+from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import MeasurementPlan, MeasurementProtocol, Phase
 from pytest_theodolite.core.records import (
@@ -37,14 +39,7 @@ from pytest_theodolite.core.records import (
 )
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import Strategy, describe_strategy, search_demand
-from pytest_theodolite.core.slo import (
-    GENERATOR_RATE,
-    LAG_TREND,
-    SloSettings,
-    SloVerdict,
-    TimeSeries,
-    evaluate_repetition,
-)
+from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster, executor_addresses

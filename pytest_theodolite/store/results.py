@@ -31,14 +31,12 @@ from typing import Any, Self, TextIO
 import numpy as np
 import pandas as pd
 
+from pytest_theodolite.core.estimators import TimeSeries
+from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import SERIES_LAG, SubExperimentRecord, json_safe
 from pytest_theodolite.core.redaction import redact_secrets
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
-from pytest_theodolite.core.slo import (
-    SloSettings,
-    TimeSeries,
-)
 from pytest_theodolite.store import host
 
 FORMAT_VERSION = 2  # 2: raw CSVs in Theodolite's `labels,timestamp,value` shape (1: `timestamp,value`)
