@@ -5,18 +5,15 @@ several processes with confluent-kafka and measures the achieved rate; ``python 
 command line. Bad parameters raise ``WorkloadError`` (a ``ValueError``) before anything is produced.
 """
 
-from generator.producer import (
+from generator.kafka_client import (
     DEFAULT_PRODUCER_CONFIG,
-    MEASURED_RATE_PER_PROCESS,
-    LoadGenerator,
-    RateSample,
-    RateSummary,
-    WorkerTotals,
     check_topics,
     librdkafka_config,
     publish_sensor_registry,
 )
+from generator.producer import MEASURED_RATE_PER_PROCESS, LoadGenerator, RateSample, RateSummary
 from generator.records import SPARK_SCHEMA_DDL, ActivePowerRecord, ValueTable, encode_record, key_of
+from generator.worker import WorkerTotals
 from generator.workload import (
     Hierarchy,
     KeySchedule,

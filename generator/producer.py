@@ -24,28 +24,26 @@ or put into an error message.
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import logging
 import math
 import multiprocessing as mp
 import os
 import queue as queue_module
-import re
-import signal
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from generator.factories import factory_cost_us, record_function
-from generator.records import ValueTable, key_of, record_prefix
-from generator.workload import SENSOR_REGISTRY_EVENT_KEY, Workload, WorkloadError
-
-LOG = logging.getLogger("generator")
-LOG.addHandler(logging.NullHandler())  # a library: the host application decides whether librdkafka logs show
+from generator.factories import factory_cost_us
+from generator.kafka_client import (
+    DEFAULT_PRODUCER_CONFIG,
+    check_topics,
+    librdkafka_config,
+    publish_sensor_registry,
+)
+from generator.worker import WorkerPlan, WorkerTotals, worker_main
+from generator.workload import Workload, WorkloadError
 
 #: Records/s one worker process is trusted to sustain. ``benchmarks/scripts/bench_generator.py`` measured one
 #: process flat out at 250 000 - 335 000 records/s (1.9 - 2.1 CPU-µs/record) against the embedded broker on
@@ -58,68 +56,8 @@ MEASURED_RATE_PER_PROCESS = 150_000.0
 #: record factory, a worker is trusted with half of ``1e6 / (this + the factory's own cost)`` records/s
 BUILTIN_US_PER_RECORD = 3.3
 
-DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
-    "linger.ms": 5,
-    "batch.size": 1_048_576,
-    "batch.num.messages": 10_000,
-    "compression.type": "none",
-    "acks": "all",
-    "partitioner": "murmur2_random",
-    "queue.buffering.max.messages": 2_000_000,  # headroom so a short broker stall does not raise BufferError
-    "queue.buffering.max.kbytes": 1_048_576,
-    "delivery.report.only.error": True,
-}
 
-# kafka-python keyword names (what ``KafkaCluster.client_kwargs()`` returns) -> librdkafka property names
-_KAFKA_PYTHON_NAMES = {
-    "security_protocol": "security.protocol",
-    "sasl_mechanism": "sasl.mechanism",
-    "sasl_plain_username": "sasl.username",
-    "sasl_plain_password": "sasl.password",
-    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
-    "ssl_cafile": "ssl.ca.location",
-    "ssl_certfile": "ssl.certificate.location",
-    "ssl_keyfile": "ssl.key.location",
-    "ssl_password": "ssl.key.password",
-    "ssl_crlfile": "ssl.crl.location",
-    "ssl_check_hostname": "ssl.endpoint.identification.algorithm",
-    "client_id": "client.id",
-}
-
-_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')  # JAAS quoting: \" and \\
-_MAX_CHUNK = 2_000  # records sent between two looks at the clock, the stop flag and the report boundary
 _START_MARGIN_S = 0.3  # time between "all workers ready" and the first record, so every worker starts on time
-_LATE_TOLERANCE_S = 0.1  # a record handed over this late still counts for the second it was due in
-_ACK_GRACE_S = 2.0  # how long a closed second waits for its acknowledgements before it is reported short
-
-
-def librdkafka_config(settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Client settings as librdkafka properties: dotted names pass through, kafka-python names are mapped.
-
-    So both ``{"security.protocol": "SASL_SSL", ...}`` and a ``kafka_cluster.client_kwargs()`` dict work.
-    ``bootstrap_servers`` is dropped (the generator sets its own).
-    """
-    config: dict[str, Any] = {}
-    for name, value in (settings or {}).items():
-        if name in ("bootstrap_servers", "bootstrap.servers"):
-            continue
-        if name == "sasl.jaas.config":  # a Java client's form: librdkafka takes the user and password
-            for field_name, field_value in _JAAS_FIELD.findall(str(value)):
-                config.setdefault(f"sasl.{field_name}", re.sub(r"\\(.)", r"\1", field_value))
-            continue
-        if "." in name:
-            config[name] = value
-        elif name in _KAFKA_PYTHON_NAMES:
-            target = _KAFKA_PYTHON_NAMES[name]
-            if name == "ssl_check_hostname":
-                value = "https" if value else "none"
-            config[target] = value
-        else:
-            raise WorkloadError(
-                f"unknown client setting {name!r}: use librdkafka property names (e.g. 'security.protocol', "
-                f"'sasl.username') or the kafka-python names {sorted(_KAFKA_PYTHON_NAMES)}"
-            )
-    return config
 
 
 class RateSample(NamedTuple):
@@ -157,25 +95,6 @@ class RateSummary:
         if not rates:
             return cls(target_rate, 0, 0.0, 0.0, 0.0, tolerance)
         return cls(target_rate, len(rates), sum(rates) / len(rates), min(rates), max(rates), tolerance)
-
-
-@dataclass(frozen=True)
-class WorkerTotals:
-    produced: int
-    acknowledged: int
-    failed: int
-    first_error: str | None
-
-
-@dataclass
-class _WorkerPlan:
-    """Everything one worker process needs (pickled to the child)."""
-
-    index: int
-    count: int
-    topic: str
-    workload: Workload
-    producer_config: dict[str, Any] = field(repr=False)
 
 
 @dataclass
@@ -384,9 +303,9 @@ class LoadGenerator:
         start_epoch_s = context.Value("d", 0.0)
         go = context.Event()
         for index in range(count):
-            plan = _WorkerPlan(index, count, self.topic, self.workload, producer_config)
+            plan = WorkerPlan(index, count, self.topic, self.workload, producer_config)
             worker = context.Process(
-                target=_worker_main,
+                target=worker_main,
                 args=(plan, self._reports, go, start_epoch_s, self._stop_event),
                 name=f"theodolite-generator-{index}",
                 daemon=True,
@@ -458,305 +377,4 @@ class LoadGenerator:
 # -- broker checks and the UC4 registry (parent process) -------------------------------------------------
 
 
-def _admin_config(producer_config: Mapping[str, Any]) -> dict[str, Any]:
-    # producer-only properties would make the AdminClient warn; keep the connection and security ones
-    producer_only = set(DEFAULT_PRODUCER_CONFIG)
-    return {k: v for k, v in producer_config.items() if k not in producer_only} | {"logger": LOG}
-
-
-def _redact(text: str, config: Mapping[str, Any]) -> str:
-    """An error text without any configured value that could be a secret (all but the bootstrap address)."""
-    for name, value in config.items():
-        if name != "bootstrap.servers" and isinstance(value, str) and len(value) >= 3:
-            text = text.replace(value, "***")
-    return text
-
-
-def check_topics(
-    producer_config: Mapping[str, Any], topics: list[str], bootstrap_servers: str, timeout_s: float
-) -> None:
-    """Refuse (``WorkloadError``) when no broker answers or a topic is missing -- before producing."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    try:
-        admin = AdminClient(_admin_config(producer_config))
-        metadata = admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise WorkloadError(
-            f"no Kafka broker answered at {bootstrap_servers} within {timeout_s:.0f} s "
-            f"({_redact(str(exc.args[0]) if exc.args else repr(exc), producer_config)}); check the address, "
-            "that the broker runs, and the client security settings"
-        ) from None
-    for topic in topics:
-        described = metadata.topics.get(topic)
-        if described is None or described.error is not None:
-            raise WorkloadError(
-                f"topic {topic!r} does not exist at {bootstrap_servers}; create it first (e.g. "
-                "kafka_cluster.create_topic(name, partitions)) -- the generator never auto-creates topics"
-            )
-
-
-def publish_sensor_registry(
-    producer_config: Mapping[str, Any], config_topic: str, workload: Workload, timeout_s: float
-) -> None:
-    """Send the UC4 sensor registry JSON to ``config_topic`` and wait for the broker's acknowledgement."""
-    from confluent_kafka import Producer
-
-    registry_json = workload.sensor_registry().to_json().encode()
-    outcome: list[Any] = []
-    config = {k: v for k, v in producer_config.items() if k != "delivery.report.only.error"}
-    # the registry of a deep hierarchy can exceed the default 1 MB request size
-    config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), len(registry_json) + 65_536)
-    producer = Producer({**config, "logger": LOG})
-    producer.produce(
-        config_topic,
-        registry_json,
-        SENSOR_REGISTRY_EVENT_KEY,
-        on_delivery=lambda err, _msg: outcome.append(err),
-    )
-    producer.flush(timeout_s)
-    if not outcome or outcome[0] is not None:
-        reason = "no acknowledgement" if not outcome else _redact(str(outcome[0]), producer_config)
-        raise WorkloadError(
-            f"the sensor registry ({len(registry_json):,} bytes) could not be published to {config_topic!r}: "
-            f"{reason}; check the topic's max.message.bytes and the broker"
-        )
-
-
 # -- the worker process ----------------------------------------------------------------------------------
-
-
-def _die_with_parent() -> None:
-    # Linux: the kernel sends SIGTERM when the parent dies, even by SIGKILL, so no worker outlives it
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-class _Errors:
-    """What went wrong in one worker: failed deliveries (lost records) and client errors (logged only)."""
-
-    def __init__(self) -> None:
-        self.delivery_failures = 0
-        self.messages: list[str] = []
-
-    def on_delivery(
-        self, err: Any, _msg: Any
-    ) -> None:  # called for failures only (delivery.report.only.error)
-        self.delivery_failures += 1
-        self.messages.append(str(err))
-
-    def on_client_error(self, err: Any) -> None:  # e.g. a connection dropped; librdkafka keeps retrying
-        self.messages.append(str(err))
-
-
-def _worker_main(plan: _WorkerPlan, reports: Any, go: Any, start_epoch_s: Any, stop_event: Any) -> None:
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops us in order
-    from confluent_kafka import KafkaException, Producer
-
-    errors = _Errors()
-    try:
-        producer = Producer(
-            {
-                **plan.producer_config,
-                "on_delivery": errors.on_delivery,
-                "error_cb": errors.on_client_error,
-                "logger": LOG,
-            }
-        )
-        producer.list_topics(plan.topic, timeout=10.0)  # connect and fetch metadata before the clock starts
-    except KafkaException as exc:
-        reports.put(("error", plan.index, _redact(str(exc), plan.producer_config)))
-        return
-    reports.put(("ready", plan.index))
-    while not go.wait(0.1):
-        if stop_event.is_set():
-            return
-    sender = _ScheduledSender(plan, producer, errors, reports, start_epoch_s.value)
-    try:
-        sender.run(stop_event)
-    except Exception as exc:  # report, do not hide: the parent counts this worker's missing seconds as 0
-        reports.put(("error", plan.index, _redact(f"{type(exc).__name__}: {exc}", plan.producer_config)))
-    finally:
-        producer.flush(10.0)
-        sender.finish()
-        acknowledged = sender.produced - len(producer) - errors.delivery_failures
-        first_error = _redact(errors.messages[0], plan.producer_config) if errors.messages else None
-        reports.put(
-            (
-                "done",
-                plan.index,
-                WorkerTotals(sender.produced, acknowledged, errors.delivery_failures, first_error),
-            )
-        )
-        reports.close()
-        reports.join_thread()
-
-
-def poll_timeout_s(wake_at_s: float, now_s: float) -> float:
-    """How long the hot loop waits in ``poll()`` for its next record or second: rounded *up* to whole
-    milliseconds, because librdkafka takes the timeout in whole ms and confluent-kafka truncates it. A wait
-    under 1 ms -- every wait above about 1 000 records/s, where each millisecond has a record due -- came
-    back at once, and the worker spun a whole core between its records, CPU the Spark job under test was
-    short of. A record handed over up to 1 ms late keeps its scheduled event time."""
-    wait_s = wake_at_s - now_s
-    return math.ceil(wait_s * 1000.0) / 1000.0 if wait_s > 0 else 0.0
-
-
-class _ScheduledSender:
-    """The hot loop of one worker: send what the schedule says is due, report every second."""
-
-    def __init__(
-        self, plan: _WorkerPlan, producer: Any, errors: _Errors, reports: Any, start_epoch_s: float
-    ) -> None:
-        workload = plan.workload
-        self.schedule = workload.schedule(plan.index, plan.count)
-        keys = list(self.schedule.key_indices())
-        self.keys = [key_of(i).encode() for i in keys]
-        self.prefixes = [record_prefix(key_of(i)) for i in keys]
-        self.phases_ms = self.schedule.phases_ms()
-        self.value_offsets = [ValueTable.offset(i) for i in keys]
-        self.value_suffixes = ValueTable(workload.value_seed).suffixes()
-        self.factory = workload.records  # the user's records (generator/factories.py), or None
-        self.key_indices = keys
-        self.plan = plan
-        self.producer = producer
-        self.errors = errors
-        self.reports = reports
-        self.start_s = start_epoch_s
-        self.start_ms = round(start_epoch_s * 1000)
-        self.produced = 0
-        self.next_window_end_s = start_epoch_s + 1.0
-        self.pending_windows: deque[tuple[int, int]] = (
-            deque()
-        )  # (epoch second, records handed over by its end)
-        self.reported = 0  # acknowledged records reported so far
-
-    def finish(self) -> None:
-        """After the final flush: report every second that ended before the stop."""
-        self._report_acknowledged(time.time(), self.produced, final=True)
-
-    def acknowledged(self, sent: int) -> int:
-        # len(producer): records queued or in flight; with success reports off, the rest were acknowledged
-        return sent - len(self.producer) - self.errors.delivery_failures
-
-    def _close_windows(self, now: float, sent: int) -> None:
-        """Note, for every second that ended by ``now``, how many of its scheduled records were handed over.
-
-        Records are attributed to the second they were scheduled in (``min(sent, due at its end)``), so on
-        schedule every second holds exactly its share of the target -- no jitter from where a boundary falls
-        between two sends -- and a generator that falls behind shows a shortfall in the second it fell behind.
-        """
-        while now >= self.next_window_end_s:
-            end_ms = round((self.next_window_end_s - self.start_s) * 1000)
-            self.pending_windows.append(
-                (int(self.next_window_end_s) - 1, min(sent, self.schedule.due(end_ms - 1)))
-            )
-            self.next_window_end_s += 1.0
-
-    def _report_acknowledged(self, now: float, sent: int, final: bool = False) -> None:
-        """Report each closed second once its handed-over records are acknowledged (or after a grace period,
-        with what was acknowledged by then; later acknowledgements then count for the next second)."""
-        acknowledged = self.acknowledged(sent)
-        while self.pending_windows:
-            second, handed_over = self.pending_windows[0]
-            if acknowledged < handed_over and now < second + 1 + _ACK_GRACE_S and not final:
-                return
-            confirmed = max(0, min(acknowledged, handed_over) - self.reported)
-            self.reported += confirmed
-            self.reports.put(("second", self.plan.index, second, confirmed))
-            self.pending_windows.popleft()
-
-    def _produce_when_queue_has_room(self, value: bytes, key: bytes, timestamp: int) -> None:
-        while True:
-            try:
-                self.producer.produce(self.plan.topic, value, key, timestamp=timestamp)
-                return
-            except BufferError:  # librdkafka's queue is full: let it drain a little, then retry
-                self.producer.poll(0.05)
-
-    def run(self, stop_event: Any) -> None:
-        producer, due_by, offset_ms = self.producer, self.schedule.due, self.schedule.offset_ms
-        start_s = self.start_s
-        sent = 0
-        while not stop_event.is_set():
-            now = time.time()
-            if now >= self.next_window_end_s:
-                sent = self._finish_ended_second(sent)
-            if self.pending_windows:
-                self._report_acknowledged(now, sent)
-            due = due_by(int((time.time() - start_s) * 1000))
-            if due <= sent:
-                # nothing due: wait in poll() (it serves error reports) until the next record or second
-                next_due_s = start_s + offset_ms(sent) / 1000.0
-                producer.poll(poll_timeout_s(min(next_due_s, self.next_window_end_s), time.time()))
-                continue
-            sent = self._send(sent, min(due, sent + _MAX_CHUNK))
-            producer.poll(0)
-        if time.time() >= self.next_window_end_s:  # a second that ended before the stop still counts
-            self._finish_ended_second(sent)
-
-    def _finish_ended_second(self, sent: int) -> int:
-        """Close the second(s) that ended; return the new ``sent``.
-
-        Records of the second that just ended still count for it if handed over within _LATE_TOLERANCE_S
-        after its end: a process descheduled for a few ms is jitter, not a shortfall. A generator that cannot
-        keep up falls further behind than that, and the second shows it.
-        """
-        window_end_s = self.next_window_end_s
-        due_in_window = self.schedule.due(round((window_end_s - self.start_s) * 1000) - 1)
-        while sent < due_in_window and time.time() < window_end_s + _LATE_TOLERANCE_S:
-            sent = self._send(sent, min(due_in_window, sent + _MAX_CHUNK))
-        self._close_windows(time.time(), sent)
-        return sent
-
-    def _send(self, sent: int, target: int) -> int:
-        """Hand events ``sent .. target - 1`` to librdkafka in a tight loop; return the new ``sent``."""
-        if self.factory is not None:
-            return self._send_from_factory(sent, target)
-        topic, produce = self.plan.topic, self.producer.produce
-        keys, prefixes, phases = self.keys, self.prefixes, self.phases_ms
-        offsets, suffixes, mask = self.value_offsets, self.value_suffixes, len(self.value_suffixes) - 1
-        key_count, period_ms = len(keys), self.schedule.period_ms
-        cycle, owned = divmod(sent, key_count)
-        while sent < target:
-            take = min(key_count - owned, target - sent)
-            cycle_ms = self.start_ms + cycle * period_ms
-            for m in range(owned, owned + take):
-                timestamp = cycle_ms + phases[m]
-                value = b"%s%d%s" % (prefixes[m], timestamp, suffixes[(offsets[m] + cycle) & mask])
-                try:
-                    produce(topic, value, keys[m], timestamp=timestamp)
-                except BufferError:
-                    self._produce_when_queue_has_room(value, keys[m], timestamp)
-            sent += take
-            self.produced = sent
-            cycle, owned = cycle + 1, 0
-        return sent
-
-    def _send_from_factory(self, sent: int, target: int) -> int:
-        """``_send`` for the user's records: the factory makes each (key, value) from its key's number, its
-        event time and its sequence number in the whole workload's schedule."""
-        assert self.factory is not None
-        topic, produce, factory = self.plan.topic, self.producer.produce, record_function(self.factory)
-        key_indices, phases = self.key_indices, self.phases_ms
-        key_count, period_ms, total_keys = len(key_indices), self.schedule.period_ms, self.schedule.total_keys
-        cycle, owned = divmod(sent, key_count)
-        while sent < target:
-            take = min(key_count - owned, target - sent)
-            cycle_ms = self.start_ms + cycle * period_ms
-            first_sequence = cycle * total_keys
-            for m in range(owned, owned + take):
-                timestamp = cycle_ms + phases[m]
-                key, value = factory(key_indices[m], timestamp, first_sequence + key_indices[m])
-                try:
-                    produce(topic, value, key, timestamp=timestamp)
-                except BufferError:
-                    self._produce_when_queue_has_room(value, key, timestamp)
-            sent += take
-            self.produced = sent
-            cycle, owned = cycle + 1, 0
-        return sent

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pytest_theodolite.core.evaluation import SloSettings
     from pytest_theodolite.core.outcomes import Outcome, Verdict
     from pytest_theodolite.core.scalability import CapacityResult, DemandResult
-    from pytest_theodolite.engine.runner import Benchmark
+    from pytest_theodolite.engine.benchmark import Benchmark
     from pytest_theodolite.infra.kafka.version import KAFKA_VERSION
     from pytest_theodolite.store.baseline import Baseline, load_baseline
     from pytest_theodolite.store.results import ExperimentResults, read_results
@@ -39,7 +39,7 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _PUBLIC = {
-    "Benchmark": "pytest_theodolite.engine.runner",
+    "Benchmark": "pytest_theodolite.engine.benchmark",
     "Workload": "generator.workload",
     "Hierarchy": "generator.workload",
     "WorkloadError": "generator.errors",

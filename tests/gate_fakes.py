@@ -22,9 +22,10 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
+from pytest_theodolite.engine.benchmark import Benchmark
 from pytest_theodolite.engine.calibration import Calibration
 from pytest_theodolite.engine.experiment import BenchmarkExperiment
-from pytest_theodolite.engine.runner import Benchmark, new_writer
+from pytest_theodolite.engine.runner import new_writer
 from pytest_theodolite.engine.session import TheodoliteSession
 from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
 from pytest_theodolite.pull_request.paired import CHANGE, REF

@@ -12,20 +12,17 @@ from pytest_theodolite.core.cost import CostEstimate, PointCost
 from pytest_theodolite.core.outcomes import UNMEASURED, Verdict
 from pytest_theodolite.core.redaction import REDACTED
 from pytest_theodolite.core.scalability import DemandResult
+from pytest_theodolite.judge.comparison import compare, compare_point
 from pytest_theodolite.store.baseline import (
     FORMAT_VERSION,
     Baseline,
     BaselineError,
-    Testbed,
-    TestbedDifference,
     baseline_from_measurement,
     baseline_path,
-    compare,
-    compare_point,
-    describe_testbed_differences,
     load_baseline,
     write_baseline,
 )
+from pytest_theodolite.store.testbed import Testbed, TestbedDifference, describe_testbed_differences
 
 TESTBED = Testbed(
     cores=8,

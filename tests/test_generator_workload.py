@@ -21,8 +21,8 @@ from generator import (
     encode_record,
     librdkafka_config,
 )
-from generator.producer import _Errors, _ScheduledSender, _WorkerPlan, poll_timeout_s
 from generator.records import record_prefix, value_suffix
+from generator.worker import WorkerPlan, _Errors, _ScheduledSender, poll_timeout_s
 
 # -- records ---------------------------------------------------------------------------------------------
 
@@ -290,7 +290,7 @@ class _MillisecondProducer:
 def test_the_sender_wakes_at_most_about_twice_a_millisecond_whatever_the_load():
     # 5 000 records/s: a record is due every millisecond, the case that used to spin a core between records
     workload = Workload(keys=5_000)
-    plan = _WorkerPlan(0, 1, "input", workload, producer_config={})
+    plan = WorkerPlan(0, 1, "input", workload, producer_config={})
     producer = _MillisecondProducer()
     start = time.time() + 0.05
     sender = _ScheduledSender(plan, producer, _Errors(), queue.Queue(), start)

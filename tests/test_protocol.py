@@ -8,18 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from pytest_theodolite.core.estimators import TimeSeries, batch_aligned, lag_trend_estimate
-from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.protocol import (
-    MeasurementPlan,
-    MeasurementProtocol,
-    Phase,
-    Stop,
+from pytest_theodolite.core.batch_trends import (
     batch_durations_growing,
     batch_durations_rising,
     batch_durations_settled,
-    stop_of,
 )
+from pytest_theodolite.core.estimators import TimeSeries, batch_aligned, lag_trend_estimate
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.protocol import MeasurementPlan, MeasurementProtocol, Phase, Stop, stop_of
 
 T0 = 1_700_000_000.0
 

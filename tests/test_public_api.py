@@ -15,7 +15,7 @@ def test_every_public_name_resolves_to_its_defining_module() -> None:
     for name in pytest_theodolite.__all__:
         value = getattr(pytest_theodolite, name)
         assert value is not None, name
-    assert pytest_theodolite.Benchmark.__module__ == "pytest_theodolite.engine.runner"
+    assert pytest_theodolite.Benchmark.__module__ == "pytest_theodolite.engine.benchmark"
     assert pytest_theodolite.Workload.__module__ == "generator.workload"
 
 

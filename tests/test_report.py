@@ -12,22 +12,23 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
+from pytest_theodolite.judge.comparison import Comparison, compare, compare_point
 from pytest_theodolite.pull_request.paired import compare_sides
+from pytest_theodolite.report.junit import junit_properties
+from pytest_theodolite.report.plot import PlotDependencyMissing, scalability_plot
 from pytest_theodolite.report.summary import (
     BenchmarkReport,
     CostFigure,
-    PlotDependencyMissing,
     benchmark_status,
     failure_table,
     format_slope,
-    junit_properties,
     lag_slopes_text,
     markdown_summary,
-    scalability_plot,
     slopes_and_outcomes,
     terminal_summary,
 )
-from pytest_theodolite.store.baseline import Baseline, Comparison, Testbed, compare, compare_point
+from pytest_theodolite.store.baseline import Baseline
+from pytest_theodolite.store.testbed import Testbed
 
 BASELINE_TESTBED = Testbed(8, 31.3, 0.5, "embedded", "standalone", "4.0.0", "3.11.7")
 RUN_TESTBED = Testbed(2, 31.3, 0.5, "embedded", "standalone", "4.0.0", "3.11.7")
@@ -396,7 +397,7 @@ def test_pull_request_mode_tables_show_both_sides_and_the_cpu_figure():
 
 def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_tolerance() -> None:
     from pytest_theodolite.core.cost import BlindSpot, CostEstimate, PointCost
-    from pytest_theodolite.report.summary import cost_junit_properties
+    from pytest_theodolite.report.junit import cost_junit_properties
 
     measured = PointCost(2, CostEstimate(41.25, 40.0, 42.5, 5))
     baseline = PointCost(2, CostEstimate(37.0))

@@ -11,7 +11,8 @@ from pytest_theodolite.core.estimators import SlopeThreshold
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.store.results import read_results, read_series
 from spark_jobs import uc1
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from generator import Workload
-from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
 from pytest_theodolite.pull_request.sides import SideError, SideProcess, job_reference, spec_for

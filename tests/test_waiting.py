@@ -84,7 +84,8 @@ class BrokerThatKeepsTopics:
 
 def test_topics_that_cannot_be_deleted_are_named_in_a_warning_not_swallowed():
     from generator import Workload
-    from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings
+    from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+    from pytest_theodolite.engine.runner import ExperimentRunner
 
     broker = BrokerThatKeepsTopics()
     runner = ExperimentRunner(

@@ -24,8 +24,9 @@ from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.search import Strategy, search_demand
+from pytest_theodolite.engine.benchmark import ExperimentSettings
 from pytest_theodolite.engine.markers import parse_threshold
-from pytest_theodolite.engine.runner import ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 

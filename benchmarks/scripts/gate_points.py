@@ -36,8 +36,9 @@ from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.records import SERIES_BATCH_DURATION, SERIES_STATE_ROWS, SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.slo import LAG_TREND
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.markers import parse_threshold
-from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.store.results import read_series

@@ -25,8 +25,9 @@ from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_E
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.engine.benchmark import ExperimentSettings
 from pytest_theodolite.engine.markers import parse_threshold
-from pytest_theodolite.engine.runner import ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 

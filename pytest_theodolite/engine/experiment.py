@@ -12,14 +12,17 @@ from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot, blind_
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import MEASURED, NONE, IncrementalSearch
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.gate import STORED_BASELINE, GatePoint
 from pytest_theodolite.engine.markers import GateSpec
-from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings
+from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note, testbed
+from pytest_theodolite.judge.comparison import compare
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
-from pytest_theodolite.report.summary import BenchmarkReport, PlotDependencyMissing, scalability_plot
-from pytest_theodolite.store.baseline import Baseline, compare
+from pytest_theodolite.report.plot import PlotDependencyMissing, scalability_plot
+from pytest_theodolite.report.summary import BenchmarkReport
+from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
 
 #: (benchmark name, finished sub-experiment, the runner's phase timings per (load, resources, repetition))

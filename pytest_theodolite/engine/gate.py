@@ -17,19 +17,19 @@ from pytest_theodolite.core.outcomes import UNMEASURED, Verdict, count_text
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.core.search import SKIPPED
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.markers import GateSpec
-from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings
+from pytest_theodolite.judge.comparison import PointComparison, compare_point
 from pytest_theodolite.judge.demand_points import DemandPoint
+from pytest_theodolite.report.junit import cost_junit_properties, junit_properties
 from pytest_theodolite.report.summary import (
     BenchmarkReport,
-    cost_junit_properties,
     cost_text,
     estimate_text,
     failure_table,
-    junit_properties,
     slopes_and_outcomes,
 )
-from pytest_theodolite.store.baseline import Baseline, PointComparison, compare_point
+from pytest_theodolite.store.baseline import Baseline
 
 #: the reference of a gate outside pull-request mode
 STORED_BASELINE = "baseline"

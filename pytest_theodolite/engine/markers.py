@@ -14,7 +14,7 @@ from pytest_theodolite.core.estimators import SlopeThreshold
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.search import parse_strategy
-from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 
 #: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
 #: steady state and measures until its verdict is certain (protocol.py): the job is primed without the CPU

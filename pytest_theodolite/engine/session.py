@@ -14,10 +14,11 @@ from typing import Any
 
 from pytest_theodolite.core.cost import PointCost, point_cost
 from pytest_theodolite.core.scalability import DemandResult, Metric
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
 from pytest_theodolite.engine.experiment import BenchmarkExperiment, SubExperimentListener
 from pytest_theodolite.engine.gate import GateExperiment
-from pytest_theodolite.engine.runner import Benchmark, ExperimentRunner, ExperimentSettings, new_writer
+from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster

@@ -9,7 +9,8 @@ from dataclasses import replace
 from pytest_theodolite.engine.calibration import Calibration
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.store.baseline import Baseline, Testbed
+from pytest_theodolite.store.baseline import Baseline
+from pytest_theodolite.store.testbed import Testbed
 
 
 def testbed(

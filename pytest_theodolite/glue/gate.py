@@ -14,16 +14,17 @@ import pytest
 import xdist
 
 from pytest_theodolite.core.outcomes import Verdict
+from pytest_theodolite.engine.benchmark import experiment_settings_dict
 from pytest_theodolite.engine.experiment import SubExperimentListener
 from pytest_theodolite.engine.gate import GatePoint
 from pytest_theodolite.engine.markers import gate_spec
-from pytest_theodolite.engine.runner import experiment_settings_dict
 from pytest_theodolite.engine.session import TheodoliteSession, summarise
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import testbed
 from pytest_theodolite.glue.scheduler import write_gate_points
 from pytest_theodolite.infra.isolation import MeasurementLock
 from pytest_theodolite.infra.shared import release_all
+from pytest_theodolite.judge.comparison import PointComparison
 from pytest_theodolite.pull_request.sides import SideError, job_reference
 from pytest_theodolite.pull_request.worktree import (
     CompareRefError,
@@ -35,7 +36,6 @@ from pytest_theodolite.report.progress import progress_line
 from pytest_theodolite.store.baseline import (
     Baseline,
     BaselineError,
-    PointComparison,
     baseline_from_measurement,
     baseline_path,
     load_baseline,

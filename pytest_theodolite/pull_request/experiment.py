@@ -20,11 +20,13 @@ from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import SKIPPED, IncrementalSearch
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.markers import GateSpec
-from pytest_theodolite.engine.runner import Benchmark, ExperimentSettings, PhaseTimings
+from pytest_theodolite.engine.runner import PhaseTimings
 from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSession
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note
+from pytest_theodolite.judge.comparison import Comparison, PointComparison, compare
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.pull_request.gate_point import PairedGatePoint
 from pytest_theodolite.pull_request.paired import (
@@ -37,13 +39,9 @@ from pytest_theodolite.pull_request.paired import (
 )
 from pytest_theodolite.pull_request.sides import SideProcess, SideSpec, spec_for
 from pytest_theodolite.pull_request.worktree import RefWorktree
-from pytest_theodolite.report.summary import (
-    BenchmarkReport,
-    CostFigure,
-    PlotDependencyMissing,
-    scalability_plot,
-)
-from pytest_theodolite.store.baseline import Baseline, Comparison, PointComparison, compare
+from pytest_theodolite.report.plot import PlotDependencyMissing, scalability_plot
+from pytest_theodolite.report.summary import BenchmarkReport, CostFigure
+from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
 
 SubExperimentListener = Callable[[str, Any, Any], None]

@@ -8,14 +8,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.engine.gate import GatePoint
+from pytest_theodolite.judge.comparison import PointComparison
 from pytest_theodolite.pull_request.paired import CHANGE, REF
-from pytest_theodolite.report.summary import (
-    junit_properties,
-    lag_slopes_text,
-    paired_junit_properties,
-    slopes_and_outcomes,
-)
-from pytest_theodolite.store.baseline import PointComparison
+from pytest_theodolite.report.junit import junit_properties, paired_junit_properties
+from pytest_theodolite.report.summary import lag_slopes_text, slopes_and_outcomes
 
 if TYPE_CHECKING:
     from pytest_theodolite.pull_request.experiment import PairedPoint

@@ -21,7 +21,9 @@ from typing import Any, Final
 from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand
 from pytest_theodolite.core.search import MEASURED, NONE, SKIPPED, IncrementalSearch, Step, _outcome_of
-from pytest_theodolite.store.baseline import Baseline, PointComparison, Testbed, compare_point
+from pytest_theodolite.judge.comparison import PointComparison, compare_point
+from pytest_theodolite.store.baseline import Baseline
+from pytest_theodolite.store.testbed import Testbed
 
 REF: Final = "ref"
 CHANGE: Final = "change"

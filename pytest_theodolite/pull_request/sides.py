@@ -30,13 +30,8 @@ from generator import Workload
 from pytest_theodolite.core.errors import TheodoliteSetupError
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.engine.runner import (
-    Benchmark,
-    ExperimentRunner,
-    ExperimentSettings,
-    PhaseTimings,
-    new_writer,
-)
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.runner import ExperimentRunner, PhaseTimings, new_writer
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.process import die_with_parent, interruptible_child
 from pytest_theodolite.infra.spark.cluster import SparkCluster

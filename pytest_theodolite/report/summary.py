@@ -9,18 +9,16 @@ NOT COMPARABLE or NEW LOAD (`Verdict.label`); a sub-experiment's mark is `ok`, `
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_theodolite.core.cost import BlindSpot, PointCost
 from pytest_theodolite.core.outcomes import Outcome, Verdict, count_text
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult
-from pytest_theodolite.store.baseline import Baseline, Comparison, PointComparison
+from pytest_theodolite.judge.comparison import Comparison, PointComparison
+from pytest_theodolite.store.baseline import Baseline
 
 #: (load, resources) of one sub-experiment
 Point = tuple[int, int]
@@ -31,12 +29,6 @@ OUTCOME_MARKS: Mapping[Outcome, str] = {
     Outcome.INVALID: "INVALID",
     Outcome.ERRORED: "ERRORED",
 }
-
-PLOT_INSTALL_HINT = "pip install 'pytest-theodolite[plot]'"
-
-
-class PlotDependencyMissing(ImportError):
-    """matplotlib is not installed; the message says how to install it."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +132,7 @@ def benchmark_status(comparison: Comparison) -> str:
     return Verdict.PASS.label
 
 
-def _points(comparison: Comparison | PointComparison) -> tuple[PointComparison, ...]:
+def points_of(comparison: Comparison | PointComparison) -> tuple[PointComparison, ...]:
     return (comparison,) if isinstance(comparison, PointComparison) else comparison.points
 
 
@@ -243,7 +235,7 @@ def failure_table(
     """
     rows = [
         (str(p.load), p.baseline_text, p.measured_text, lag_slopes_text(p.load, slopes, outcomes))
-        for p in _points(comparison)
+        for p in points_of(comparison)
     ]
     headers = ("load", reference, "measured", "lag slopes")
     return "\n".join(_fixed_width_table(headers, rows, right=(True, True, True, False)))
@@ -347,180 +339,6 @@ def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
     return "\n".join(parts)
 
 
-def paired_junit_properties(
-    load: int, reference: str, ref_text: str, cost: CostFigure, against_baseline: PointComparison | None
-) -> list[tuple[str, str]]:
-    """Pull-request mode's extra properties at one load: REF's demand (theodolite.demand.<load> is the
-    change's), both sides' CPU microseconds per record and their relative difference, and the verdict
-    against the stored baseline where there is one."""
-    properties = [("theodolite.compare_ref", reference), (f"theodolite.ref.{load}", ref_text)]
-    for side, value in (("ref", cost.ref_us), ("change", cost.change_us)):
-        if value is not None:
-            properties.append((f"theodolite.cpu_us_per_record.{side}.{load}", f"{value:.3f}"))
-    if cost.relative is not None:
-        properties.append((f"theodolite.cpu_change.{load}", f"{cost.relative:+.3f}"))
-    if against_baseline is not None:
-        properties.append((f"theodolite.baseline_verdict.{load}", against_baseline.verdict.value))
-    return properties
-
-
-def cost_junit_properties(
-    load: int,
-    cost: PointCost | None,
-    baseline: PointCost | None,
-    spot: BlindSpot | None,
-    tolerance: float | None,
-) -> list[tuple[str, str]]:
-    """The CPU per record at one load (theodolite.cpu_us_per_record.<load>, with .low/.high), the baseline's,
-    the blind spot (theodolite.blind_spot.<load>: 0.5 = the job could become 50 % dearer before the demand
-    changes) and the cost tolerance."""
-    properties = []
-    for prefix, figure in (
-        ("theodolite.cpu_us_per_record", cost),
-        ("theodolite.baseline_cpu_us_per_record", baseline),
-    ):
-        if figure is not None:
-            properties.append((f"{prefix}.{load}", f"{figure.cpu_us_per_record:.3f}"))
-            if figure.estimate.low is not None and figure.estimate.high is not None:
-                properties += [
-                    (f"{prefix}.{load}.low", f"{figure.estimate.low:.3f}"),
-                    (f"{prefix}.{load}.high", f"{figure.estimate.high:.3f}"),
-                ]
-    if spot is not None:
-        properties += [
-            (f"theodolite.blind_spot.{load}", f"{spot.share:.3f}"),
-            (f"theodolite.blind_spot_source.{load}", spot.source),
-        ]
-    if tolerance is not None:
-        properties.append(("theodolite.cost_tolerance", f"{tolerance:.3f}"))
-    return properties
-
-
-def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -> list[tuple[str, str]]:
-    """(name, value) pairs for JUnit XML: theodolite.demand.<load> is the measured value, 'none' or
-    'unmeasured'; theodolite.baseline.<load> the baseline value, 'none' or 'missing';
-    theodolite.cpu_change.<load> the CPU per record's change against the baseline's (0.1 = 10 % dearer)."""
-    properties = [("theodolite.benchmark", benchmark)]
-    tolerance = comparison.tolerance
-    for point in _points(comparison):
-        measured = (
-            "unmeasured"
-            if point.verdict is Verdict.UNMEASURED
-            else "none"
-            if point.measured is None
-            else str(point.measured)
-        )
-        baseline = point.baseline_text if point.in_baseline else "missing"
-        properties += [
-            (f"theodolite.demand.{point.load}", measured),
-            (f"theodolite.baseline.{point.load}", baseline),
-            (f"theodolite.verdict.{point.load}", point.verdict.value),
-        ]
-        if point.cost is not None and point.cost.relative is not None:
-            properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
-        if point.cost is not None and point.cost.divided is not None:
-            properties.append((f"theodolite.cpu_change_divided.{point.load}", f"{point.cost.divided:+.3f}"))
-    properties.append(("theodolite.tolerance", str(tolerance)))
-    if isinstance(comparison, Comparison) and comparison.testbed_differs:
-        properties.append(("theodolite.testbed", comparison.testbed_sentence))
-    return properties
-
-
 # ------------------------------------------------------------------------------------------------------------
 # Plot
 # ------------------------------------------------------------------------------------------------------------
-
-
-def scalability_plot(
-    path: str | os.PathLike[str],
-    benchmark_name: str,
-    measured: DemandResult,
-    baseline: Baseline | None,
-    reference: str = "baseline",
-    measured_label: str = "measured",
-) -> Path:
-    """A PNG of measured (and baseline, or REF's in pull-request mode) demand over load; "none" is drawn on a
-    top row labelled "none", unmeasured loads as crosses on the load axis. Written atomically; returns the
-    path."""
-    try:
-        # Figure + Agg canvas directly: no pyplot, so no global figure state and no GUI backend is touched.
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as error:
-        raise PlotDependencyMissing(
-            f"the scalability plot needs matplotlib, which is not installed: {PLOT_INSTALL_HINT}"
-        ) from error
-
-    baseline_demand = dict(baseline.demand) if baseline is not None else {}
-    numbers = [v for v in (*measured.demand.values(), *baseline_demand.values()) if v is not None]
-    none_row = max([*numbers, *measured.resources, 1]) + 1  # one row above every instance count
-
-    figure = Figure(figsize=(8, 5), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-
-    def draw(demand: Mapping[int, int | None], style: dict[str, Any], label: str) -> None:
-        loads = sorted(demand)
-        # NaN breaks the line at "none": a line into the none row would suggest counts in between.
-        values = [math.nan if (value := demand[load]) is None else float(value) for load in loads]
-        axes.plot(loads, values, label=label, **style)
-        nones = [load for load in loads if demand[load] is None]
-        if nones:
-            axes.plot(
-                nones,
-                [none_row] * len(nones),
-                linestyle="none",
-                marker="v" if style.get("linestyle") == "--" else "^",  # both visible where they coincide
-                markersize=9,
-                color=style["color"],
-                markerfacecolor="none" if style.get("linestyle") == "--" else style["color"],
-                label=f"{label}: none",
-            )
-
-    if baseline is not None:
-        draw(
-            baseline_demand, {"color": "tab:gray", "linestyle": "--", "marker": "s", "alpha": 0.8}, reference
-        )
-    draw(
-        {load: value for load, value in measured.demand.items() if load not in measured.unmeasured},
-        {"color": "tab:blue", "linestyle": "-", "marker": "o", "linewidth": 2},
-        measured_label,
-    )
-    if measured.unmeasured:
-        axes.plot(
-            list(measured.unmeasured),
-            [0] * len(measured.unmeasured),
-            linestyle="none",
-            marker="x",
-            markersize=10,
-            color="tab:red",
-            clip_on=False,
-            label="unmeasured (invalid/errored)",
-        )
-
-    step = max(1, math.ceil(none_row / 10))
-    ticks = [*range(0, none_row, step), none_row]
-    axes.set_yticks(ticks, [*map(str, ticks[:-1]), "none"])
-    axes.axhline(none_row - 0.5, color="lightgray", linewidth=0.8)
-    axes.set_ylim(0, none_row + 0.5)
-    axes.set_xlabel("load (records/s)")
-    axes.set_ylabel("instances")
-    axes.set_title(f"{benchmark_name}: demand (fewest instances meeting the SLOs)")
-    axes.grid(True, alpha=0.3)
-    if not (measured.demand or measured.unmeasured or baseline_demand):
-        axes.text(0.5, 0.5, "no load measured", transform=axes.transAxes, ha="center")
-    else:
-        axes.legend(loc="best", fontsize="small")
-    figure.tight_layout()
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            figure.savefig(file, format="png")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

@@ -1,0 +1,268 @@
+"""demand(load) measured against a reference's: the verdict per load (pass, improvement, regression,
+unmeasured, new load, not comparable, cost regression) and for a whole benchmark."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pytest_theodolite.core.cost import REGRESSION as COST_REGRESSION_STATUS
+from pytest_theodolite.core.cost import CostCheck, PointCost, check_cost
+from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Verdict, instances_text
+from pytest_theodolite.core.scalability import DemandResult
+from pytest_theodolite.store.baseline import Baseline, is_whole
+from pytest_theodolite.store.testbed import (
+    Testbed,
+    TestbedDifference,
+    describe_testbed_differences,
+)
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    """demand(load) measured against the baseline."""
+
+    load: int
+    baseline: int | None  # the baseline value; None is "none" if `in_baseline`, else there is no value
+    in_baseline: bool
+    measured: MeasuredDemand
+    verdict: Verdict
+    tolerance: int = 0
+    skipped: bool = False  # "none" without running (lower-bound restriction after an unsolvable load)
+    reason: str = ""  # why the point is NOT_COMPARABLE
+    #: the CPU per record against the baseline's (None: no figure on either side was looked at)
+    cost: CostCheck | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passes
+
+    @property
+    def baseline_text(self) -> str:
+        """'3', 'none', or '-' when the baseline has no value for this load."""
+        if not self.in_baseline:
+            return "-"
+        return "none" if self.baseline is None else str(self.baseline)
+
+    @property
+    def measured_text(self) -> str:
+        """'3', 'none', 'none (skipped)' or 'unmeasured'."""
+        if self.measured is UNMEASURED:
+            return "unmeasured"
+        if self.measured is None:
+            return "none (skipped)" if self.skipped else "none"
+        return str(self.measured)
+
+    def describe(self, benchmark: str = "", reference: str = "baseline") -> str:
+        """One sentence for a test message, e.g. 'uc1 load 1000: measured 4 instances, baseline 3: regression'
+        (`reference` names what it was compared with: 'REF origin/main' in pull-request mode)."""
+        prefix = f"{benchmark} load {self.load}" if benchmark else f"load {self.load}"
+        if self.measured is UNMEASURED:
+            measured = "nothing (unmeasured)"
+        else:
+            measured = instances_text(self.measured, explain_none=True)
+        if not self.in_baseline:
+            baseline = f"no {reference} value"
+        else:
+            baseline = f"{reference} {instances_text(self.baseline)}"
+            if self.tolerance:
+                baseline += f" (tolerance +{self.tolerance})"
+        why = {
+            Verdict.PASS: "pass",
+            Verdict.IMPROVEMENT: "improvement"
+            + (": the baseline could be lowered" if reference == "baseline" else ""),
+            Verdict.REGRESSION: "regression",
+            Verdict.UNMEASURED: "unmeasured: an invalid or errored sub-experiment left this load unjudged",
+            Verdict.NEW_LOAD: "new load: record a baseline to gate it",
+            Verdict.NOT_COMPARABLE: f"not comparable: {self.reason}",
+            Verdict.COST_REGRESSION: f"cost regression: CPU per record {self.cost.text if self.cost else ''}",
+        }[self.verdict]
+        return f"{prefix}: measured {measured}, {baseline}: {why}"
+
+
+def _check_tolerance(tolerance: int) -> int:
+    if not is_whole(tolerance) or tolerance < 0:
+        raise ValueError(f"tolerance must be a whole number of instances >= 0, got {tolerance!r}")
+    return tolerance
+
+
+def _verdict(measured: MeasuredDemand, baseline: int | None, in_baseline: bool, tolerance: int) -> Verdict:
+    if measured is UNMEASURED:
+        return Verdict.UNMEASURED
+    if not in_baseline:
+        return Verdict.NEW_LOAD
+    if baseline is None:  # "none" in the baseline: any number is better, none is equal
+        return Verdict.PASS if measured is None else Verdict.IMPROVEMENT
+    if measured is None:  # none is worse than any number, whatever the tolerance
+        return Verdict.REGRESSION
+    if measured > baseline + tolerance:
+        return Verdict.REGRESSION
+    return Verdict.IMPROVEMENT if measured < baseline else Verdict.PASS
+
+
+def compare_point(
+    load: int,
+    measured: MeasuredDemand,
+    baseline: Baseline | None,
+    tolerance: int = 0,
+    *,
+    skipped: bool = False,
+    not_comparable: str | None = None,
+    measured_cost: PointCost | None = None,
+    cost_tolerance: float | None = None,
+    uncertain: str | None = None,
+) -> PointComparison:
+    """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED.
+
+    `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
+    NOT_COMPARABLE that has a baseline value. Where the demand passed, `measured_cost` is checked against the
+    baseline's figure (cost.check_cost): beyond `cost_tolerance` the point is a COST_REGRESSION. `uncertain`
+    (certainty.uncertain_regression: why the verdicts behind a regression were not certain) makes a
+    REGRESSION NOT_COMPARABLE."""
+    _check_tolerance(tolerance)
+    if measured is not None and measured is not UNMEASURED and (not is_whole(measured) or measured < 1):
+        raise ValueError(
+            f"load {load}: measured demand {measured!r} is not a whole number of instances >= 1, None"
+            " (none) or UNMEASURED"
+        )
+    if measured is not None and measured is not UNMEASURED:
+        measured = int(measured)
+    in_baseline = baseline is not None and load in baseline.demand
+    baseline_value = baseline.demand[load] if in_baseline else None  # type: ignore[union-attr]
+    verdict = _verdict(measured, baseline_value, in_baseline, tolerance)
+    cost = None
+    if in_baseline and measured is not UNMEASURED and (measured_cost is not None or load in baseline.cost):  # type: ignore[union-attr]
+        cost = check_cost(baseline.cost.get(load), measured_cost, cost_tolerance)  # type: ignore[union-attr]
+        if verdict is Verdict.PASS and cost.status == COST_REGRESSION_STATUS:
+            verdict = Verdict.COST_REGRESSION
+    if not_comparable and verdict not in (Verdict.UNMEASURED, Verdict.NEW_LOAD):
+        verdict = Verdict.NOT_COMPARABLE
+    elif uncertain and verdict is Verdict.REGRESSION:
+        verdict, not_comparable = Verdict.NOT_COMPARABLE, uncertain
+    return PointComparison(
+        load=load,
+        baseline=baseline_value,
+        in_baseline=in_baseline,
+        measured=measured,
+        verdict=verdict,
+        tolerance=tolerance,
+        skipped=skipped and measured is None,
+        reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else "",
+        cost=cost,
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A measured demand function against a baseline, point by point (loads ascending)."""
+
+    benchmark: str
+    points: tuple[PointComparison, ...]
+    tolerance: int = 0
+    testbed_differences: tuple[TestbedDifference, ...] = ()
+    not_run: tuple[int, ...] = ()  # baseline loads this run did not measure (deselected, or newly dropped)
+    has_baseline: bool = True
+    cost_tolerance: float | None = None
+
+    def point(self, load: int) -> PointComparison:
+        for point in self.points:
+            if point.load == load:
+                return point
+        raise KeyError(
+            f"{self.benchmark}: load {load} was not compared (loads: {[p.load for p in self.points]})"
+        )
+
+    def _with(self, verdict: Verdict) -> tuple[PointComparison, ...]:
+        return tuple(p for p in self.points if p.verdict is verdict)
+
+    @property
+    def regressions(self) -> tuple[PointComparison, ...]:
+        return self._with(Verdict.REGRESSION)
+
+    @property
+    def cost_regressions(self) -> tuple[PointComparison, ...]:
+        return self._with(Verdict.COST_REGRESSION)
+
+    @property
+    def improvements(self) -> tuple[PointComparison, ...]:
+        return self._with(Verdict.IMPROVEMENT)
+
+    @property
+    def unmeasured(self) -> tuple[PointComparison, ...]:
+        return self._with(Verdict.UNMEASURED)
+
+    @property
+    def not_comparable(self) -> tuple[PointComparison, ...]:
+        return self._with(Verdict.NOT_COMPARABLE)
+
+    @property
+    def new_loads(self) -> tuple[PointComparison, ...]:
+        return self._with(Verdict.NEW_LOAD)
+
+    @property
+    def passed(self) -> bool:
+        """The gate holds: no regression and no unmeasured load (improvements and new loads pass)."""
+        return all(p.passed for p in self.points)
+
+    @property
+    def testbed_differs(self) -> bool:
+        return bool(self.testbed_differences)
+
+    @property
+    def testbed_sentence(self) -> str:
+        return describe_testbed_differences(self.testbed_differences)
+
+
+def compare(
+    measured: DemandResult,
+    baseline: Baseline | None,
+    tolerance: int = 0,
+    *,
+    measured_testbed: Testbed | None,
+    benchmark: str | None = None,
+    not_comparable: str | None = None,
+    costs: Mapping[int, PointCost | None] | None = None,
+    cost_tolerance: float | None = None,
+    uncertain: Mapping[int, str | None] | None = None,
+) -> Comparison:
+    """Every load of `measured` (its demand and its unmeasured loads) against `baseline`.
+
+    Without a baseline every load is NEW_LOAD (then `benchmark` names it); without `measured_testbed` the
+    testbeds are not compared. `costs` (load -> CPU per record at its demand) are checked against the
+    baseline's with `cost_tolerance`; `uncertain` (load -> why its regression would rest on uncertain
+    verdicts) as in `compare_point`.
+    """
+    _check_tolerance(tolerance)
+    if baseline is not None and benchmark is not None and benchmark != baseline.benchmark:
+        raise ValueError(f"comparing benchmark {benchmark!r} with the baseline of {baseline.benchmark!r}")
+    name = benchmark if benchmark is not None else baseline.benchmark if baseline is not None else ""
+    loads = sorted(set(measured.demand) | set(measured.unmeasured))
+    points = tuple(
+        compare_point(
+            load,
+            UNMEASURED if load in measured.unmeasured else measured.demand[load],
+            baseline,
+            tolerance,
+            skipped=load in measured.skipped,
+            not_comparable=not_comparable,
+            measured_cost=(costs or {}).get(load),
+            cost_tolerance=cost_tolerance,
+            uncertain=(uncertain or {}).get(load),
+        )
+        for load in loads
+    )
+    differences = (
+        baseline.testbed.differences(measured_testbed)
+        if baseline is not None and measured_testbed is not None
+        else ()
+    )
+    not_run = tuple(load for load in baseline.demand if load not in loads) if baseline is not None else ()
+    return Comparison(
+        benchmark=name,
+        points=points,
+        tolerance=tolerance,
+        testbed_differences=differences,
+        not_run=not_run,
+        has_baseline=baseline is not None,
+        cost_tolerance=cost_tolerance,
+    )

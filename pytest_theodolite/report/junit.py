@@ -1,0 +1,88 @@
+"""A gate point's verdict, demand, slopes and CPU per record as JUnit properties (record_property), which CI
+test reports show beside each test."""
+
+from __future__ import annotations
+
+from pytest_theodolite.core.cost import BlindSpot, PointCost
+from pytest_theodolite.core.outcomes import Verdict
+from pytest_theodolite.judge.comparison import Comparison, PointComparison
+from pytest_theodolite.report.summary import CostFigure, points_of
+
+
+def paired_junit_properties(
+    load: int, reference: str, ref_text: str, cost: CostFigure, against_baseline: PointComparison | None
+) -> list[tuple[str, str]]:
+    """Pull-request mode's extra properties at one load: REF's demand (theodolite.demand.<load> is the
+    change's), both sides' CPU microseconds per record and their relative difference, and the verdict
+    against the stored baseline where there is one."""
+    properties = [("theodolite.compare_ref", reference), (f"theodolite.ref.{load}", ref_text)]
+    for side, value in (("ref", cost.ref_us), ("change", cost.change_us)):
+        if value is not None:
+            properties.append((f"theodolite.cpu_us_per_record.{side}.{load}", f"{value:.3f}"))
+    if cost.relative is not None:
+        properties.append((f"theodolite.cpu_change.{load}", f"{cost.relative:+.3f}"))
+    if against_baseline is not None:
+        properties.append((f"theodolite.baseline_verdict.{load}", against_baseline.verdict.value))
+    return properties
+
+
+def cost_junit_properties(
+    load: int,
+    cost: PointCost | None,
+    baseline: PointCost | None,
+    spot: BlindSpot | None,
+    tolerance: float | None,
+) -> list[tuple[str, str]]:
+    """The CPU per record at one load (theodolite.cpu_us_per_record.<load>, with .low/.high), the baseline's,
+    the blind spot (theodolite.blind_spot.<load>: 0.5 = the job could become 50 % dearer before the demand
+    changes) and the cost tolerance."""
+    properties = []
+    for prefix, figure in (
+        ("theodolite.cpu_us_per_record", cost),
+        ("theodolite.baseline_cpu_us_per_record", baseline),
+    ):
+        if figure is not None:
+            properties.append((f"{prefix}.{load}", f"{figure.cpu_us_per_record:.3f}"))
+            if figure.estimate.low is not None and figure.estimate.high is not None:
+                properties += [
+                    (f"{prefix}.{load}.low", f"{figure.estimate.low:.3f}"),
+                    (f"{prefix}.{load}.high", f"{figure.estimate.high:.3f}"),
+                ]
+    if spot is not None:
+        properties += [
+            (f"theodolite.blind_spot.{load}", f"{spot.share:.3f}"),
+            (f"theodolite.blind_spot_source.{load}", spot.source),
+        ]
+    if tolerance is not None:
+        properties.append(("theodolite.cost_tolerance", f"{tolerance:.3f}"))
+    return properties
+
+
+def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -> list[tuple[str, str]]:
+    """(name, value) pairs for JUnit XML: theodolite.demand.<load> is the measured value, 'none' or
+    'unmeasured'; theodolite.baseline.<load> the baseline value, 'none' or 'missing';
+    theodolite.cpu_change.<load> the CPU per record's change against the baseline's (0.1 = 10 % dearer)."""
+    properties = [("theodolite.benchmark", benchmark)]
+    tolerance = comparison.tolerance
+    for point in points_of(comparison):
+        measured = (
+            "unmeasured"
+            if point.verdict is Verdict.UNMEASURED
+            else "none"
+            if point.measured is None
+            else str(point.measured)
+        )
+        baseline = point.baseline_text if point.in_baseline else "missing"
+        properties += [
+            (f"theodolite.demand.{point.load}", measured),
+            (f"theodolite.baseline.{point.load}", baseline),
+            (f"theodolite.verdict.{point.load}", point.verdict.value),
+        ]
+        if point.cost is not None and point.cost.relative is not None:
+            properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
+        if point.cost is not None and point.cost.divided is not None:
+            properties.append((f"theodolite.cpu_change_divided.{point.load}", f"{point.cost.divided:+.3f}"))
+    properties.append(("theodolite.tolerance", str(tolerance)))
+    if isinstance(comparison, Comparison) and comparison.testbed_differs:
+        properties.append(("theodolite.testbed", comparison.testbed_sentence))
+    return properties
