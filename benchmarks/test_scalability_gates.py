@@ -26,7 +26,7 @@ from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_E
 
 # cost_tolerance: the CPU per record at each load's demand may rise this much over the baseline's before a
 # point fails even at the same demand (and only when its interval lies wholly above the baseline's). Set from
-# the figure's run-to-run spread on one 2-core host (3 runs, benchmarks/scripts/gate_quality.py): UC1-UC3
+# the figure's run-to-run spread on one 2-core host (3 runs, experiments/gate_quality.py): UC1-UC3
 # points varied by a coefficient of variation of 0.5-4 % (UC1 20 000 at 4 instances the most), UC4's by 3-10 %.
 GATE = dict(
     resources=[1, 2, 3, 4],
@@ -53,13 +53,13 @@ def test_uc2_downsampling(theodolite_gate):
 # (all keys x 6 windows) then spreads over more records, so its lag can stop growing while the job no longer
 # keeps its schedule: 16 000 records/s on 3 instances had a flat lag (+109 [-565, +783] vs 800 records/s) in
 # 10 s batches. max_batch_duration 7.5 s = 1.5 trigger intervals (median batch after the warm-up). Measured with
-# benchmarks/scripts/gate_points.py (2026-11-22): 8 000 on 1 instance 12.2 s batches at 98 % of its quota
+# experiments/gate_points.py (2026-11-22): 8 000 on 1 instance 12.2 s batches at 98 % of its quota
 # (there the lag trend failed too, +1 892 [+473, +3 311] vs 400; in the recording and the two clean gate runs
 # only the bound did: 14.8 s, lag +71 ... +180), on 2 4.4 s (77 %); 16 000 on 2 12.1 s, on 3 10.0 s, on 4 6.5 s
 # (76 % of the quota: the host's broker, generator and driver are the limit there; 5.2 s in the recording);
 # 12 000 on 2 passed at 95 % of the quota with 7.2 s batches -- an edge, left out.
 # cost_tolerance 30 %: on the 5 s trigger the CPU per record moves with how the batches fall against it; over the
-# recording and two clean runs (benchmarks/scripts/cost_spread.py) 8 000 on 2 instances varied by a coefficient
+# recording and two clean runs (experiments/cost_spread.py) 8 000 on 2 instances varied by a coefficient
 # of variation of 10 % (46.7 ... 56.9 us, +22 %), 2 000 by 5 %, 16 000 by 0.5 %; 8 % flagged one of the clean
 # runs (+13 %), 30 % none of the 18 leave-one-out pairs.
 @pytest.mark.theodolite(
@@ -75,7 +75,7 @@ def test_uc3_aggregation_by_time_attribute(theodolite_gate):
 # are 1 728 / 8 000 / 13 824 records/s. Until 2026-11-25 UC4 did not scale over instances: its Python state
 # function was called once per (group, window) and micro-batch, a fixed cost per batch that more instances (shorter
 # batches) paid more often -- 16 elements needed 2-3 instances, and on 4 fell behind in one run of two. Keyed by
-# buckets of groups (spark_jobs/uc4.py), measured with benchmarks/scripts/gate_points.py --benchmark uc4-elements
+# buckets of groups (spark_jobs/uc4.py), measured with experiments/gate_points.py --benchmark uc4-elements
 # --instance-cpu 0.25 (2026-11-25, a host at 0.68x UC1's baseline host): 12 on one instance passes (-19 [-118, +79]
 # vs 86 records/s), 16 on one too (-44 [-267, +179] vs 205, 94 % of the quota); 20 falls behind on one (13 s
 # batches) and passes on two (-156 [-661, +349] vs 400) and three; 22 passes on two (92 % of the quota) and three;

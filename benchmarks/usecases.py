@@ -19,7 +19,7 @@ UC2_KEYS = Benchmark(
 #: holds every key and updates, stores and writes all keys x 6 windows whatever its length: with Spark's
 #: default trigger (next batch at once) the CPU per record rose from 56 to 103 us from one to two instances at
 #: 4 000 keys (shorter batches, the same per-batch work), and a second instance added almost nothing; with
-#: the 5 s trigger, 55 and 56 us (benchmarks/scripts/gate_points.py, 2026-11-22).
+#: the 5 s trigger, 55 and 56 us (experiments/gate_points.py, 2026-11-22).
 UC3_KEYS = Benchmark(
     "uc3-keys",
     uc3.start_query,

@@ -45,7 +45,7 @@ from generator.kafka_client import (
 from generator.worker import WorkerPlan, WorkerTotals, worker_main
 from generator.workload import Workload, WorkloadError
 
-#: Records/s one worker process is trusted to sustain. ``benchmarks/scripts/bench_generator.py`` measured one
+#: Records/s one worker process is trusted to sustain. ``experiments/bench_generator.py`` measured one
 #: process flat out at 250 000 - 335 000 records/s (1.9 - 2.1 CPU-µs/record) against the embedded broker on
 #: the shared 2-core development machine (broker on the same cores), and two processes sustained 300 000
 #: records/s when the machine was otherwise quiet. Half the single-process figure leaves headroom for the
@@ -281,7 +281,7 @@ class LoadGenerator:
                     "key's records once and cycle through them: the generator calls it once per record)"
                     if self.workload.records is not None
                     else "lower the load, run on more cores, or pass max_rate_per_process measured with "
-                    "benchmarks/scripts/bench_generator.py on this machine"
+                    "experiments/bench_generator.py on this machine"
                 )
             )
         if self.workload.hierarchy is not None and not self.config_topic:

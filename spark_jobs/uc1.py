@@ -48,7 +48,7 @@ def start_query(
     ``state_store`` have no effect).
 
     ``extra_hash_rounds``: make every record dearer by that many chained SHA-256 hashes of its value, with the
-    same output -- a regression to inject without a code edit (``benchmarks/scripts/gate_quality.py``)."""
+    same output -- a regression to inject without a code edit (``experiments/gate_quality.py``)."""
     if not isinstance(extra_hash_rounds, int) or extra_hash_rounds < 0:
         raise ValueError(f"extra_hash_rounds must be a whole number >= 0, got {extra_hash_rounds!r}")
     deployment = DeploymentOptions.from_options(options)

@@ -244,7 +244,7 @@ def latest_per_child(
     groups: dict[str, dict[str, list[Any]]] = json.loads(state.get[0]) if state.exists else {}
     changed: dict[str, dict[str, list[Any]]] = {}  # the groups that got a reading, in order of arrival
     # plain Python over the columns as lists: pandas' per-call overhead (sort, de-duplicate) cost ~5x this
-    # loop (benchmarks/scripts/bench_uc4_state.py)
+    # loop (experiments/bench_uc4_state.py)
     for readings in batches:
         for group, child, timestamp, offset, value in zip(
             readings["identifier"].tolist(),

@@ -9,7 +9,7 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "benchmarks" / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
 def load_script(name: str):

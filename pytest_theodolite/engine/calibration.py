@@ -19,7 +19,7 @@ from typing import Any
 REFERENCE_CPU = 0.25
 #: a baseline whose calibration differs by more than this share is not comparable; run to run on one host it
 #: varied by a coefficient of variation of 7-10 % (max/min 1.20-1.32 over 5 runs,
-#: benchmarks/scripts/calibration_spread.py), so 35 % is about 3.5 sigma
+#: experiments/calibration_spread.py), so 35 % is about 3.5 sigma
 DEFAULT_MARGIN = 0.35
 
 

@@ -3,7 +3,7 @@
 Why a plugin-managed standalone cluster by default, not ``local-cluster[...]``: only a standalone worker is
 a process of our own that can be put into a CPU-limited cgroup before the executor it forks inherits it
 (local-cluster's workers live inside the driver JVM). Time to r registered executors is no argument either
-way: measured side by side (benchmarks/scripts/bench_foundation.py --only executors) it was 2.2 / 4.3 / 9.3 s
+way: measured side by side (experiments/bench_foundation.py --only executors) it was 2.2 / 4.3 / 9.3 s
 standalone vs 2.4 / 4.1 / 7.9 s local-cluster for r = 1 / 2 / 4 -- executor JVM start dominates both.
 """
 

@@ -2,7 +2,7 @@
 (use case, load, instances) under both, one after the other on the same broker and cluster, and prints both
 verdicts, slopes and wall times.
 
-    python benchmarks/scripts/protocol_reference.py --pair 1:12000:1 --pair 1:12000:2 --pair 2:20000:2
+    python experiments/protocol_reference.py --pair 1:12000:1 --pair 1:12000:2 --pair 2:20000:2
 
 The gates' protocol: primed without the CPU limit, warm-up until the batch durations stop falling, measured
 from 20 s until the batch-aligned lag slope's 95 % interval lies on one side of the threshold (at most
@@ -18,7 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
+)  # the gates' use cases (usecases.py)
 
 from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 

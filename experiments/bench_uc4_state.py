@@ -2,7 +2,7 @@
 micro-batch, next to the pandas fold it replaced (concatenate, sort by event time and offset, keep the last row
 per child), on scripted readings of 4 children and a scripted GroupState -- no Spark, no broker.
 
-    python benchmarks/scripts/bench_uc4_state.py
+    python experiments/bench_uc4_state.py
 
 Under a constant gate load a group gets a few readings per micro-batch (8 rows); a pre-filled topic read in
 50 000-record batches gives it hundreds to thousands. Measured 2026-11-22 (microseconds per call, one run):

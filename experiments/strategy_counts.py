@@ -1,6 +1,6 @@
 """How many sub-experiments each search strategy needs for a measured demand function.
 
-    python benchmarks/scripts/strategy_counts.py theodolite-results/expuc1-keys_demand.csv [--resources 1 2 3 4]
+    python experiments/strategy_counts.py theodolite-results/expuc1-keys_demand.csv [--resources 1 2 3 4]
 
 Replays every strategy against the oracle the demand function implies (r instances pass load l iff
 r >= demand(l); "none" passes nothing), the monotonicity Theodolite's binary and lower-bound searches assume.

@@ -8,9 +8,9 @@ evicted rises and falls with the windows and peaks alike in both). A point whose
 interval ends near its threshold, or whose instances run near their quota, is a capacity edge: its verdict
 flips between runs, and a gate should not use it.
 
-    python benchmarks/scripts/gate_points.py --uc 3 --pair 4000:1 --pair 8000:2 \\
+    python experiments/gate_points.py --uc 3 --pair 4000:1 --pair 8000:2 \\
         [--job-option output_mode=append] [--instance-cpu 0.25]
-    python benchmarks/scripts/gate_points.py --benchmark uc4-elements --pair 8:1 --pair 12:2
+    python experiments/gate_points.py --benchmark uc4-elements --pair 8:1 --pair 12:2
 
 Job options are ``KEY=VALUE`` with VALUE read as JSON where it parses (numbers, true/false), else as text.
 """
@@ -27,7 +27,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
+)  # the gates' use cases (usecases.py)
 
 from usecases import BENCHMARKS, QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 

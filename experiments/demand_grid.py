@@ -1,6 +1,6 @@
 """Measure a use case's full (load x instances) grid once, then replay every search strategy on it.
 
-    python benchmarks/scripts/demand_grid.py --uc 1 --loads 2000 5000 10000 15000 --resources 1 2 3 4 \
+    python experiments/demand_grid.py --uc 1 --loads 2000 5000 10000 15000 --resources 1 2 3 4 \
         --instance-cpu 0.25 --duration 20 --warmup 10 [--results DIR]
 
 Prints the demand function, each sub-experiment's lag slope and phase timings (setup / warm-up / measurement
@@ -16,7 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
+)  # the gates' use cases (usecases.py)
 
 from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 

@@ -4,7 +4,7 @@ passed, orders the two by the start of their lag series, and prints the second's
 first's -- on unchanged code (REF = the working tree's commit) any systematic difference is the order's, not
 the code's.
 
-    python benchmarks/scripts/pair_order.py /tmp/gq/clean/clean-1 /tmp/gq/clean/clean-2 ...
+    python experiments/pair_order.py /tmp/gq/clean/clean-1 /tmp/gq/clean/clean-2 ...
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Issue-2 figures: broker cold/warm start, time to r registered executors (standalone vs local-cluster),
 RSS of the broker and of one executor, and how a CPU-bound job scales with r CPU-limited instances.
 
-    python benchmarks/scripts/bench_foundation.py [--quick]
+    python experiments/bench_foundation.py [--quick]
 
 Each table compares variants measured side by side in this one run (the machine is shared and noisy).
 """

@@ -4,7 +4,7 @@ the micro-batches' median duration. A task whose duration far exceeds its CPU wa
 Python worker -- whose CPU Spark does not count; profile that one with py-spy on the executor's
 ``pyspark_daemon`` process).
 
-    python benchmarks/scripts/profile_stages.py --uc 4 --load 2 --instance-cpu 0.5
+    python experiments/profile_stages.py --uc 4 --load 2 --instance-cpu 0.5
 
 Found with it (2026-11-22, UC4 depth 2, one half-core instance): the feedback topic's read tasks took 520 ms
 with 10 ms of CPU (Kafka's fetch wait), a registry scan ran in every micro-batch, and the stateful stage's two
@@ -23,9 +23,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/usecases.py
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
+)  # the gates' use cases (usecases.py)
 
-from gate_points import (  # benchmarks/scripts, beside this
+from gate_points import (  # experiments, beside this
     add_benchmark_argument,
     chosen_benchmark,
     gate_point_settings,

@@ -5,9 +5,9 @@ coefficient of variation over the runs, and -- taking each run in turn as the ba
 (leave-one-out) -- how many of those pairs the cost check (pytest_theodolite/core/cost.py: beyond the tolerance
 and, where both have one, intervals apart) would have flagged. On unchanged code every flag is a false alarm.
 
-    python benchmarks/scripts/cost_spread.py /tmp/gq/clean/clean-1 /tmp/gq/clean/clean-2 --tolerance 8%
-    python benchmarks/scripts/cost_spread.py /tmp/gq/clean/clean-* --tolerance 8% --tolerance uc4-elements=30%
-    python benchmarks/scripts/cost_spread.py RUN... --against BASELINE_RUN   # injected runs vs a clean one
+    python experiments/cost_spread.py /tmp/gq/clean/clean-1 /tmp/gq/clean/clean-2 --tolerance 8%
+    python experiments/cost_spread.py /tmp/gq/clean/clean-* --tolerance 8% --tolerance uc4-elements=30%
+    python experiments/cost_spread.py RUN... --against BASELINE_RUN   # injected runs vs a clean one
 """
 
 from __future__ import annotations

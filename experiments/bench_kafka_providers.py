@@ -1,7 +1,7 @@
 """Issue-15 figures: the Kafka image build (cold and cached), container start to "ready", and a 100 000-record
 round trip through the container side by side with the embedded broker.
 
-    python benchmarks/scripts/bench_kafka_providers.py [--cold] [--repeats 3]
+    python experiments/bench_kafka_providers.py [--cold] [--repeats 3]
 
 --cold removes this package's images first, so the build starts from debootstrap. Start and round trip
 alternate between the providers (embedded, container, embedded, ...) so that the host's noise falls on both.

@@ -3,7 +3,7 @@ runs (each with ``ref/`` and ``change/``) and sums, per side, the set-up, warm-u
 every repetition it ran. With a run's wall time (gate_quality.py prints it) this says what pull-request mode
 costs against one revision alone, measured in the same run on the same host.
 
-    python benchmarks/scripts/side_times.py /tmp/gq/clean-1 --wall-min 69.7
+    python experiments/side_times.py /tmp/gq/clean-1 --wall-min 69.7
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@ per gate point and run, the baseline, the measured demand and the verdict, then 
 of unchanged code with a regression), the detection rate (runs with an injected regression that were flagged)
 and the wall time of each run.
 
-    python benchmarks/scripts/gate_quality.py --clean 5 --injected 5
-    python benchmarks/scripts/gate_quality.py --clean 0 --injected 3 --hash-rounds 12 -k uc1
-    python benchmarks/scripts/gate_quality.py --clean 1 --injected 0 -k "uc1 or uc2" --theodolite-protocol
-    python benchmarks/scripts/gate_quality.py --clean 5 --injected 5 -k uc1 --compare-ref HEAD
+    python experiments/gate_quality.py --clean 5 --injected 5
+    python experiments/gate_quality.py --clean 0 --injected 3 --hash-rounds 12 -k uc1
+    python experiments/gate_quality.py --clean 1 --injected 0 -k "uc1 or uc2" --theodolite-protocol
+    python experiments/gate_quality.py --clean 5 --injected 5 -k uc1 --compare-ref HEAD
 
 The injected regression needs no code edit: UC1's job option ``extra_hash_rounds`` (spark_jobs/uc1.py) makes
 every record pay for that many chained SHA-256 hashes (12 rounds: about +50 % CPU per record in the job's
@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 THEODOLITE_PROTOCOL = [
     "--theodolite-warmup",
     "60",

@@ -1,9 +1,9 @@
 """Benchmark of the load generator against the embedded broker: rate accuracy, throughput per core next to
 Kafka's own ProducerPerformance, and the largest load the whole generator sustains on this machine.
 
-    THEODOLITE_CACHE_DIR=/tmp/tcache python benchmarks/scripts/bench_generator.py [--duration-s 60]
-    python benchmarks/scripts/bench_generator.py --only-per-core   # the per-core table alone, every record kind
-    python benchmarks/scripts/bench_generator.py --only-rate-accuracy --loads 1000,4000,12000,20000 --duration-s 20
+    THEODOLITE_CACHE_DIR=/tmp/tcache python experiments/bench_generator.py [--duration-s 60]
+    python experiments/bench_generator.py --only-per-core   # the per-core table alone, every record kind
+    python experiments/bench_generator.py --only-rate-accuracy --loads 1000,4000,12000,20000 --duration-s 20
 
 Record kinds in the per-core table: Theodolite's built-in records, a ``JsonTemplate`` and an ``AvroTemplate`` of
 a click event, and a ``Replay`` of a 1 000-row JSON-lines sample (generator/factories.py).

@@ -4,7 +4,7 @@ calibration margin (pytest_theodolite/engine/calibration.py, DEFAULT_MARGIN) mus
 rows/s (wall clock) and the instance's CPU microseconds per row (cgroup accounting), which the CPU-per-record
 cost figure is normalised by (pytest_theodolite/core/cost.py).
 
-    python benchmarks/scripts/calibration_spread.py [--runs 6] [--rows 1000000]
+    python experiments/calibration_spread.py [--runs 6] [--rows 1000000]
 """
 
 from __future__ import annotations

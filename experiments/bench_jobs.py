@@ -9,10 +9,10 @@ to the end of the last one (micro-batch 1 pays for code generation and consumer 
 with ``--warmup-s S`` (30 with ``--scaling``) only the micro-batches that start S seconds after the first.
 UC4 also runs the feedback micro-batches that the loop causes in that span, as it would in production.
 
-    python benchmarks/scripts/bench_jobs.py [--records 400000] [--batch 50000] [--uc 1 2 3 4]
-    python benchmarks/scripts/bench_jobs.py --scaling 0.25   # 1 and 4 instances at a quarter core each
-    python benchmarks/scripts/bench_jobs.py --scaling 0.25 --uc 2 --warmup-s 0   # without the warm-up cut
-    python benchmarks/scripts/bench_jobs.py --scaling 0.25 --cfs-period-ms 10   # the quota in 10 ms periods
+    python experiments/bench_jobs.py [--records 400000] [--batch 50000] [--uc 1 2 3 4]
+    python experiments/bench_jobs.py --scaling 0.25   # 1 and 4 instances at a quarter core each
+    python experiments/bench_jobs.py --scaling 0.25 --uc 2 --warmup-s 0   # without the warm-up cut
+    python experiments/bench_jobs.py --scaling 0.25 --cfs-period-ms 10   # the quota in 10 ms periods
 
 Measured 2026-11-21, defaults, a 2-core machine shared with other JVMs (two runs, records/s):
 UC1 40,027 / 38,339; UC2 50,688 / 54,415; UC3 (1 h windows every 10 min) 63,787 / 59,342;
