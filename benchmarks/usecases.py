@@ -19,7 +19,7 @@ UC2_KEYS = Benchmark(
 #: holds every key and updates, stores and writes all keys x 6 windows whatever its length: with Spark's
 #: default trigger (next batch at once) the CPU per record rose from 56 to 103 us from one to two instances at
 #: 4 000 keys (shorter batches, the same per-batch work), and a second instance added almost nothing; with
-#: the 5 s trigger, 55 and 56 us (experiments/gate_points.py, 2026-11-22).
+#: the 5 s trigger, 55 and 56 us (docs/lab-notes/gates.md).
 UC3_KEYS = Benchmark(
     "uc3-keys",
     uc3.start_query,
@@ -43,7 +43,7 @@ UC4_DEPTH = Benchmark(
     registry_topic_option="config_topic",
     job_options={"window_size": "10 seconds", "watermark_delay": "5 seconds"},
 )
-#: UC4's other hierarchy dimension (the method's "number of elements in groups", seed 001 section 5.6): the
+#: UC4's other hierarchy dimension (the method's "number of elements in groups"): the
 #: depth stays 3 (groups of groups of sensors, two feedback hops to the root) and every group gets `elements`
 #: members -> elements**3 sensors. Depth grows the load 4x a step, too coarse to give a 2-core testbed points
 #: whose demand is 1, 2 and 3 (with a job whose demand is linear in its load, demand 2 at depth d makes depth

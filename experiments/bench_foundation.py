@@ -1,5 +1,5 @@
-"""Issue-2 figures: broker cold/warm start, time to r registered executors (standalone vs local-cluster),
-RSS of the broker and of one executor, and how a CPU-bound job scales with r CPU-limited instances.
+"""The broker's cold/warm start, the time to r registered executors (standalone vs local-cluster),
+the RSS of the broker and of one executor, and how a CPU-bound job scales with r CPU-limited instances.
 
     python experiments/bench_foundation.py [--quick]
 

@@ -14,34 +14,8 @@ UC4 also runs the feedback micro-batches that the loop causes in that span, as i
     python experiments/bench_jobs.py --scaling 0.25 --uc 2 --warmup-s 0   # without the warm-up cut
     python experiments/bench_jobs.py --scaling 0.25 --cfs-period-ms 10   # the quota in 10 ms periods
 
-Measured 2026-11-21, defaults, a 2-core machine shared with other JVMs (two runs, records/s):
-UC1 40,027 / 38,339; UC2 50,688 / 54,415; UC3 (1 h windows every 10 min) 63,787 / 59,342;
-UC4 (4 x 3 hierarchy) 8,486 / 8,195; ConsumerPerformance 539,084 / 470,588. UC1 writes every record back to
-Kafka, UC2/UC3 only window results; UC4 pays for the per-batch registry read and its per-child version lists.
-2026-11-22, UC4 with one version per child (applyInPandasWithState) instead of every version (collect_list),
-each run beside UC2: UC4 7,751 -> 13,471 records/s (16 % -> 34 % of UC2's 47,886 / 39,172); its state per
-(group, window) 19,596-23,941 B -> 669-730 B. Then UC4 without its per-batch constant costs (a registry query
-instead of a registry read per micro-batch, a 10 ms Kafka fetch wait, a plain-loop state function, and the
-plugin's worker daemon), the old code from a worktree right before, same command: UC4 13,933 -> 28,656
-records/s (34 % -> 75 % of UC2's 40,537 / 38,377; UC3 50,158, 131 %); ``--scaling 0.25 --uc 4``: 2,622 ->
-6,654 (2.54x) before, 3,987 -> 10,827 (2.72x) after. ``--scaling 0.25 --uc 2 3`` again (f616aed, with the
-batch profile): UC2 8,975 -> 21,669 (2.41x; 2.27x the first time), UC3 8,008 -> 20,334 (2.54x; 2.37x); the
-median 50,000-record batch on 1 / 4 instances: UC2 5.1 / 2.1 s, UC3 5.7 / 2.2 s, of which the driver ~0.1 s
-and the state stores' commits 0.4-0.5 s summed over the 4 partitions on either count -- neither explains the
-4-instance batch's 0.8-0.9 s above a quarter of the 1-instance one. 2026-11-23, ``--scaling 0.25 --uc 2`` with
-the quota in 100 ms CFS periods (the default, as in Kubernetes) and then ``--cfs-period-ms 10``: 8,777 ->
-18,736 (2.13x) and 7,277 -> 15,303 (2.10x) -- finer periods do not recover the lost scaling, so the
-quantisation of short tasks into 100 ms periods is not why UC2 scales less than 2.5x.
+The figures it gave, with dates: docs/lab-notes/experiments.md.
 
-What it was: warm-up. Four instances are four JVMs, each compiling the job's code at a quarter core, and the
-400,000 records of those runs gave the four-instance run 7 batches of ~2 s, most of them still warming up
-(Spark's event log of one ``--uc 2`` run: on 4 instances the input stage took 2.0, 1.9, 1.7, 1.5 s and the
-stateful stage 1.4, 0.9, 0.7, 0.6 s over batches 1-4; on 1 instance 4.9 -> 4.1 s and 2.4 -> 1.4 s). The scaling
-step now cuts the batches that start within 30 s of the first one and reads 1,600,000 records, as the gates
-judge only after the warm-up. 2026-11-23, ``--scaling 0.25`` (all four, one run): UC1 7,023 -> 18,949 (2.70x),
-UC2 8,565 -> 22,678 (2.65x), UC3 6,794 -> 18,902 (2.78x), UC4 3,608 -> 10,434 (2.89x); ``--scaling 0.25
---uc 2`` again: 8,419 -> 22,224 (2.64x). The same 1,600,000 records without the cut (``--warmup-s 0``): UC2
-8,571 -> 22,110 (2.58x).
 """
 
 from __future__ import annotations

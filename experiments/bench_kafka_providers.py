@@ -1,4 +1,4 @@
-"""Issue-15 figures: the Kafka image build (cold and cached), container start to "ready", and a 100 000-record
+"""The Kafka image build (cold and cached), container start to "ready", and a 100 000-record
 round trip through the container side by side with the embedded broker.
 
     python experiments/bench_kafka_providers.py [--cold] [--repeats 3]

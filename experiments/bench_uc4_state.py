@@ -4,10 +4,8 @@ per child), on scripted readings of 4 children and a scripted GroupState -- no S
 
     python experiments/bench_uc4_state.py
 
-Under a constant gate load a group gets a few readings per micro-batch (8 rows); a pre-filled topic read in
-50 000-record batches gives it hundreds to thousands. Measured 2026-11-22 (microseconds per call, one run):
-8 rows 1 082 -> 171, 240 rows 1 035 -> 208, 3 000 rows 1 092 -> 702; a second run 854 -> 166 (5.2x), 887 -> 209
-(4.2x), 907 -> 703 (1.3x).
+The figures it gave, with dates: docs/lab-notes/experiments.md.
+
 """
 
 from __future__ import annotations

@@ -6,10 +6,8 @@ Python worker -- whose CPU Spark does not count; profile that one with py-spy on
 
     python experiments/profile_stages.py --uc 4 --load 2 --instance-cpu 0.5
 
-Found with it (2026-11-22, UC4 depth 2, one half-core instance): the feedback topic's read tasks took 520 ms
-with 10 ms of CPU (Kafka's fetch wait), a registry scan ran in every micro-batch, and the stateful stage's two
-tasks took 700 ms with 30 ms of JVM CPU (the Python worker's per-task import-cache reset); micro-batches went
-from 4.8 s to 1.1 s once all three were gone.
+What it found, with dates: docs/lab-notes/experiments.md.
+
 """
 
 from __future__ import annotations

@@ -39,8 +39,7 @@ def batch_durations_growing(
 
 #: how far the batches under the limit must have grown from the shortest of them before the falling-behind rule
 #: may end a repetition: recorded start transients of jobs that keep up rose 2.7-3.3x from their shortest batch,
-#: up to three batches by growing steps, before they slowed (UC1 at 12 000 records/s on two quarter-core
-#: instances, 2026-11-24: 2.0, 3.1, 4.4, 6.3 s, then 7.5 ... 10 s), and met the rule's pattern there
+#: up to three batches by growing steps, before they slowed (docs/lab-notes/protocol.md)
 FALLING_BEHIND_GROWTH = 4.0
 
 
@@ -61,8 +60,8 @@ def batch_durations_rising(
     dd/dt is the slope of a line through (end, duration) of the batches that ended in the last `window_s` (at
     least the last `batches` of them): rising means rate x slope above the threshold *and* a slope whose
     interval lies above zero. Over a few sub-second batches, or one pair of halves, the jitter alone reads as
-    a rise of hundreds of records/s (UC1 at 4 000 records/s, batches of 0.3-0.9 s: with the halves of four
-    batches nothing settled in 90 s, 2026-11-24); over the window the measurement itself judges, it does not.
+    a rise of hundreds of records/s (docs/lab-notes/protocol.md); over the window the measurement itself
+    judges, it does not.
     Ends that are not known (NaN) are taken as back to back."""
     if len(durations_s) < max(batches, 3):
         return False

@@ -1,12 +1,12 @@
 """When a sub-experiment's warm-up ends and when its measurement may stop: a pure state machine over samples.
 
-A verdict is judged only in steady state and only once it is certain (issue "gate verdicts that follow the
-code, not the host"). One repetition goes through four phases, fed one lag sample at a time:
+A verdict is judged only in steady state and only once it is certain, so that it follows the code and not the
+host (docs/how-it-works.md says why). One repetition goes through four phases, fed one lag sample at a time:
 
 1. **priming** -- the job runs its first micro-batches on the real load with the instances' CPU limit lifted:
    class loading, code generation and JIT compilation are set-up, not the processing under test (a
-   long-running job in production is always warm), and at a quarter core they alone took ~100 s on this
-   project's CI machines. Ends after ``prime_batches`` finished batches or ``max_prime_s``.
+   long-running job in production is always warm), and at a quarter core they alone take minutes
+   (docs/lab-notes/protocol.md). Ends after ``prime_batches`` finished batches or ``max_prime_s``.
 2. **settling** -- the limit is applied; the warm-up ends once the batch durations stop falling (the backlog
    primed at full speed, or left by the limit, is worked off): the mean of the newer half of the last
    ``settle_batches`` durations is at least ``1 - settle_tolerance`` times the older half's longest -- and
@@ -14,8 +14,7 @@ code, not the host"). One repetition goes through four phases, fed one lag sampl
    duration, so lengthening batches raise it whether or not the job keeps up; the rise is fitted over the
    batches of the last ``min_duration_s``, `batch_durations_rising`). A job near its capacity can
    take a minute or more to lengthen its batches to their fixed point after the limit, at first by growing
-   steps (UC1 at 12 000 records/s on two quarter-core instances, 2026-11-24: 2.0, 3.1, 4.4, 6.3, then 7.5 ...
-   10 s); measured inside that rise, identical code FAILed and PASSed by turns. Never settling within
+   steps (docs/lab-notes/protocol.md); measured inside that rise, identical code FAILed and PASSed by turns. Never settling within
    ``max_warmup_s`` fails the repetition, saying so; certain only where the batches doubled and their recent
    rise is not slowing (a job falling behind, not one rising towards a fixed point) -- unless fewer than
    ``settle_batches`` batches finished under the limit by then: batches of 20-40 s (a job at or past the edge

@@ -30,7 +30,7 @@ from pytest_theodolite.core.estimators import (
 )
 from pytest_theodolite.core.outcomes import Outcome
 
-# Theodolite's defaults (seed 001/002 and its slo-checker): 60 s warm-up, 2000 records/s.
+# Theodolite's defaults (its slo-checker): 60 s warm-up, 2000 records/s.
 DEFAULT_WARMUP_S = 60.0
 DEFAULT_LAG_TREND_THRESHOLD = 2000.0
 DEFAULT_GENERATOR_MIN_FRACTION = 0.98
@@ -159,7 +159,7 @@ def check_latency_trend(
     warmup_s: float = DEFAULT_WARMUP_S,
     method: SlopeMethod = "ols",
 ) -> SloVerdict:
-    """Event-time-latency trend (seed 001, method 2.2): samples are (processing time s, latency s).
+    """Event-time-latency trend (Theodolite's second SLO): samples are (processing time s, latency s).
 
     PASS iff the latency grows by less than `threshold` seconds per second after the warm-up.
     """

@@ -51,7 +51,7 @@ RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jo
 
 @dataclass(frozen=True)
 class PhaseTimings:
-    """Wall time of one repetition's phases (the issue asks where a sub-experiment's time goes)."""
+    """Wall time of one repetition's phases (where a sub-experiment's time goes, for the progress line)."""
 
     setup_s: float = 0.0  # topics, session with r registered executors, query start, generator start
     warmup_s: float = 0.0  # priming without the CPU limit included
