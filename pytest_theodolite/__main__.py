@@ -1,8 +1,39 @@
-"""``python -m pytest_theodolite``: the command-line tools (see pytest_theodolite/cli/)."""
+"""``python -m pytest_theodolite``: ``analyse RESULTS_DIR`` re-judges recorded results (cli/analyse.py);
+``reference [--write DIR]`` prints or writes docs/reference/ (reference.py)."""
 
+from __future__ import annotations
+
+import argparse
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
-from pytest_theodolite.cli.analyse import main
+
+def reference_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_theodolite reference",
+        description="the reference pages (options, ini keys, markers, fixtures, hooks) from the plugin's tables",
+    )
+    parser.add_argument("--write", type=Path, metavar="DIR", help="write them into DIR instead of printing")
+    args = parser.parse_args(argv)
+    from pytest_theodolite import reference
+
+    if args.write is not None:
+        for path in reference.write(args.write):
+            print(path)
+        return 0
+    print("\n".join(reference.render().values()), end="")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["reference"]:
+        return reference_main(argv[1:])
+    from pytest_theodolite.cli.analyse import main as analyse
+
+    return analyse(argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())

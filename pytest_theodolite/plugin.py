@@ -91,6 +91,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def theodolite_settings(pytestconfig: pytest.Config) -> TheodoliteSettings:
+    """The resolved settings (command line > ini file > defaults), a typed ``TheodoliteSettings``."""
     return pytestconfig.stash[SETTINGS_KEY]
 
 
@@ -100,7 +101,9 @@ def kafka_cluster(
     theodolite_settings: TheodoliteSettings,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[KafkaCluster]:
-    """The Kafka cluster of this test session: ``bootstrap_servers``, ``create_topic``, ``end_offsets``, ..."""
+    """The Kafka cluster of this test session (``--kafka``): ``bootstrap_servers``, ``create_topic(name,
+    partitions)`` (waits for its leaders), ``delete_topic``, ``end_offsets(topic)``, ``client_kwargs()``,
+    ``spark_options()``. Under pytest-xdist every worker shares one, started once and stopped once."""
     if xdist.is_xdist_worker(request):
         cluster = start_or_stop(
             request, lambda: services.shared_kafka(theodolite_settings, tmp_path_factory.getbasetemp().parent)
@@ -117,8 +120,8 @@ def spark_cluster(
     theodolite_settings: TheodoliteSettings,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[SparkCluster]:
-    """Spark with up to ``--theodolite-max-instances`` one-core executors:
-    ``with spark_cluster.session(instances=r)``."""
+    """Spark with up to ``--theodolite-max-instances`` one-core executors: ``with spark_cluster.session(instances=r)
+    as spark:`` gives a SparkSession with exactly ``r`` registered executors and the Kafka connector."""
     if xdist.is_xdist_worker(request):
         yield start_or_stop(
             request, lambda: services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent)
@@ -235,6 +238,7 @@ def theodolite(
 
 @pytest.fixture
 def theodolite_load() -> int:
+    """The load of one gate point; the ``theodolite`` marker parametrizes it with the marker's ``loads``."""
     raise pytest.UsageError(
         "theodolite_load is set by the theodolite marker: mark the test with "
         "@pytest.mark.theodolite(benchmark, loads=[...])"

@@ -1,0 +1,157 @@
+"""docs/reference/, made from the tables the plugin itself uses (options, ini keys, marker keys) and from its
+fixtures' and hooks' docstrings: ``python -m pytest_theodolite reference --write docs/reference``.
+
+A test compares the committed files with what this renders, so an option added without its help text, or
+docs left behind by a change, fail the suite.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pytest_theodolite import hookspec, plugin
+from pytest_theodolite.engine.markers import GATE_DEFAULTS, MARKER_HELP
+from pytest_theodolite.engine.settings import GATE_OPTIONS, OPTIONS
+from pytest_theodolite.glue.options import COMMAND_LINE_ONLY, EXCLUSIVE_MARKER, INI_ONLY
+
+GENERATED = "<!-- made by `python -m pytest_theodolite reference --write docs/reference`; do not edit -->"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _code(value: Any) -> str:
+    return f"`{value}`" if value not in ("", None) else ""
+
+
+def options_page() -> str:
+    lines = [
+        GENERATED,
+        "# Options and ini keys",
+        "",
+        "Every option can also be set in `[tool.pytest.ini_options]` (or `pytest.ini`) under its ini key; the",
+        "command line wins over the ini file, the ini file over the default.",
+        "",
+        "## Where Kafka and Spark come from, and where results go",
+        "",
+        "| option | ini key | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{flag}` | `{ini}` | {_code(default)} | {_cell(text)} |" for flag, ini, default, text in OPTIONS
+    ]
+    lines += [
+        "",
+        "## Gate settings",
+        "",
+        "These override the `theodolite` marker's value for every gate (docs/reference/markers.md).",
+        "",
+        "| option | ini key | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{flag}` | `theodolite_{key}` | {_code(GATE_DEFAULTS[key])} | {_cell(text)} |"
+        for flag, key, text in GATE_OPTIONS
+    ]
+    lines += ["", "## Command line only", "", "| option | meaning |", "|---|---|"]
+    lines += [f"| `{flag}` | {_cell(text)} |" for flag, _, text in COMMAND_LINE_ONLY]
+    lines += ["", "## Ini file only", "", "| ini key | meaning |", "|---|---|"]
+    lines += [f"| `{key}` | {_cell(text)} |" for key, text in INI_ONLY]
+    lines += [
+        "",
+        "## Environment",
+        "",
+        "| variable | meaning |",
+        "|---|---|",
+        "| `THEODOLITE_KAFKA_BOOTSTRAP` | the external cluster's address, where `--kafka-bootstrap` is not given |",
+        "| `THEODOLITE_KAFKA_<NAME>` | the client property `<name>` of an external cluster, e.g. "
+        "`THEODOLITE_KAFKA_SASL_PASSWORD` sets `sasl.password`: secrets belong here, never printed or written |",
+        "| `THEODOLITE_DEBIAN_MIRROR` | the Debian mirror the Kafka image built for `--kafka testcontainers` installs "
+        "from (default: the one apt uses) |",
+        "| `GITHUB_STEP_SUMMARY` | where set, the gates' Markdown summary is appended to that file |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def markers_page() -> str:
+    lines = [
+        GENERATED,
+        "# Markers",
+        "",
+        "## `@pytest.mark.theodolite(benchmark, *, loads, ...)`",
+        "",
+        "A scalability gate: a test with this marker that uses the `theodolite_gate` fixture runs once per load.",
+        "`benchmark` is a `pytest_theodolite.Benchmark`; every key below is optional but `loads`.",
+        "",
+        "| key | default | meaning |",
+        "|---|---|---|",
+    ]
+    for key, text in MARKER_HELP.items():
+        default = "required" if key == "loads" else _code(repr(GATE_DEFAULTS[key]))
+        lines.append(f"| `{key}` | {default} | {_cell(text)} |")
+    name, _, text = EXCLUSIVE_MARKER.partition(":")
+    lines += [
+        "",
+        f"## `@pytest.mark.{name}`",
+        "",
+        _cell(text.strip())[0].upper() + _cell(text.strip())[1:] + ".",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _fixture_scope(value: Any) -> str | None:
+    marker = getattr(value, "_fixture_function_marker", None) or getattr(
+        value, "_pytestfixturefunction", None
+    )
+    return None if marker is None else str(marker.scope)
+
+
+def fixtures_page(module: ModuleType = plugin) -> str:
+    lines = [GENERATED, "# Fixtures", "", "| fixture | scope | what it gives |", "|---|---|---|"]
+    for name, value in vars(module).items():
+        scope = _fixture_scope(value)
+        if scope is not None:
+            lines.append(f"| `{name}` | {scope} | {_cell(inspect.getdoc(value) or '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def hooks_page(module: ModuleType = hookspec) -> str:
+    lines = [
+        GENERATED,
+        "# Hooks",
+        "",
+        "Implement them in a `conftest.py` or a plugin of your own.",
+    ]
+    for name, value in vars(module).items():
+        if name.startswith("pytest_") and inspect.isfunction(value):
+            signature = inspect.signature(value)
+            parameters = ", ".join(f"{p.name}: {p.annotation}" for p in signature.parameters.values())
+            heading = f"{name}({parameters}) -> {signature.return_annotation}"
+            lines += ["", f"## `{heading}`", "", inspect.getdoc(value) or ""]
+    return "\n".join(lines) + "\n"
+
+
+PAGES = {
+    "options.md": options_page,
+    "markers.md": markers_page,
+    "fixtures.md": fixtures_page,
+    "hooks.md": hooks_page,
+}
+
+
+def render() -> dict[str, str]:
+    return {name: page() for name, page in PAGES.items()}
+
+
+def write(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in render().items():
+        path = directory / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
