@@ -12,9 +12,10 @@ host (docs/how-it-works.md says why). One repetition goes through four phases, f
    ``settle_batches`` durations is at least ``1 - settle_tolerance`` times the older half's longest -- and
    stop rising faster than the lag-trend threshold allows (the lag at a commit is the load times the batch's
    duration, so lengthening batches raise it whether or not the job keeps up; the rise is fitted over the
-   batches of the last ``min_duration_s``, `batch_durations_rising`). A job near its capacity can
-   take a minute or more to lengthen its batches to their fixed point after the limit, at first by growing
-   steps (docs/lab-notes/protocol.md); measured inside that rise, identical code FAILed and PASSed by turns. Never settling within
+   batches of the last ``min_duration_s``, `batch_durations_rising`). A job near its capacity can take a
+   minute or more to lengthen its batches to their fixed point after the limit, at first by growing steps
+   (docs/lab-notes/protocol.md); measured inside that rise, identical code FAILed and PASSed by turns. Never
+   settling within
    ``max_warmup_s`` fails the repetition, saying so; certain only where the batches doubled and their recent
    rise is not slowing (a job falling behind, not one rising towards a fixed point) -- unless fewer than
    ``settle_batches`` batches finished under the limit by then: batches of 20-40 s (a job at or past the edge

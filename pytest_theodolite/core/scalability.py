@@ -1,4 +1,5 @@
-"""Demand and capacity (Theodolite's scalability metrics) as typed results, and their computation from a table of verdicts.
+"""Demand and capacity (Theodolite's scalability metrics) as typed results, and their computation from a
+table of verdicts.
 
 demand(l)   = min{ r : all SLOs hold for (l, r) }   -- None ("none") if no tested r passed
 capacity(r) = max{ l : all SLOs hold for (l, r) }   -- None ("none") if no tested l passed
