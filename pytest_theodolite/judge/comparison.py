@@ -1,5 +1,14 @@
 """demand(load) measured against a reference's: the verdict per load (pass, improvement, regression,
-unmeasured, new load, not comparable, cost regression) and for a whole benchmark."""
+unmeasured, new load, not comparable, cost regression) and for a whole benchmark.
+
+Comparison rule per load l (tolerance t >= 0 instances):
+    measured(l) <= reference(l) + t   passes (PASS, or IMPROVEMENT when measured(l) < reference(l))
+    measured(l) >  reference(l) + t   REGRESSION
+"none" is worse than any number: reference 3 / measured none is a REGRESSION, reference none / measured 4 an
+IMPROVEMENT, none / none PASS. A load whose sub-experiment was INVALID or ERRORED is UNMEASURED: neither pass
+nor regression (the gate reports a test error). A load without a reference value is NEW_LOAD (not a failure).
+
+Pure functions over data: no pytest, Kafka or Spark imports."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
-"""Stored baselines of demand functions, and the comparison that makes a scalability regression gate.
+"""Stored baselines of demand functions: the file format, written and read back.
 
 One reviewable JSON file per benchmark, `baselines/<benchmark>.json`: pretty-printed, keys sorted (loads in
 numeric order), a trailing newline, so a baseline change reads well in a diff. It holds the demand function
 (`{"<load>": instances | null}`, null = "none": no tested amount met the SLOs), the settings it was measured
 with (secrets redacted) and the testbed it ran on.
 
-Comparison rule per load l (tolerance t >= 0 instances):
-    measured(l) <= baseline(l) + t   passes (PASS, or IMPROVEMENT when measured(l) < baseline(l))
-    measured(l) >  baseline(l) + t   REGRESSION
-"none" is worse than any number: baseline 3 / measured none is a REGRESSION, baseline none / measured 4 an
-IMPROVEMENT, none / none PASS. A load whose sub-experiment was INVALID or ERRORED is UNMEASURED: neither pass
-nor regression (the gate reports a test error). A load without a baseline value is NEW_LOAD (not a failure).
-
-Pure functions over data: no pytest, Kafka or Spark imports.
+The comparison with it is judge/comparison.py's.
 """
 
 from __future__ import annotations
