@@ -45,11 +45,9 @@ from generator.kafka_client import (
 from generator.worker import WorkerPlan, WorkerTotals, worker_main
 from generator.workload import Workload, WorkloadError
 
-#: Records/s one worker process is trusted to sustain. ``experiments/bench_generator.py`` measured one
-#: process flat out at 250 000 - 335 000 records/s (1.9 - 2.1 CPU-µs/record) against the embedded broker on
-#: the shared 2-core development machine (broker on the same cores), and two processes sustained 300 000
-#: records/s when the machine was otherwise quiet. Half the single-process figure leaves headroom for the
-#: Spark job that shares the machine during a benchmark. Loads above ``processes x this`` are refused before
+#: Records/s one worker process is trusted to sustain: half of what one process sustained flat out on this
+#: project's machine kind (docs/lab-notes/defaults.md), which leaves headroom for the Spark job that shares
+#: the machine during a benchmark. Loads above ``processes x this`` are refused before
 #: anything is produced; pass ``max_rate_per_process`` with a figure measured on another machine.
 MEASURED_RATE_PER_PROCESS = 150_000.0
 #: CPU microseconds per built-in record in one worker flat out (1e6 / 300 000, the same measurement): with a

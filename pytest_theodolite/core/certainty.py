@@ -4,11 +4,9 @@ A demand rises above its reference (the stored baseline's, or REF's in pull-requ
 FAILed at the reference's instance count (plus the tolerance). Where that FAIL -- or REF's PASS there -- was
 not certain (the point estimate decided at the measurement's bound, or the job reached no steady state and
 its batches did not show it falling behind), the load sits at the edge of what this host's instances take,
-and which side of the edge a run lands on is the host's doing, not the code's. Measured on a fresh 2-core
-machine calibrated at 0.74x the baselines' host: UC1 at 20 000 records/s on 4 instances, REF passed with a
-lag slope of +977 [+256, +1698] vs 1 000 records/s at the 120 s bound, and the very same code failed without
-settling (batches of 16-22 s) -- reported as a regression. Such a load is not comparable (exit code 7),
-naming the verdicts that left it open; never a regression.
+and which side of the edge a run lands on is the host's doing, not the code's (docs/lab-notes/defaults.md
+has the run that showed it). Such a load is not comparable (exit code 7), naming the verdicts that left it
+open; never a regression.
 """
 
 from __future__ import annotations
@@ -112,10 +110,8 @@ def to_confirm(
     """Where a regression's deciding verdicts are to be measured once more before it is reported: (the
     instances of the change's FAIL, those of REF's PASS), each None where nothing is to be repeated.
 
-    Why: a verdict certain by its own interval still carries run-to-run variation that one run cannot see.
-    Measured on a 2-core host, unchanged code against itself (pull-request mode, UC1 at 12 000 records/s on 2
-    instances): REF FAILed with a lag slope of +693 [+603, +782] vs 600 records/s and the change PASSed with
-    +227 [+20, +435] -- both certain, the side that ran second the dearer (README: the order bias). So a
+    Why: a verdict certain by its own interval still carries run-to-run variation that one run cannot see
+    (docs/lab-notes/defaults.md: unchanged code against itself, both sides certain, opposite verdicts). So a
     regression whose verdicts were certain is repeated once, each side in the reverse order of its first
     run; where a repetition disagrees, the record is no longer certain and `uncertain_regression` says so.
     Only where the demands say regression, the verdicts were certain (else it is not comparable already) and

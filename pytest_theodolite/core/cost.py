@@ -60,10 +60,7 @@ CALIBRATION_NOISE = 0.45
 SIGNIFICANCE = 0.05
 #: how much a figure moves between runs beyond what its own blocks show (coefficient of variation), added to
 #: each figure's variance in that test. A run's blocks see only the noise within its window, not that of the
-#: host's state or of another machine of the same kind: over repeated runs on one host the figures varied by
-#: a coefficient of variation of 0.5-4 % (UC1-UC3, experiments/cost_spread.py); on a fresh machine of
-#: the same kind, unchanged code read +4 ... +9 % against its baselines (UC1, UC2), and UC1 4 000 at +9 %,
-#: p 0.026 on its blocks alone, was a false cost regression at an 8 % tolerance (p 0.14 with this term).
+#: host's state or of another machine of the same kind (docs/lab-notes/defaults.md).
 RUN_TO_RUN_CV = 0.05
 
 

@@ -4,10 +4,8 @@ turns a verdict into a pass, a failure or exit code 7."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,12 +23,9 @@ from pytest_theodolite.glue.scheduler import write_gate_points
 from pytest_theodolite.infra.isolation import MeasurementLock
 from pytest_theodolite.infra.shared import release_all
 from pytest_theodolite.judge.comparison import PointComparison
-from pytest_theodolite.pull_request.sides import SideError, job_reference
+from pytest_theodolite.pull_request.preflight import check_ref_holds_jobs
 from pytest_theodolite.pull_request.worktree import (
     CompareRefError,
-    files_missing_at,
-    repository_root,
-    resolve_ref,
 )
 from pytest_theodolite.report.progress import progress_line
 from pytest_theodolite.store.baseline import (
@@ -205,41 +200,11 @@ def check_compare_ref(config: pytest.Config, gate_items: list[pytest.Item]) -> N
     """Pull-request mode: REF must exist and hold every gate's job module, or nothing is measured."""
     ref = settings_of(config).compare_ref
     assert ref is not None
-    files: dict[Path, str] = {}
-    for item in gate_items:
-        marker = item.get_closest_marker("theodolite")
-        assert marker is not None  # a gate point
-        benchmark = marker.args[0]
-        try:
-            module, _ = job_reference(benchmark)
-        except SideError as exc:
-            raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
-        path = Path(getattr(sys.modules.get(module), "__file__", None) or "")
-        if not path.is_file():
-            raise pytest.UsageError(
-                f"pytest-theodolite: {benchmark.name}: its job module {module} has no file"
-            )
-        files[path] = f"{benchmark.name} ({module})"
+    benchmarks = [item.get_closest_marker("theodolite").args[0] for item in gate_items]  # type: ignore[union-attr]
     try:
-        commit = resolve_ref(config.rootpath, ref)
-        outside = [
-            p for p in files if not p.resolve().is_relative_to(repository_root(config.rootpath).resolve())
-        ]
-        if outside:
-            raise CompareRefError(
-                "--theodolite-compare-ref compares the jobs of this repository, but "
-                + ", ".join(f"{files[p]} is imported from {p}" for p in outside)
-                + ": install the project in editable mode (pip install -e .)"
-            )
-        missing = files_missing_at(config.rootpath, commit, list(files))
+        check_ref_holds_jobs(config.rootpath, ref, benchmarks)
     except CompareRefError as exc:
         raise pytest.UsageError(f"pytest-theodolite: {exc}") from None
-    if missing:
-        raise pytest.UsageError(
-            f"pytest-theodolite: --theodolite-compare-ref {ref} ({commit[:12]}) lacks the job of "
-            + ", ".join(f"{files[p]}: {p.name}" for p in missing)
-            + ": a benchmark new in this change has nothing to be compared with; deselect it (-k) for this run"
-        )
 
 
 def sub_experiment_hook(config: pytest.Config) -> SubExperimentListener:
