@@ -7,6 +7,7 @@ use, so ``python -m pytest_theodolite`` and the generator do not pay for PySpark
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from pytest_theodolite._compat import install_old_module_paths
@@ -108,4 +109,14 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_PUBLIC])
 
 
+def _import_kafka_python_quietly() -> None:
+    """kafka-python 3.0 loads its protocol schemas with importlib.resources' legacy API as it is imported:
+    imported first here, with those warnings silenced, so that no project that loads the plugin gets two
+    hundred warnings about code that is not its own."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
+        import kafka  # noqa: F401
+
+
 install_old_module_paths()
+_import_kafka_python_quietly()

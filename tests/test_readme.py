@@ -45,7 +45,7 @@ def test_the_own_job_walkthrough_declares_a_valid_gate(tmp_path: Path, monkeypat
         marker = next(m for m in gate.pytestmark if m.name == "theodolite")
         declared = gate_spec(marker.args, marker.kwargs, {}, {})
         assert declared.benchmark.name == "page-counts"
-        assert declared.settings.loads == (2000, 8000, 16000)
+        assert declared.settings.loads == (3000, 10000, 20000)
         # the workload checks its record factory on a first record before anything is produced
         assert isinstance(declared.benchmark.workload(2000), Workload)
         assert callable(sys.modules["myjob"].start_query)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_theodolite.core.certainty import to_confirm
 from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot, blind_spot_warning, capacities
@@ -25,6 +25,9 @@ from pytest_theodolite.report.summary import BenchmarkReport
 from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
 
+if TYPE_CHECKING:  # the session holds experiments; an experiment is handed its session
+    from pytest_theodolite.engine.session import TheodoliteSession
+
 #: (benchmark name, finished sub-experiment, the runner's phase timings per (load, resources, repetition))
 SubExperimentListener = Callable[[str, SubExperimentRecord, Mapping[Any, Any]], None]
 
@@ -40,6 +43,9 @@ class BenchmarkExperiment:
     on_sub_experiment: SubExperimentListener | None = None
     search: IncrementalSearch = field(init=False)
     points: dict[int, DemandPoint] = field(default_factory=dict)
+    #: every sub-experiment's record as the runner handed it back, by (load, instances); a confirming
+    #: repetition replaces its first record
+    records: dict[tuple[int, int], SubExperimentRecord] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.search = IncrementalSearch(
@@ -53,13 +59,13 @@ class BenchmarkExperiment:
         if load in self.points:
             return self.points[load]
         step = self.search.search(load, self._run, baseline_guess(baseline, load, self.settings.resources))
-        runs = tuple(self.runner.records[(s.load, s.resources)] for s in step.sub_experiments)
+        runs = tuple(self.records[(s.load, s.resources)] for s in step.sub_experiments)
         point = demand_point(step, runs, self.search.previous(load))
         if baseline is not None and load in baseline.demand and point.status in (MEASURED, NONE):
             again, _ = to_confirm(runs, point.resources, baseline.demand[load], tolerance)
             if again is not None:
                 self._run(load, again, confirm=True)
-                runs = tuple(self.runner.records[(r.load, r.resources)] for r in runs)
+                runs = tuple(self.records[(r.load, r.resources)] for r in runs)
                 point = replace(point, sub_experiments=runs)
         self.points[load] = point
         self.runner.writer.write_demand(self.demand_result())
@@ -70,6 +76,7 @@ class BenchmarkExperiment:
             record = self.runner.confirm_sub_experiment(load, resources)
         else:
             record = self.runner.run_sub_experiment(load, resources)
+        self.records[(load, resources)] = record
         if self.on_sub_experiment is not None:
             self.on_sub_experiment(self.benchmark.name, record, self.runner.timings)
         return record
@@ -81,7 +88,7 @@ class BenchmarkExperiment:
 
     def blind_spots(self, costs: Mapping[int, PointCost | None]) -> dict[int, BlindSpot | None]:
         """load -> how much dearer the job could become there before its demand changes (cost.BlindSpot)."""
-        capacity = capacities(self.runner.records.values())
+        capacity = capacities(self.records.values())
         return {load: blind_spot(load, cost, capacity) for load, cost in costs.items()}
 
     @property
@@ -89,7 +96,12 @@ class BenchmarkExperiment:
         return STORED_BASELINE
 
     def gate_point(
-        self, spec: GateSpec, load: int, baseline: Baseline | None, session: Any, not_comparable: str | None
+        self,
+        spec: GateSpec,
+        load: int,
+        baseline: Baseline | None,
+        session: TheodoliteSession,
+        not_comparable: str | None,
     ) -> GatePoint:
         """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`."""
         point = self.measure(load, baseline, spec.tolerance)
@@ -97,7 +109,7 @@ class BenchmarkExperiment:
         spot = self.blind_spots({load: cost})[load]
         return GatePoint(spec, point, baseline, not_comparable, cost, spot)
 
-    def baseline_costs(self, session: Any) -> dict[int, PointCost | None]:
+    def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None]:
         """Every measured load's CPU per record, as a baseline records it."""
         return {load: session.point_cost(self, load) for load in self.points}
 
@@ -108,7 +120,7 @@ class BenchmarkExperiment:
         tolerance: int,
         cost_tolerance: float | None,
         settings: TheodoliteSettings,
-        session: Any,
+        session: TheodoliteSession,
         testbed_extra: Mapping[str, str] | None,
     ) -> BenchmarkReport:
         """The demand function against the stored baseline, the CPU per record and the blind spots."""

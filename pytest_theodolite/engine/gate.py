@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
 from pytest_theodolite.core.outcomes import UNMEASURED, Verdict, count_text
@@ -30,6 +30,10 @@ from pytest_theodolite.report.summary import (
     slopes_and_outcomes,
 )
 from pytest_theodolite.store.baseline import Baseline
+
+if TYPE_CHECKING:  # the session holds experiments; an experiment is handed its session
+    from pytest_theodolite.engine.session import TheodoliteSession
+    from pytest_theodolite.engine.settings import TheodoliteSettings
 
 #: the reference of a gate outside pull-request mode
 STORED_BASELINE = "baseline"
@@ -107,12 +111,6 @@ class GatePoint:
         return self.baseline.cost.get(self.point.load), self.cost
 
 
-class GateSession(Protocol):
-    """What an experiment needs of its session to judge and report (engine.session.TheodoliteSession)."""
-
-    def not_comparable(self, baseline: Baseline | None) -> str | None: ...
-
-
 class GateExperiment(Protocol):
     """A benchmark measured in a session, a load per gate test: against the stored baseline
     (engine.experiment.BenchmarkExperiment) or against REF beside it (pull_request.experiment)."""
@@ -130,12 +128,17 @@ class GateExperiment(Protocol):
     def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> Any: ...
 
     def gate_point(
-        self, spec: GateSpec, load: int, baseline: Baseline | None, session: Any, not_comparable: str | None
+        self,
+        spec: GateSpec,
+        load: int,
+        baseline: Baseline | None,
+        session: TheodoliteSession,
+        not_comparable: str | None,
     ) -> GatePoint: ...
 
     def demand_result(self) -> DemandResult: ...
 
-    def baseline_costs(self, session: Any) -> dict[int, PointCost | None] | None: ...
+    def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None] | None: ...
 
     def report(
         self,
@@ -143,8 +146,8 @@ class GateExperiment(Protocol):
         baseline: Baseline | None,
         tolerance: int,
         cost_tolerance: float | None,
-        settings: Any,
-        session: Any,
+        settings: TheodoliteSettings,
+        session: TheodoliteSession,
         testbed_extra: Mapping[str, str] | None,
     ) -> BenchmarkReport: ...
 

@@ -233,7 +233,12 @@ class PairedExperiment:
         return self.target.label
 
     def gate_point(
-        self, spec: GateSpec, load: int, baseline: Baseline | None, session: Any, not_comparable: str | None
+        self,
+        spec: GateSpec,
+        load: int,
+        baseline: Baseline | None,
+        session: TheodoliteSession,
+        not_comparable: str | None,
     ) -> PairedGatePoint:
         """Both sides' demand at `load`; the change is judged against REF's, and beside it the stored
         baseline's where there is one."""
@@ -242,7 +247,7 @@ class PairedExperiment:
             spec, paired.sides[CHANGE], baseline, not_comparable, paired=paired, label=self.reference
         )
 
-    def baseline_costs(self, session: Any) -> None:
+    def baseline_costs(self, session: TheodoliteSession) -> None:
         """None: a baseline written in pull-request mode records no CPU per record (REF shares the host)."""
         return None
 
@@ -253,7 +258,7 @@ class PairedExperiment:
         tolerance: int,
         cost_tolerance: float | None,
         settings: TheodoliteSettings,
-        session: Any,
+        session: TheodoliteSession,
         testbed_extra: Mapping[str, str] | None,
     ) -> BenchmarkReport:
         """The change against REF per load, both sides' CPU per record, and the change against the stored
