@@ -12,10 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.factories import record_function
-from generator.kafka_client import (
-    LOG,
-    redact_config_secrets,
-)
+from generator.kafka_client import LOG, redact_config_secrets
 from generator.records import ValueTable, key_of, record_prefix
 from generator.workload import Workload
 

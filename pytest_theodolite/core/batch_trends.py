@@ -10,9 +10,7 @@ from itertools import pairwise
 import numpy as np
 from scipy import stats
 
-from pytest_theodolite.core.estimators import (
-    DEFAULT_CONFIDENCE,
-)
+from pytest_theodolite.core.estimators import DEFAULT_CONFIDENCE
 
 
 def batch_durations_growing(

@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
-from pytest_theodolite.core.outcomes import UNMEASURED, Verdict, count_text
+from pytest_theodolite.core.outcomes import STEP_SKIPPED, STEP_UNMEASURED, UNMEASURED, Verdict, count_text
 from pytest_theodolite.core.scalability import DemandResult
-from pytest_theodolite.core.search import SKIPPED
-from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.judge.comparison import PointComparison, compare_point
@@ -58,7 +56,7 @@ class GatePoint:
 
     @property
     def unmeasured(self) -> bool:
-        return self.point.status == UNMEASURED_STATUS
+        return self.point.status == STEP_UNMEASURED
 
     def comparison(self) -> PointComparison:
         return self.baseline_comparison()
@@ -71,7 +69,7 @@ class GatePoint:
             measured,
             self.baseline,
             self.spec.tolerance,
-            skipped=self.point.status == SKIPPED,
+            skipped=self.point.status == STEP_SKIPPED,
             not_comparable=self.not_comparable,
             measured_cost=self.cost,
             cost_tolerance=self.spec.cost_tolerance,

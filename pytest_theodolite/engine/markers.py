@@ -7,9 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_theodolite.core.cost import (
-    parse_cost_tolerance,
-)
+from pytest_theodolite.core.cost import parse_cost_tolerance
 from pytest_theodolite.core.estimators import SlopeThreshold
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.protocol import MeasurementPlan

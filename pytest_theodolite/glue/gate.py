@@ -24,9 +24,7 @@ from pytest_theodolite.infra.isolation import MeasurementLock
 from pytest_theodolite.infra.shared import release_all
 from pytest_theodolite.judge.comparison import PointComparison
 from pytest_theodolite.pull_request.preflight import check_ref_holds_jobs
-from pytest_theodolite.pull_request.worktree import (
-    CompareRefError,
-)
+from pytest_theodolite.pull_request.worktree import CompareRefError
 from pytest_theodolite.report.progress import progress_line
 from pytest_theodolite.store.baseline import (
     Baseline,
@@ -54,7 +52,7 @@ def state_of(config: pytest.Config) -> GateState:
     return config.stash[STATE_KEY]
 
 
-#: start(what) runs a part of the set-up; a broken part stops the run with one message (plugin._start)
+#: start(what) runs a part of the set-up; a broken part stops the run with one message (setup.start_or_stop)
 Starter = Callable[[Callable[[], Any]], Any]
 
 

@@ -20,11 +20,7 @@ from pytest_theodolite.core.cost import CostCheck, PointCost, check_cost
 from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Verdict, instances_text
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.store.baseline import Baseline, is_whole
-from pytest_theodolite.store.testbed import (
-    Testbed,
-    TestbedDifference,
-    describe_testbed_differences,
-)
+from pytest_theodolite.store.testbed import Testbed, TestbedDifference, describe_testbed_differences
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,7 @@ from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.redaction import redact_secrets
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.store.results import write_atomically
-from pytest_theodolite.store.testbed import (
-    CALIBRATION_KEYS,
-    TESTBED_KEYS,
-    Testbed,
-)
+from pytest_theodolite.store.testbed import CALIBRATION_KEYS, TESTBED_KEYS, Testbed
 
 FORMAT_VERSION: Final = 1
 BASELINE_DIR: Final = "baselines"
