@@ -1,5 +1,6 @@
 """The module paths of release 0.1 (``pytest_theodolite.runner``, ``.baseline``, ...) keep importing, with a
-DeprecationWarning, for one release: each old name is an alias of the module that now holds its code."""
+DeprecationWarning, for one release: each old name is an alias of the module that now holds its code, or,
+where that code was split over several modules, a module that finds each name in them."""
 
 from __future__ import annotations
 
@@ -43,6 +44,15 @@ MOVED_MODULES = {
     "waiting": "infra.waiting",
     "worktree": "pull_request.worktree",
 }
+#: old modules whose names now live in more than the module above: where else to look, in order
+SPLIT_MODULES = {
+    "baseline": ("store.testbed", "judge.comparison", "core.outcomes"),
+    "gates": ("engine.markers", "engine.experiment", "engine.testbed", "report.progress"),
+    "protocol": ("core.batch_trends",),
+    "results": ("core.records",),
+    "runner": ("engine.benchmark",),
+    "slo": ("core.estimators", "core.evaluation", "core.outcomes"),
+}
 PACKAGE = "pytest_theodolite"
 
 
@@ -58,18 +68,24 @@ def new_name(old: str) -> str | None:
     return prefix + moved + ("." + tail if tail else "")
 
 
+def _warn(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} moved to {new}; import it from there, or the public names from {PACKAGE} (the old path goes "
+        "in the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
 class _AliasLoader(importlib.abc.Loader):
+    """The old name is the new module itself."""
+
     def __init__(self, target: str) -> None:
         self.target = target
         self.target_spec: importlib.machinery.ModuleSpec | None = None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        warnings.warn(
-            f"{spec.name} moved to {self.target}; import it from there, or the public names from "
-            f"{PACKAGE} (the old path goes in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        _warn(spec.name, self.target)
         module = importlib.import_module(self.target)
         self.target_spec = module.__spec__
         return module
@@ -79,6 +95,32 @@ class _AliasLoader(importlib.abc.Loader):
         module.__spec__ = self.target_spec
 
 
+class _SplitLoader(importlib.abc.Loader):
+    """The old name is a module of its own that finds each name in the modules its code went to."""
+
+    def __init__(self, targets: tuple[str, ...]) -> None:
+        self.targets = targets
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        _warn(spec.name, " and ".join(self.targets))
+        return ModuleType(spec.name)
+
+    def exec_module(self, module: ModuleType) -> None:
+        targets = self.targets
+
+        def find(name: str) -> object:
+            for target in targets:
+                value = getattr(importlib.import_module(target), name, _MISSING)
+                if value is not _MISSING:
+                    return value
+            raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+
+        module.__getattr__ = find  # type: ignore[method-assign]
+
+
+_MISSING = object()
+
+
 class _OldPathFinder(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: object = None, target: object = None
@@ -86,6 +128,10 @@ class _OldPathFinder(importlib.abc.MetaPathFinder):
         moved = new_name(fullname)
         if moved is None or fullname == moved:
             return None
+        also = SPLIT_MODULES.get(fullname[len(PACKAGE) + 1 :], ())
+        if also:
+            targets = (moved, *(f"{PACKAGE}.{name}" for name in also))
+            return importlib.util.spec_from_loader(fullname, _SplitLoader(targets))
         return importlib.util.spec_from_loader(fullname, _AliasLoader(moved))
 
 

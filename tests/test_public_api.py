@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import pytest_theodolite
-from pytest_theodolite._compat import MOVED_MODULES, new_name
+from pytest_theodolite._compat import MOVED_MODULES, SPLIT_MODULES, new_name
 
 
 def test_every_public_name_resolves_to_its_defining_module() -> None:
@@ -31,7 +31,7 @@ def test_importing_the_package_does_not_import_pyspark() -> None:
     assert printed.strip() == "False"
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
+@pytest.mark.parametrize("old", sorted(set(MOVED_MODULES) - set(SPLIT_MODULES)))
 def test_old_module_paths_warn_and_are_the_new_modules(old: str) -> None:
     old_name = f"pytest_theodolite.{old}"
     sys.modules.pop(old_name, None)
@@ -62,3 +62,34 @@ def test_the_report_module_of_old_is_a_package_that_forwards_its_names() -> None
     with pytest.warns(DeprecationWarning, match="report.summary"):
         from pytest_theodolite.report import failure_table
     assert failure_table is summary.failure_table
+
+
+#: names of release 0.1's modules whose code was split over several modules, one from each new home
+SPLIT_NAMES = {
+    "slo": {"check_lag_trend": "core.slo", "SloSettings": "core.evaluation", "ols_slope": "core.estimators"},
+    "baseline": {
+        "load_baseline": "store.baseline",
+        "Testbed": "store.testbed",
+        "compare": "judge.comparison",
+    },
+    "gates": {
+        "TheodoliteSession": "engine.session",
+        "gate_spec": "engine.markers",
+        "testbed": "engine.testbed",
+    },
+    "results": {"read_results": "store.results", "RepetitionRecord": "core.records"},
+    "runner": {"ExperimentRunner": "engine.runner", "ExperimentSettings": "engine.benchmark"},
+    "protocol": {"MeasurementProtocol": "core.protocol", "DIVERGENCE_BATCHES": "core.batch_trends"},
+}
+
+
+@pytest.mark.parametrize("old", sorted(SPLIT_MODULES))
+def test_an_old_module_whose_code_was_split_finds_each_name_in_its_new_home(old: str) -> None:
+    old_name = f"pytest_theodolite.{old}"
+    sys.modules.pop(old_name, None)
+    with pytest.warns(DeprecationWarning, match=f"{old_name} moved to"):
+        module = importlib.import_module(old_name)
+    for name, home in SPLIT_NAMES[old].items():
+        assert getattr(module, name) is getattr(importlib.import_module(f"pytest_theodolite.{home}"), name)
+    with pytest.raises(AttributeError, match="no attribute 'never_there'"):
+        _ = module.never_there
