@@ -77,9 +77,12 @@ class GateState:
 
     # hooks of this object, registered per config (the report hooks get no config to find the state in)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = {name for name, _ in report.user_properties}
+        if report.skipped and "theodolite.unmeasured" in properties:
+            self.unmeasured += 1  # a point no verdict could be reached for: skipped with its reason
+            return
         if not report.failed:
             return
-        properties = {name for name, _ in report.user_properties}
         if "theodolite.unmeasured" in properties:
             self.unmeasured += 1
         elif "theodolite.regression" in properties:
@@ -118,9 +121,9 @@ class TheodoliteGate:
             self.record_property(key, value)
         load = self.measured.point.load
         if comparison.verdict is Verdict.NOT_COMPARABLE:
-            # neither a pass nor a regression: counted with the unmeasured loads (exit code 7)
+            # neither a pass nor a regression: a skip with its reason, counted with the unmeasured loads (exit 7)
             self.record_property("theodolite.unmeasured", load)
-            pytest.fail(self.measured.failure_message(comparison), pytrace=False)
+            pytest.skip(self.measured.failure_message(comparison))
         if comparison.verdict in (Verdict.REGRESSION, Verdict.COST_REGRESSION):
             self.record_property("theodolite.regression", load)
             pytest.fail(self.measured.failure_message(comparison), pytrace=False)
@@ -330,6 +333,6 @@ def finish_session(session: pytest.Session) -> None:
         state.unmeasured
         and not state.regressions
         and not state.other_failures
-        and session.exitstatus == pytest.ExitCode.TESTS_FAILED
+        and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     ):
         session.exitstatus = EXIT_UNMEASURED
