@@ -25,7 +25,7 @@ from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.search import Strategy, search_demand
+from pytest_theodolite.core.search import SEARCH_STRATEGIES, Strategy, search_demand
 from pytest_theodolite.engine.benchmark import ExperimentSettings
 from pytest_theodolite.engine.markers import parse_threshold
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
@@ -108,7 +108,7 @@ def main() -> None:
     print(
         "\n## Sub-experiments each strategy needs for this demand function (replayed on the measured verdicts)"
     )
-    for strategy in Strategy:
+    for strategy in SEARCH_STRATEGIES:
         for lower_bound in (False, True):
             # a point the grid did not run (its load was unmeasured) replays as unmeasured
             replay = search_demand(

@@ -14,7 +14,7 @@ import csv
 from pathlib import Path
 
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.search import Strategy, search_demand
+from pytest_theodolite.core.search import SEARCH_STRATEGIES, search_demand
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
     print(f"demand: {demand}")
     print("| strategy | sub-experiments | same demand function |")
     print("|---|---|---|")
-    for strategy in Strategy:
+    for strategy in SEARCH_STRATEGIES:
         for lower_bound in (False, True):
             result = search_demand(oracle, sorted(demand), args.resources, strategy, lower_bound=lower_bound)
             same = all(result.demand.get(load) == value for load, value in demand.items())

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
 import pytest
 
+from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import CostEstimate, PointCost
 from pytest_theodolite.core.outcomes import UNMEASURED, Verdict
 from pytest_theodolite.core.redaction import REDACTED
@@ -109,6 +111,51 @@ def test_round_trip_gives_an_equal_baseline(tmp_path: Path) -> None:
 
     assert loaded == baseline
     assert loaded is not None and loaded.loads == (1000, 3000) and loaded.format_version == FORMAT_VERSION
+
+
+CAPACITY = {
+    1: CapacityEstimate(1, 7663.2, 7123.0, 8202.0, 11, 40.5, True, 20000, 240.1, 0.68),
+    4: CapacityEstimate(4, 25143.0, -math.inf, math.inf, 6, 6.0, False, 20000),
+}
+
+
+def test_capacities_are_stored_and_read_back(tmp_path: Path) -> None:
+    baseline = Baseline("uc1", {1000: 1}, {}, TESTBED, capacity=CAPACITY)
+    path = write_baseline(tmp_path / "uc1.json", baseline)
+    document = json.loads(path.read_text())
+    assert list(document["capacity"]) == ["1", "4"]
+    assert document["capacity"]["1"]["records_per_s"] == 7663.2
+    assert document["capacity"]["4"]["saturated"] is False and document["capacity"]["4"]["low"] is None
+    assert load_baseline(path) == baseline
+    # a later update without capacities keeps them; one with capacities replaces them
+    measured = DemandResult(demand={1000: 1}, loads=(1000,), resources=(1,))
+    kept = baseline_from_measurement("uc1", measured, {}, TESTBED, previous=baseline)
+    assert kept.capacity == baseline.capacity
+    replaced = baseline_from_measurement(
+        "uc1", measured, {}, TESTBED, previous=baseline, capacity={1: CAPACITY[1]}
+    )
+    assert list(replaced.capacity) == [1]
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"1": "fast"}, 'capacity["1"] is the text "fast", expected an object'),
+        ({"0": {}}, 'capacity["0"]: not an instance count'),
+        ({"2": {**CAPACITY[1].to_dict()}}, 'capacity["2"].instances is 1, expected 2'),
+        ({"1": {**CAPACITY[1].to_dict(), "records_per_s": "many"}}, 'capacity["1"].records_per_s is "many"'),
+        (
+            {"1": {**CAPACITY[1].to_dict(), "saturated": 1}},
+            'capacity["1"].saturated is 1, expected true or false',
+        ),
+    ],
+)
+def test_a_broken_capacity_names_the_entry_and_the_problem(
+    tmp_path: Path, entry: object, problem: str
+) -> None:
+    path = write_document(tmp_path, {**valid_document(), "capacity": entry})
+    with pytest.raises(BaselineError, match=re.escape(problem)):
+        load_baseline(path)
 
 
 def test_rewriting_replaces_the_file(tmp_path: Path) -> None:

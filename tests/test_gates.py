@@ -444,7 +444,9 @@ def test_a_baseline_from_a_testbed_of_another_speed_is_not_comparable_never_a_re
 ):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # measured demand rises ...
     monkeypatch.setenv("SCRIPTED_CALIBRATION", "200000")  # ... on a host at half the baseline's speed
-    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000)).runpytest("-rs")
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000)).runpytest(
+        "-rs"
+    )
     result.assert_outcomes(skipped=3)  # no verdict: skipped with the reason, never FAILED
     assert result.ret == 7
     result.stdout.fnmatch_lines(

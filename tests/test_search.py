@@ -13,6 +13,7 @@ from pytest_theodolite.core.scalability import (
     demand_from_sub_experiments,
 )
 from pytest_theodolite.core.search import (
+    SEARCH_STRATEGIES,
     IncrementalSearch,
     Metric,
     Strategy,
@@ -186,7 +187,7 @@ def test_other_strategies_ignore_a_guess():
 
 
 @pytest.mark.parametrize("broken", [I, E])
-@pytest.mark.parametrize("strategy", list(Strategy))
+@pytest.mark.parametrize("strategy", SEARCH_STRATEGIES)
 def test_a_broken_sub_experiment_makes_the_load_unmeasured_not_none(strategy, broken):
     # Load 200's very first probe is broken, whatever the strategy probes first.
     first_probe = {
@@ -361,7 +362,7 @@ def test_capacity_broken_point_makes_the_resource_amount_unmeasured():
 
 
 @pytest.mark.parametrize("lower_bound", [False, True])
-@pytest.mark.parametrize("strategy", list(Strategy))
+@pytest.mark.parametrize("strategy", SEARCH_STRATEGIES)
 def test_offline_metric_on_the_executed_points_reproduces_every_strategy(strategy, lower_bound):
     needed = {100: 1, 200: 3, 300: 3, 400: 5}
     overrides = {(300, 3): E} if strategy is not Strategy.BINARY else {(300, 4): E}

@@ -13,6 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TextIO
 
+from pytest_theodolite.core.capacity import (
+    SERIES_CAPACITY_ID,
+    SERIES_CAPACITY_MS,
+    SERIES_CAPACITY_ROWS,
+    CapacityEstimate,
+    capacity_from_series,
+)
 from pytest_theodolite.core.cost import (
     SERIES_INPUT_RECORDS,
     SERIES_INSTANCE_CPU,
@@ -47,7 +54,10 @@ from pytest_theodolite.store.results import (
     ResultsError,
     iter_repetition_series,
     read_results,
+    read_series,
 )
+
+CAPACITY_SERIES = (SERIES_CAPACITY_ROWS, SERIES_CAPACITY_MS, SERIES_CAPACITY_ID)
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -242,7 +252,33 @@ def render(analysis: Reanalysis) -> str:
     not_run = [x for x in planned if x not in xs]
     if not_run:
         out.append(f"planned but without raw data (not run, e.g. skipped by LowerBound): {not_run}")
+    if analysis.results.capacity_measurements:
+        out += ["", render_capacities(analysis.results)]
     return "\n".join(out) + "\n"
+
+
+def render_capacities(results: ExperimentResults) -> str:
+    """The capacity strategy's capacities recomputed from their batch series, beside what was recorded."""
+    rows = []
+    for measurement in results.capacity_measurements:
+        r, load = int(measurement["instances"]), int(measurement["load"])
+        series = [results.series_path(load, r, name, 0) for name in CAPACITY_SERIES]
+        recorded = (
+            CapacityEstimate.from_dict(measurement["estimate"]) if measurement.get("estimate") else None
+        )
+        recomputed = None
+        if all(path is not None for path in series):
+            rows_s, ms_s, ids_s = (read_series(path) for path in series if path is not None)
+            recomputed = capacity_from_series(measurement, rows_s, ms_s, ids_s)
+        rows.append(
+            [
+                str(r),
+                "-" if recomputed is None else recomputed.text(),
+                "-" if recorded is None else f"{recorded.records_per_s:,.0f}",
+                str(measurement.get("status", "-")),
+            ]
+        )
+    return _format_table(["resources", "capacity (recomputed)", "recorded", "status"], rows)
 
 
 def _build_parser() -> argparse.ArgumentParser:

@@ -74,7 +74,13 @@ class Strategy(str, enum.Enum):
     BINARY = "binary"
     INITIAL_GUESS = "initial-guess"
     BASELINE_GUESS = "baseline-guess"
+    #: demand derived from each instance count's measured capacity, certified by the lag trend at its
+    #: boundary (engine/capacity_search.py); it needs a running job, so a plain search cannot replay it
+    CAPACITY = "capacity"
 
+
+#: the strategies that search over sub-experiment verdicts (replayable by `search_demand` on recorded ones)
+SEARCH_STRATEGIES = tuple(s for s in Strategy if s is not Strategy.CAPACITY)
 
 LOWER_BOUND_SUFFIX = "+lower-bound"
 
@@ -186,6 +192,12 @@ def _initial_guess(candidates: Sequence[int], smallest: bool, guess: int | None)
 
 
 def _probes(strategy: Strategy, candidates: Sequence[int], smallest: bool, guess: int | None) -> Probes:
+    if strategy is Strategy.CAPACITY:
+        raise ValueError(
+            "the capacity strategy derives the demand from measured capacities: it runs in a gate against a "
+            "running job, not as a search over sub-experiment verdicts; choose linear, binary, initial-guess, "
+            "baseline-guess or full here"
+        )
     if strategy is Strategy.FULL:
         return _full(candidates, smallest)
     if strategy is Strategy.LINEAR:
@@ -315,6 +327,12 @@ class IncrementalSearch:
     def finish(self, running: StepSearch) -> Step:
         """Keep a finished `StepSearch`'s result (once per x)."""
         step = running.step()
+        if step.x in self.steps:
+            return self.steps[step.x]
+        return self._keep(step)
+
+    def keep(self, step: Step) -> Step:
+        """Keep a step another search found (the capacity strategy's), as its own (once per x)."""
         if step.x in self.steps:
             return self.steps[step.x]
         return self._keep(step)

@@ -7,12 +7,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.certainty import to_confirm
 from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot, blind_spot_warning, capacities
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
-from pytest_theodolite.core.search import MEASURED, NONE, IncrementalSearch
+from pytest_theodolite.core.search import MEASURED, NONE, IncrementalSearch, Strategy
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.capacity_search import CapacitySearch, capacity_note
 from pytest_theodolite.engine.gate import STORED_BASELINE, GatePoint
 from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import ExperimentRunner
@@ -47,10 +49,15 @@ class BenchmarkExperiment:
     #: repetition replaces its first record
     records: dict[tuple[int, int], SubExperimentRecord] = field(default_factory=dict)
 
+    #: the capacity strategy's capacities and derivation; None for the searches over sub-experiments
+    capacity_search: CapacitySearch | None = None
+
     def __post_init__(self) -> None:
         self.search = IncrementalSearch(
             Metric.DEMAND, self.settings.strategy, self.settings.lower_bound, self.settings.resources
         )
+        if self.settings.strategy is Strategy.CAPACITY:
+            self.capacity_search = CapacitySearch(self.runner)
 
     def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> DemandPoint:
         """demand(load); a baseline-guess search starts at `baseline`'s demand there (`baseline_guess`). Where
@@ -58,7 +65,14 @@ class BenchmarkExperiment:
         (certainty.to_confirm)."""
         if load in self.points:
             return self.points[load]
-        step = self.search.search(load, self._run, baseline_guess(baseline, load, self.settings.resources))
+        if self.capacity_search is not None:
+            reference = baseline.demand.get(load) if baseline is not None else None
+            found, _ = self.capacity_search.demand(load, self._run, reference)
+            step = self.search.keep(found)
+        else:
+            step = self.search.search(
+                load, self._run, baseline_guess(baseline, load, self.settings.resources)
+            )
         runs = tuple(self.records[(s.load, s.resources)] for s in step.sub_experiments)
         point = demand_point(step, runs, self.search.previous(load))
         if baseline is not None and load in baseline.demand and point.status in (MEASURED, NONE):
@@ -107,11 +121,16 @@ class BenchmarkExperiment:
         point = self.measure(load, baseline, spec.tolerance)
         cost = session.point_cost(self, load)
         spot = self.blind_spots({load: cost})[load]
-        return GatePoint(spec, point, baseline, not_comparable, cost, spot)
+        capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
+        return GatePoint(spec, point, baseline, not_comparable, cost, spot, capacities)
 
     def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None]:
         """Every measured load's CPU per record, as a baseline records it."""
         return {load: session.point_cost(self, load) for load in self.points}
+
+    def baseline_capacities(self) -> dict[int, CapacityEstimate]:
+        """The capacity strategy's capacities, as a baseline records them (none for the other strategies)."""
+        return dict(self.capacity_search.capacities) if self.capacity_search is not None else {}
 
     def report(
         self,
@@ -154,6 +173,8 @@ class BenchmarkExperiment:
             notes = ()
         if comparison.improvements and not settings.update_baselines:
             notes += ("lower the baseline with --theodolite-update-baselines",)
+        if self.capacity_search is not None and self.capacity_search.measurements:
+            notes += (capacity_note(self.capacity_search.measurements),)
         calibrated = calibration_note(session.calibration, baseline)
         if calibrated:
             notes = (calibrated, *notes)

@@ -9,9 +9,10 @@ give the same things to the gate: the comparison, the JUnit properties, and the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
 from pytest_theodolite.core.outcomes import STEP_SKIPPED, STEP_UNMEASURED, UNMEASURED, Verdict, count_text
 from pytest_theodolite.core.scalability import DemandResult
@@ -19,7 +20,7 @@ from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.judge.comparison import PointComparison, compare_point
 from pytest_theodolite.judge.demand_points import DemandPoint
-from pytest_theodolite.report.junit import cost_junit_properties, junit_properties
+from pytest_theodolite.report.junit import capacity_junit_properties, cost_junit_properties, junit_properties
 from pytest_theodolite.report.summary import (
     BenchmarkReport,
     cost_text,
@@ -48,6 +49,8 @@ class GatePoint:
     #: the CPU per record at the demand (cost.py) and how much dearer the job could become before it changes
     cost: PointCost | None = None
     blind_spot: BlindSpot | None = None
+    #: the capacity strategy's capacity per instance count (records/s), shown beside the demand
+    capacities: Mapping[int, CapacityEstimate] = field(default_factory=dict)
 
     @property
     def reference(self) -> str:
@@ -77,12 +80,16 @@ class GatePoint:
         )
 
     def junit_properties(self, comparison: PointComparison) -> list[tuple[str, Any]]:
-        return junit_properties(self.spec.benchmark.name, comparison) + cost_junit_properties(
-            self.point.load,
-            self.cost,
-            self.baseline.cost.get(self.point.load) if self.baseline is not None else None,
-            self.blind_spot,
-            self.spec.cost_tolerance,
+        return (
+            junit_properties(self.spec.benchmark.name, comparison)
+            + cost_junit_properties(
+                self.point.load,
+                self.cost,
+                self.baseline.cost.get(self.point.load) if self.baseline is not None else None,
+                self.blind_spot,
+                self.spec.cost_tolerance,
+            )
+            + capacity_junit_properties(self.capacities)
         )
 
     def failure_message(self, comparison: PointComparison) -> str:
@@ -137,6 +144,8 @@ class GateExperiment(Protocol):
     def demand_result(self) -> DemandResult: ...
 
     def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None] | None: ...
+
+    def baseline_capacities(self) -> dict[int, CapacityEstimate]: ...
 
     def report(
         self,

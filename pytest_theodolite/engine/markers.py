@@ -11,7 +11,7 @@ from pytest_theodolite.core.cost import parse_cost_tolerance
 from pytest_theodolite.core.estimators import SlopeThreshold
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.protocol import MeasurementPlan
-from pytest_theodolite.core.search import parse_strategy
+from pytest_theodolite.core.search import Strategy, parse_strategy
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 
 #: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
@@ -33,7 +33,8 @@ GATE_DEFAULTS: dict[str, Any] = {
     "strategy": "baseline-guess+lower-bound",
     "repetitions": 1,
     "tolerance": 0,
-    "cost_tolerance": None,  # e.g. "20%"; None: the CPU per record is reported, not judged (cost.py)
+    # e.g. "20%"; None: the CPU per record is reported, not judged (cost.py); the capacity strategy: 10 %
+    "cost_tolerance": None,
     "sample_interval": 1.0,
     "spark_conf": {},
     "instance_cpu": None,
@@ -41,6 +42,10 @@ GATE_DEFAULTS: dict[str, Any] = {
     "max_late_rate": None,  # records dropped as late per second; None: not checked (slo.check_late_records)
 }
 
+
+#: the capacity strategy's default cost tolerance: a change of the CPU per record at capacity beyond 1.1x (and
+#: significant) fails the gate
+CAPACITY_COST_TOLERANCE = 0.10
 
 MARKER_KEYWORDS = ("loads", *GATE_DEFAULTS)
 #: what each marker key means (the reference docs and ``pytest --markers`` are made from it)
@@ -59,11 +64,14 @@ MARKER_HELP: dict[str, str] = {
     "slope_method": "batch-aligned (one lag point per finished micro-batch), ols or theil-sen (every sample, "
     "as Theodolite)",
     "threshold": "largest lag slope that passes: records/s (2000) or a share of the load (5%)",
-    "strategy": "demand search: linear, binary, initial-guess, baseline-guess, full, optionally +lower-bound",
+    "strategy": (
+        "demand search: linear, binary, initial-guess, baseline-guess, full, optionally +lower-bound; or capacity "
+        "(each instance count's capacity measured, the demand derived, the lag trend run only at its boundary)"
+    ),
     "repetitions": "repetitions per sub-experiment (the median slope decides)",
     "tolerance": "instances a load's demand may exceed its reference before failing",
     "cost_tolerance": "fail a load whose CPU per record rose beyond this share of the reference's (e.g. 20%) "
-    "and beyond its noise, at the same demand; unset: reported only",
+    "and beyond its noise, at the same demand; unset: reported only (the capacity strategy: 10%)",
     "sample_interval": "seconds between two lag samples",
     "spark_conf": "Spark settings for the job's session, e.g. {'spark.sql.shuffle.partitions': '8'}",
     "instance_cpu": "CPU cores per instance, e.g. 0.25, enforced with cgroups where they can be made; "
@@ -133,6 +141,9 @@ def gate_spec(
         strategy, lower_bound = parse_strategy(str(values["strategy"]))
         tolerance = _count(values["tolerance"], "tolerance", minimum=0)
         cost_tolerance = parse_cost_tolerance(values["cost_tolerance"])
+        if strategy is Strategy.CAPACITY and "cost_tolerance" not in {**kwargs, **overrides}:
+            # a capacity reads what a record costs saturated instances: judged by default, as asv does
+            cost_tolerance = CAPACITY_COST_TOLERANCE
         fixed_warmup = _warmup(values["warmup"])
         # a fixed warm-up is Theodolite's protocol: no early stop for growing batches either
         plan = MeasurementPlan(

@@ -17,7 +17,8 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,13 +108,30 @@ class _Sampled:
             self.ends.append(float("nan") if sample.batch_end_s is None else sample.batch_end_s)
 
 
-class _Abort(Exception):
-    """Ends a repetition early with an ERRORED or INVALID verdict."""
+class RunAborted(Exception):
+    """Ends a run of the job early with an ERRORED or INVALID verdict."""
 
     def __init__(self, outcome: Outcome, reason: str) -> None:
         super().__init__(reason)
         self.outcome = outcome
         self.reason = reason
+
+
+@dataclass
+class RunningJob:
+    """One run of the job (a repetition, or a capacity measurement): its names, what runs, and what its query
+    reported when it stopped."""
+
+    run_id: str
+    topics: dict[str, str]
+    spark: Any = None
+    query: Any = None
+    generator: LoadGenerator | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    late_rows: list[tuple[float, int]] = field(default_factory=list)
+    teardown_started: float | None = None  # time.monotonic() when the teardown began
+    checkpoint: str = ""
+    options: dict[str, Any] = field(default_factory=dict)  # the job's keyword options besides the topics
 
 
 @dataclass
@@ -170,9 +188,98 @@ class ExperimentRunner:
             self.on_sub_experiment(record)
         return record
 
-    def run_repetition(
-        self, load: int, resources: int, repetition: int, workload: Workload
-    ) -> RepetitionRecord:
+    @contextmanager
+    def running_job(
+        self,
+        job: RunningJob,
+        load: int,
+        resources: int,
+        workload: Workload,
+        *,
+        instance_cpu: float | None,
+        query_options: Mapping[str, Any] | None = None,
+    ) -> Iterator[RunningJob]:
+        """The job running against `workload` on `resources` instances, on fresh topics and a fresh checkpoint:
+        topics created, a session with exactly that many executors, the query started, then the generator.
+        On exit, whatever happened, the reverse: generator, query (its counters and late rows kept in `job`),
+        session, topics, checkpoint. Raises `RunAborted` where the job does not start (ERRORED) or the
+        generator refuses the load (INVALID)."""
+        checkpoint = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{job.run_id}-"))
+        try:
+            for name in job.topics.values():
+                self.kafka.create_topic(name, self.benchmark.input_partitions)
+            with self.spark.session(
+                instances=resources,
+                conf=self.settings.spark_conf,
+                instance_cpu=instance_cpu,
+                app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
+            ) as spark:
+                job.spark = spark
+                try:
+                    options = {
+                        **self.benchmark.job_options,
+                        **{option: job.topics[option] for option in self.benchmark.extra_topics},
+                        **(query_options or {}),
+                    }
+                    if self.kafka.properties:
+                        options["kafka_options"] = {
+                            k: v
+                            for k, v in self.kafka.spark_options().items()
+                            if k != "kafka.bootstrap.servers"
+                        }
+                    job.checkpoint, job.options = str(checkpoint), options
+                    self._start_query(job)
+                    job.generator = LoadGenerator(
+                        self.kafka.bootstrap_servers,
+                        job.topics["input"],
+                        workload,
+                        client_config=self.generator_client_config,
+                        config_topic=job.topics.get(self.benchmark.registry_topic_option or ""),
+                    )
+                    try:
+                        job.generator.start()
+                    except WorkloadError as exc:
+                        raise RunAborted(Outcome.INVALID, f"the generator refused the load: {exc}") from None
+                    yield job
+                finally:
+                    job.teardown_started = time.monotonic()
+                    if job.generator is not None:
+                        job.generator.stop()
+                    if job.query is not None:
+                        stopped, job.late_rows = self._stop_query(job.query)
+                        job.counters.update(stopped)
+        finally:
+            self._delete_topics(job.topics.values(), load, resources)
+            shutil.rmtree(checkpoint, ignore_errors=True)
+
+    def _start_query(self, job: RunningJob) -> None:
+        try:
+            job.query = self.benchmark.start_query(
+                job.spark,
+                bootstrap_servers=self.kafka.bootstrap_servers,
+                input_topic=job.topics["input"],
+                output_topic=job.topics["output"],
+                checkpoint_dir=job.checkpoint,
+                **job.options,
+            )
+        except Exception as exc:  # the job's own error, reported in the verdict
+            raise RunAborted(
+                Outcome.ERRORED,
+                f"the job did not start: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            ) from None
+
+    def restart_query(self, job: RunningJob, query_options: Mapping[str, Any]) -> None:
+        """Stop the running job's query and start it again from its checkpoint with `query_options` changed
+        (e.g. another micro-batch cap): the same session, topics and generator, the input read on from where
+        the query stopped."""
+        if job.query is not None:
+            self._stop_query(job.query)
+            job.query = None
+        job.options = {**job.options, **query_options}
+        self._start_query(job)
+
+    def new_job(self) -> RunningJob:
+        """A job's fresh names: ``theodolite-<id>-input``, ``-output`` and the benchmark's extra topics."""
         run_id = uuid.uuid4().hex[:8]
         self.run_ids.append(run_id)
         topics = {"input": f"theodolite-{run_id}-input", "output": f"theodolite-{run_id}-output"}
@@ -182,7 +289,12 @@ class ExperimentRunner:
                 for option in self.benchmark.extra_topics
             }
         )
-        checkpoint = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{run_id}-"))
+        return RunningJob(run_id, topics)
+
+    def run_repetition(
+        self, load: int, resources: int, repetition: int, workload: Workload
+    ) -> RepetitionRecord:
+        job = self.new_job()
         lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
         series_writers = {
             name: self.writer.open_series(load, resources, name, repetition)
@@ -211,99 +323,51 @@ class ExperimentRunner:
         )
         sampled = _Sampled()
         phases: dict[str, float] = {}
-        generator: LoadGenerator | None = None
-        counters: dict[str, int] = {}
         late_rows: TimeSeries | None = None  # per micro-batch, of a job with stateful operators
-        abort: _Abort | None = None
-        t_start = t_teardown = time.monotonic()
+        abort: RunAborted | None = None
+        t_start = time.monotonic()
         try:
-            for name in topics.values():
-                self.kafka.create_topic(name, self.benchmark.input_partitions)
             # primed without the CPU limit: the runner applies it when the protocol's priming ends
-            with self.spark.session(
-                instances=resources,
-                conf=self.settings.spark_conf,
+            with self.running_job(
+                job,
+                load,
+                resources,
+                workload,
                 instance_cpu=None if plan.prime_unlimited else self.settings.instance_cpu,
-                app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
-            ) as spark:
-                query = None
-                try:
-                    options = {
-                        **self.benchmark.job_options,
-                        **{option: topics[option] for option in self.benchmark.extra_topics},
-                    }
-                    if self.kafka.properties:
-                        options["kafka_options"] = {
-                            k: v
-                            for k, v in self.kafka.spark_options().items()
-                            if k != "kafka.bootstrap.servers"
-                        }
-                    try:
-                        query = self.benchmark.start_query(
-                            spark,
-                            bootstrap_servers=self.kafka.bootstrap_servers,
-                            input_topic=topics["input"],
-                            output_topic=topics["output"],
-                            checkpoint_dir=str(checkpoint),
-                            **options,
-                        )
-                    except Exception as exc:  # the job's own error, reported in the verdict
-                        raise _Abort(
-                            Outcome.ERRORED,
-                            f"the job did not start: {type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else ''}",
-                        ) from None
-                    generator = LoadGenerator(
-                        self.kafka.bootstrap_servers,
-                        topics["input"],
-                        workload,
-                        client_config=self.generator_client_config,
-                        config_topic=topics.get(self.benchmark.registry_topic_option or ""),
+            ):
+                phases["setup_s"] = time.monotonic() - t_start
+                assert job.spark is not None and job.query is not None
+                phases.update(
+                    self._sample(
+                        job.spark,
+                        job.query,
+                        resources,
+                        job.topics["input"],
+                        protocol,
+                        lag_writer,
+                        series_writers,
+                        sampled,
                     )
-                    try:
-                        generator.start()
-                    except WorkloadError as exc:
-                        raise _Abort(Outcome.INVALID, f"the generator refused the load: {exc}") from None
-                    phases["setup_s"] = time.monotonic() - t_start
-                    phases.update(
-                        self._sample(
-                            spark,
-                            query,
-                            resources,
-                            topics["input"],
-                            protocol,
-                            lag_writer,
-                            series_writers,
-                            sampled,
-                        )
-                    )
-                except _Abort as exc:
-                    abort = exc
-                finally:
-                    t_teardown = time.monotonic()
-                    if generator is not None:
-                        generator.stop()
-                    if query is not None:
-                        stopped, late = self._stop_query(query)
-                        counters.update(stopped)
-                        if late:
-                            late_rows = TimeSeries.of([t for t, _ in late], [n for _, n in late])
-                            self.writer.write_series(load, resources, SERIES_LATE_ROWS, repetition, late_rows)
+                )
+        except RunAborted as exc:
+            abort = exc
         finally:
             lag_writer.close()
             for writer in series_writers.values():
                 writer.close()
-            self._delete_topics(topics.values(), load, resources)
-            shutil.rmtree(checkpoint, ignore_errors=True)
-        phases["teardown_s"] = time.monotonic() - t_teardown
+        if job.late_rows:
+            late_rows = TimeSeries.of([t for t, _ in job.late_rows], [n for _, n in job.late_rows])
+            self.writer.write_series(load, resources, SERIES_LATE_ROWS, repetition, late_rows)
+        phases["teardown_s"] = time.monotonic() - (job.teardown_started or t_start)
         timings = PhaseTimings(**phases)
         self.timings[(load, resources, repetition)] = timings
+        counters = dict(job.counters)
         counters.update(timings.as_counters())
         counters.update(sampled.cost_counters())
 
         generator_series = None
-        if generator is not None:
-            rates = generator.achieved_rates()
+        if job.generator is not None:
+            rates = job.generator.achieved_rates()
             generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
         verdicts = self._verdicts(
@@ -322,7 +386,7 @@ class ExperimentRunner:
         series_writers,
         sampled: _Sampled,
     ) -> dict[str, float]:
-        """Sample on a clock until the protocol is done; raises _Abort when the run cannot be judged."""
+        """Sample on a clock until the protocol is done; raises RunAborted when the run cannot be judged."""
         sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
         plan, interval = protocol.plan, self.settings.sample_interval_s
         # the protocol ends by itself; this bound only guards against a clock that stops advancing
@@ -341,12 +405,12 @@ class ExperimentRunner:
             while True:
                 if not query.isActive:
                     exc = query.exception()
-                    raise _Abort(
+                    raise RunAborted(
                         Outcome.ERRORED,
                         f"the query stopped: {str(exc).splitlines()[0] if exc else 'no error'}",
                     )
                 if lost := executors_at_start - (now_registered := executor_addresses(spark)):
-                    raise _Abort(
+                    raise RunAborted(
                         Outcome.ERRORED,
                         f"an executor was lost ({', '.join(sorted(lost))}): "
                         f"{len(now_registered) - 1} of {resources} registered now",
@@ -354,9 +418,11 @@ class ExperimentRunner:
                 try:
                     sample = sampler.sample(query)
                 except monitor.ProgressError as exc:
-                    raise _Abort(Outcome.ERRORED, f"the query's progress could not be read: {exc}") from None
+                    raise RunAborted(
+                        Outcome.ERRORED, f"the query's progress could not be read: {exc}"
+                    ) from None
                 except Exception as exc:  # whatever kafka-python raises, the broker is gone
-                    raise _Abort(Outcome.ERRORED, f"the broker did not answer: {exc!r}") from None
+                    raise RunAborted(Outcome.ERRORED, f"the broker did not answer: {exc!r}") from None
                 sampled.add(sample)
                 lag_writer.append(sample.timestamp_s, sample.lag)
                 for name, value in (
@@ -390,7 +456,7 @@ class ExperimentRunner:
                 if phase is Phase.DONE:
                     break
                 if time.monotonic() > deadline:
-                    raise _Abort(Outcome.ERRORED, "the measurement outlasted every bound of its protocol")
+                    raise RunAborted(Outcome.ERRORED, "the measurement outlasted every bound of its protocol")
                 next_tick += interval
                 time.sleep(max(0.0, next_tick - time.monotonic()))
         finally:
@@ -442,7 +508,7 @@ class ExperimentRunner:
 
     def _verdicts(
         self,
-        abort: _Abort | None,
+        abort: RunAborted | None,
         protocol: MeasurementProtocol,
         sampled: _Sampled,
         target_rate: float,

@@ -62,6 +62,12 @@ class TheodoliteSession:
             return None
         instance_cpu = experiment.settings.instance_cpu if self.spark.can_limit_cpu else None
         reference = self.calibration.cpu_us_per_row if self.calibration is not None else None
+        if experiment.capacity_search is not None:
+            # the capacity strategy's figure: what a record costs saturated instances, which every change of a
+            # record's cost moves (the CPU per offered record does not where the instances use their quota)
+            at_capacity = experiment.capacity_search.cost(point.resources, instance_cpu, reference)
+            if at_capacity is not None:
+                return at_capacity
         return point_cost(point.sub_experiments, point.resources, instance_cpu, reference)
 
     def not_comparable(self, baseline: Baseline | None) -> str | None:

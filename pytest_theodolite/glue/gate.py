@@ -190,6 +190,7 @@ def measure_gate_point(
             loads=spec.settings.loads,
             # every load measured so far: each update rewrites the whole file
             cost=experiment.baseline_costs(session),
+            capacity=experiment.baseline_capacities(),
         )
         write_baseline(baseline_path(settings.baselines_dir, name), updated)
         state.baselines[name] = updated

@@ -13,14 +13,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_theodolite.core.capacity import CapacityEstimate, predicted_pass
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.core.cost import PointCost, point_cost
 from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
-from pytest_theodolite.core.search import SKIPPED, IncrementalSearch
+from pytest_theodolite.core.search import SKIPPED, IncrementalSearch, Step, Strategy
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
+from pytest_theodolite.engine.capacity_search import (
+    CapacityPlan,
+    capacity_cost,
+    derived_demand,
+    offered_workload,
+)
 from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import PhaseTimings
 from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSession
@@ -35,6 +43,7 @@ from pytest_theodolite.pull_request.paired import (
     SAME_TESTBED,
     SIDES,
     PairedDemandSearch,
+    abba,
     compare_sides,
 )
 from pytest_theodolite.pull_request.sides import SideProcess, SideSpec, spec_for
@@ -103,6 +112,8 @@ class PairedPoint:
 
     load: int
     sides: Mapping[str, DemandPoint]
+    #: the capacity strategy's CPU per record at capacity per side, in place of the CPU per offered record
+    capacity_costs: Mapping[str, PointCost | None] = field(default_factory=dict)
 
     def demand(self, side: str) -> MeasuredDemand:
         point = self.sides[side]
@@ -138,9 +149,14 @@ class PairedPoint:
 
     def point_cost(self, side: str) -> PointCost | None:
         """One side's CPU per record at its demand, with its interval."""
+        if side in self.capacity_costs:
+            return self.capacity_costs[side]
         return point_cost(self.sides[side].sub_experiments, self.demand(side), None, None)
 
     def cost(self, side: str) -> SideCost:
+        if side in self.capacity_costs:
+            figure = self.capacity_costs[side]
+            return SideCost(None if figure is None else figure.cpu_us_per_record, self.sides[side].resources)
         return cost_at(self.sides[side].sub_experiments, self.demand(side))
 
     def cost_figure(self) -> CostFigure:
@@ -162,7 +178,13 @@ class PairedExperiment:
     records: dict[tuple[str, int, int], SubExperimentRecord] = field(default_factory=dict)
     timings: dict[str, dict[Any, PhaseTimings]] = field(default_factory=lambda: {side: {} for side in SIDES})
 
+    #: the capacity strategy's measurements per side and instance count; None for the other strategies
+    capacities: dict[str, dict[int, CapacityMeasurement]] | None = None
+    capacity_plan: CapacityPlan = field(default_factory=CapacityPlan)
+
     def __post_init__(self) -> None:
+        if self.settings.strategy is Strategy.CAPACITY:
+            self.capacities = {side: {} for side in SIDES}
         self.search = PairedDemandSearch(
             {
                 side: IncrementalSearch(
@@ -189,7 +211,12 @@ class PairedExperiment:
         more, each side in the reverse order of its first run (certainty.to_confirm)."""
         if load in self.points:
             return self.points[load]
-        steps = self.search.measure(load, self._run, baseline_guess(baseline, load, self.settings.resources))
+        if self.capacities is not None:
+            steps = self._derived_steps(load)
+        else:
+            steps = self.search.measure(
+                load, self._run, baseline_guess(baseline, load, self.settings.resources)
+            )
         sides = {
             side: demand_point(
                 step,
@@ -198,9 +225,68 @@ class PairedExperiment:
             )
             for side, step in steps.items()
         }
-        paired = self._confirmed(PairedPoint(load, sides), tolerance)
+        paired = self._confirmed(PairedPoint(load, sides, self._capacity_costs(sides)), tolerance)
         self.points[load] = paired
         return paired
+
+    def _measure_capacities(self) -> None:
+        """Both sides' capacities, instance count by instance count, in ABBA order, until both take the
+        highest load outside the guard band (once)."""
+        assert self.capacities is not None
+        if any(self.capacities.values()):
+            return
+        top = max(self.settings.loads)
+        top_rate = self.benchmark.workload(top).target_rate
+        offered = offered_workload(self.benchmark.workload, top, self.capacity_plan.probe_factor)
+        plan = self.capacity_plan.probe_plan(top_rate)
+        share = self.settings.slo.lag_trend_threshold.relative_to_load or 0.0
+        for index, r in enumerate(self.settings.resources):
+            for side in abba(index):
+                measurement = self.sides[side].measure_capacity(top, r, offered, plan)
+                self.capacities[side][r] = measurement
+            estimates = [self.capacities[side][r].estimate for side in SIDES]
+            if any(e is None for e in estimates) or all(
+                predicted_pass(e, top_rate, share, self.capacity_plan.guard)
+                for e in estimates
+                if e is not None
+            ):
+                break
+
+    def _side_capacities(self, side: str) -> dict[int, CapacityEstimate]:
+        assert self.capacities is not None
+        return {r: m.estimate for r, m in self.capacities[side].items() if m.estimate is not None}
+
+    def _derived_steps(self, load: int) -> dict[str, Step]:
+        """Both sides' demand derived from their capacities; the change's regression rests on a lag-trend FAIL
+        at REF's demand (engine/capacity_search.derived_demand)."""
+        self._measure_capacities()
+        rate = self.benchmark.workload(load).target_rate
+        share = self.settings.slo.lag_trend_threshold.relative_to_load or 0.0
+        steps: dict[str, Step] = {}
+        for side in SIDES:  # REF first: its demand is what the change's is held against
+            reference = steps[REF].optimum if side == CHANGE else None
+            step, _ = derived_demand(
+                load,
+                rate,
+                self._side_capacities(side),
+                tuple(self.settings.resources),
+                share,
+                self.capacity_plan.guard,
+                lambda l, r, side=side: self._run(side, l, r),  # type: ignore[misc]
+                reference,
+            )
+            steps[side] = self.search.searches[side].keep(step)
+        return steps
+
+    def _capacity_costs(self, sides: Mapping[str, DemandPoint]) -> dict[str, PointCost | None]:
+        """Each side's CPU per record at its capacity at its demand (capacity_search.capacity_cost)."""
+        if self.capacities is None:
+            return {}
+        costs: dict[str, PointCost | None] = {}
+        for side, point in sides.items():
+            estimate = self._side_capacities(side).get(point.resources) if point.resources else None
+            costs[side] = None if estimate is None else capacity_cost(estimate, self.settings.instance_cpu)
+        return costs
 
     def _confirmed(self, paired: PairedPoint, tolerance: int) -> PairedPoint:
         change_at, ref_at = to_confirm(
@@ -226,7 +312,7 @@ class PairedExperiment:
             )
             for side, point in paired.sides.items()
         }
-        return PairedPoint(paired.load, sides)
+        return PairedPoint(paired.load, sides, paired.capacity_costs)
 
     @property
     def reference(self) -> str:
@@ -250,6 +336,10 @@ class PairedExperiment:
     def baseline_costs(self, session: TheodoliteSession) -> None:
         """None: a baseline written in pull-request mode records no CPU per record (REF shares the host)."""
         return None
+
+    def baseline_capacities(self) -> dict[int, CapacityEstimate]:
+        """None: a baseline is not written in pull-request mode."""
+        return {}
 
     def report(
         self,

@@ -31,6 +31,7 @@ from pytest_theodolite.core.errors import TheodoliteSetupError
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan, measure_capacity
 from pytest_theodolite.engine.runner import ExperimentRunner, PhaseTimings, new_writer
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.process import die_with_parent, interruptible_child
@@ -191,9 +192,15 @@ def serve(connection: Connection, spec: SideSpec) -> None:
             message = connection.recv()
             if message[0] == "stop":
                 break
-            kind, load, resources, workload = message
+            kind, load, resources, workload, *options = message
             try:
                 runner.benchmark = replace(benchmark, workload=_fixed_workload(workload))
+                if kind == "capacity":
+                    (plan,) = options
+                    measurement = measure_capacity(runner, resources, load, plan, workload=workload)
+                    writer.record_capacity_measurement(measurement.to_dict())
+                    connection.send(("capacity", measurement))
+                    continue
                 if kind == "confirm":
                     record = runner.confirm_sub_experiment(load, resources)
                 else:
@@ -266,6 +273,18 @@ class SideProcess:
         if message[0] != "record":
             raise SideError(f"{self.spec.side}: load={load} instances={resources} failed: {message[1]}")
         return message[1], message[2]
+
+    def measure_capacity(
+        self, load: int, resources: int, workload: Workload, plan: ProbePlan
+    ) -> CapacityMeasurement:
+        """This side's capacity at `resources` instances, the generator offering `workload` (capacity_probe)."""
+        if self._connection is None:
+            raise SideError(f"{self.spec.side}: not started")
+        self._connection.send(("capacity", load, resources, workload, plan))
+        message = self._receive(None, f"the capacity measurement of {resources} instances")
+        if message[0] != "capacity":
+            raise SideError(f"{self.spec.side}: the capacity of {resources} instances failed: {message[1]}")
+        return message[1]
 
     def close(self) -> None:
         """Stop the driver process: at once when it waits for work; in the middle of a sub-experiment

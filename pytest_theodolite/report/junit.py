@@ -3,6 +3,9 @@ test reports show beside each test."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import BlindSpot, PointCost
 from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.judge.comparison import Comparison, PointComparison
@@ -85,4 +88,20 @@ def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -
     properties.append(("theodolite.tolerance", str(tolerance)))
     if isinstance(comparison, Comparison) and comparison.testbed_differs:
         properties.append(("theodolite.testbed", comparison.testbed_sentence))
+    return properties
+
+
+def capacity_junit_properties(capacities: Mapping[int, CapacityEstimate]) -> list[tuple[str, str]]:
+    """Each instance count's capacity (theodolite.capacity.<r>, records/s, with .low/.high where the job did
+    not take all that was offered, and .lower_bound = 1 where it did)."""
+    properties = []
+    for r, estimate in sorted(capacities.items()):
+        properties.append((f"theodolite.capacity.{r}", f"{estimate.records_per_s:.0f}"))
+        if estimate.saturated:
+            properties += [
+                (f"theodolite.capacity.{r}.low", f"{estimate.low:.0f}"),
+                (f"theodolite.capacity.{r}.high", f"{estimate.high:.0f}"),
+            ]
+        else:
+            properties.append((f"theodolite.capacity.{r}.lower_bound", "1"))
     return properties

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.redaction import redact_secrets
 from pytest_theodolite.core.scalability import DemandResult
@@ -32,6 +33,17 @@ BASELINE_DIR: Final = "baselines"
 
 _TOP_LEVEL_KEYS: Final = ("benchmark", "demand", "format_version", "settings", "testbed")
 _COST_KEYS: Final = ("resources", "cpu_us_per_record", "low", "high", "blocks")
+_CAPACITY_KEYS: Final = (
+    "instances",
+    "records_per_s",
+    "low",
+    "high",
+    "batches",
+    "window_s",
+    "saturated",
+    "batch_cap",
+)
+_CAPACITY_OPTIONAL_KEYS: Final = ("standard_error", "per_batch_s")
 _LOAD_KEY = re.compile(r"0|[1-9][0-9]*")  # canonical decimal: "010" or "+5" would be a second spelling
 _BENCHMARK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # becomes a file name
 
@@ -64,6 +76,8 @@ class Baseline:
     format_version: int = FORMAT_VERSION
     #: load -> the CPU per record at its demand (cost.py), where it was measured
     cost: Mapping[int, PointCost] = field(default_factory=dict)
+    #: instances -> the capacity measured directly (core/capacity.py), where the capacity strategy ran
+    capacity: Mapping[int, CapacityEstimate] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_benchmark_name(self.benchmark)
@@ -78,6 +92,7 @@ class Baseline:
         demand = {int(k): None if v is None else int(v) for k, v in self.demand.items()}
         object.__setattr__(self, "demand", dict(sorted(demand.items())))
         object.__setattr__(self, "cost", {int(load): self.cost[load] for load in sorted(self.cost)})
+        object.__setattr__(self, "capacity", {int(r): self.capacity[r] for r in sorted(self.capacity)})
         object.__setattr__(self, "settings", _plain_json(redact_secrets(dict(self.settings))))
 
     @property
@@ -95,6 +110,8 @@ class Baseline:
         }
         if self.cost:
             document["cost"] = {str(load): _sorted_keys(cost.to_dict()) for load, cost in self.cost.items()}
+        if self.capacity:
+            document["capacity"] = {str(r): _sorted_keys(c.to_dict()) for r, c in self.capacity.items()}
         # sort_keys=True would order loads as text ("10000" < "2000"); the dicts are built in order instead.
         return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
@@ -121,6 +138,7 @@ def baseline_from_measurement(
     previous: Baseline | None = None,
     cost: Mapping[int, PointCost | None] | None = None,
     loads: Iterable[int] | None = None,
+    capacity: Mapping[int, CapacityEstimate] | None = None,
 ) -> Baseline:
     """The baseline to write when updating: measured loads replace the previous values.
 
@@ -128,7 +146,8 @@ def baseline_from_measurement(
     number) or stays out of the baseline; loads of the previous baseline not run this time are kept if they
     are among `loads` (the gate's loads now; None: all), and dropped if the gate no longer has them -- a
     stale figure of another load set would otherwise stay in the file for good. `cost` (load -> CPU per
-    record at its demand) replaces the previous figure of every load measured again.
+    record at its demand) replaces the previous figure of every load measured again; `capacity` (instances ->
+    capacity) replaces the previous capacities where given.
     """
     kept = None if loads is None else set(loads)
     demand: dict[int, int | None] = {}
@@ -148,7 +167,8 @@ def baseline_from_measurement(
             f"benchmark {benchmark}: no load was measured (every sub-experiment was invalid or errored),"
             " so there is no demand function to record as a baseline"
         )
-    return Baseline(benchmark, demand, settings, testbed, cost=costs)
+    capacities = dict(capacity) if capacity else dict(previous.capacity) if previous is not None else {}
+    return Baseline(benchmark, demand, settings, testbed, cost=costs, capacity=capacities)
 
 
 def write_baseline(path: str | os.PathLike[str], baseline: Baseline) -> Path:
@@ -200,7 +220,7 @@ def _parse(text: str, shown: str) -> Baseline:
         raise fail(f"not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise fail(f"the top level is {_json_type(document)}, expected an object with keys {_keys_text()}")
-    _check_keys(document, _TOP_LEVEL_KEYS, "", fail, optional=("cost",))
+    _check_keys(document, _TOP_LEVEL_KEYS, "", fail, optional=("cost", "capacity"))
 
     version = document["format_version"]
     if not is_whole(version) or version < 1:
@@ -243,7 +263,37 @@ def _parse(text: str, shown: str) -> Baseline:
         testbed=_parse_testbed(document["testbed"], fail),
         format_version=version,
         cost=_parse_cost(document.get("cost", {}), demand, fail),
+        capacity=_parse_capacity(document.get("capacity", {}), fail),
     )
+
+
+def _parse_capacity(document: Any, fail: Any) -> dict[int, CapacityEstimate]:
+    """``"capacity": {"<instances>": {"records_per_s": 7663.2, "low": .., "high": .., "saturated": true, ...}}``."""
+    if not isinstance(document, dict):
+        raise fail(f'capacity is {_json_type(document)}, expected an object {{"<instances>": {{...}}}}')
+    capacities = {}
+    for key, entry in document.items():
+        where = f"capacity[{_show(key)}]"
+        if not _LOAD_KEY.fullmatch(key) or int(key) < 1:
+            raise fail(f'{where}: not an instance count, expected a whole number >= 1 such as "2"')
+        if not isinstance(entry, dict):
+            raise fail(f"{where} is {_json_type(entry)}, expected an object")
+        _check_keys(entry, _CAPACITY_KEYS, f"{where}.", fail, optional=_CAPACITY_OPTIONAL_KEYS)
+        if entry["instances"] != int(key):
+            raise fail(f"{where}.instances is {_show(entry['instances'])}, expected {key}")
+        for name in ("records_per_s", "low", "high", "standard_error", "per_batch_s", "window_s"):
+            value: Any = entry.get(name)
+            if (name == "records_per_s" or value is not None) and (
+                not _is_number(value) or not math.isfinite(value)
+            ):
+                raise fail(f"{where}.{name} is {_show(value)}, expected a number")
+        if not isinstance(entry["saturated"], bool):
+            raise fail(f"{where}.saturated is {_show(entry['saturated'])}, expected true or false")
+        for name in ("batches", "batch_cap"):
+            if not is_whole(entry[name]) or entry[name] < 0:
+                raise fail(f"{where}.{name} is {_show(entry[name])}, expected a whole number >= 0")
+        capacities[int(key)] = CapacityEstimate.from_dict(entry)
+    return capacities
 
 
 def _parse_cost(document: Any, demand: Mapping[int, int | None], fail: Any) -> dict[int, PointCost]:

@@ -85,6 +85,8 @@ class ExperimentResults:
     demand: DemandResult | None
     capacity: CapacityResult | None
     raw_series: Mapping[RawSeriesKey, Path]
+    #: the capacity strategy's measurements as recorded (engine/capacity_probe.CapacityMeasurement.to_dict)
+    capacity_measurements: tuple[Mapping[str, Any], ...] = ()
 
     def series_path(self, load: int, resources: int, series: str, repetition: int) -> Path | None:
         return self.raw_series.get(RawSeriesKey(load, resources, series, repetition))
@@ -252,6 +254,7 @@ class ResultsWriter:
             "loads": [int(x) for x in loads],
             "resources": [int(x) for x in resources],
             "sub_experiments": [],
+            "capacity_measurements": [],
             "demand": None,
             "capacity": None,
         }
@@ -308,6 +311,15 @@ class ResultsWriter:
         self._document["capacity"] = _function_to_dict(result, result.capacity)
         self._save()
         return path
+
+    def record_capacity_measurement(self, measurement: Mapping[str, Any]) -> None:
+        """Add (or replace, if re-run) a capacity measurement of an instance count and save the JSON."""
+        entries = [
+            e for e in self._document["capacity_measurements"] if e["instances"] != measurement["instances"]
+        ]
+        entries.append(dict(measurement))
+        self._document["capacity_measurements"] = sorted(entries, key=lambda e: e["instances"])
+        self._save()
 
     def _save(self) -> None:
         # default=str: settings may hold Paths or enums; they are kept readable rather than rejected.
@@ -454,6 +466,7 @@ def read_results(
         demand=demand,  # type: ignore[arg-type]
         capacity=capacity,  # type: ignore[arg-type]
         raw_series=_raw_series(directory, experiment_id),
+        capacity_measurements=tuple(document.get("capacity_measurements", ())),
     )
 
 

@@ -1,0 +1,275 @@
+"""mu(r) measured on the running job: the records/s `r` instances sustain (core/capacity.py says why and how).
+
+The generator offers a load above what the instances take, the job reads it in micro-batches capped at
+``batch_records`` (``maxOffsetsPerTrigger``), primed at full speed for the plan's priming batches where the
+instances' CPU can be limited, then limited; the batches are read from the query's progress every
+``interval_s`` until the estimate is certain (``CapacityRule``) or ``max_measure_s`` has passed. The batches are
+written as series (``capacity-rows``, ``capacity-ms``, ``capacity-id``, timestamped by the batch's start), so the
+estimate can be recomputed from the files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from generator import Workload
+from pytest_theodolite.core.capacity import (
+    SERIES_CAPACITY_ID,
+    SERIES_CAPACITY_MS,
+    SERIES_CAPACITY_ROWS,
+    CapacityEstimate,
+    CapacityRule,
+    MicroBatch,
+    estimate_capacity,
+    two_phase_capacity,
+)
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.engine import monitor
+from pytest_theodolite.engine.runner import ExperimentRunner, RunAborted, RunningJob
+from pytest_theodolite.infra.spark.cluster import executor_addresses
+
+#: the measurement's status: certain, bounded before it was certain, or no estimate (a run that broke)
+CERTAIN = "certain"
+UNCERTAIN = "uncertain"
+
+
+@dataclass(frozen=True)
+class CapacityMeasurement:
+    """One capacity measurement of `instances` instances."""
+
+    instances: int
+    load: int  # the load the generator offered, in the benchmark's dimension
+    offered_rate: float  # records/s
+    batch_records: int  # the micro-batch cap
+    estimate: CapacityEstimate | None
+    status: str  # CERTAIN, UNCERTAIN, or an Outcome's value (errored / invalid)
+    reason: str = ""
+    limited_from_s: float | None = None  # epoch seconds the instances' CPU limit applied from
+    timings: Mapping[str, float] = field(default_factory=dict)
+    #: the estimate of each batch size ("large": `batch_records`, "small"), before they were combined
+    phases: Mapping[str, CapacityEstimate | None] = field(default_factory=dict)
+    small_batch_records: int | None = None  # the second phase's cap; None: one phase
+    small_from_s: float | None = None  # epoch seconds the second phase's query started
+    rule: CapacityRule = field(default_factory=CapacityRule)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instances": self.instances,
+            "load": self.load,
+            "offered_rate": self.offered_rate,
+            "batch_records": self.batch_records,
+            "estimate": None if self.estimate is None else self.estimate.to_dict(),
+            "status": self.status,
+            "reason": self.reason,
+            "limited_from_s": self.limited_from_s,
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "phases": {k: None if v is None else v.to_dict() for k, v in self.phases.items()},
+            "small_batch_records": self.small_batch_records,
+            "small_from_s": self.small_from_s,
+            "rule": self.rule.to_dict(),
+        }
+
+
+def batches_of(progresses: list[dict[str, Any]]) -> dict[int, MicroBatch]:
+    """The finished micro-batches in query progresses, by id."""
+    batches = {}
+    for progress in progresses:
+        batch, start = progress.get("batchId"), monitor.batch_start_s(progress)
+        duration = (progress.get("durationMs") or {}).get("triggerExecution")
+        rows = progress.get("numInputRows")
+        if batch is None or start is None or duration is None or rows is None:
+            continue
+        batches[int(batch)] = MicroBatch(int(batch), start, float(duration) / 1000.0, int(rows))
+    return batches
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """How one capacity measurement runs."""
+
+    batch_records: int  # the micro-batch cap of the first phase
+    rule: CapacityRule = field(default_factory=CapacityRule)
+    #: the second phase's cap as a share of the first's; None: one phase, the per-batch cost left in
+    small_batch_share: float | None = 0.25
+    max_measure_s: float = 60.0  # per phase, from the CPU limit on
+
+
+def measure_capacity(
+    runner: ExperimentRunner,
+    instances: int,
+    load: int,
+    plan: ProbePlan,
+    *,
+    workload: Workload | None = None,
+    interval_s: float = 1.0,
+) -> CapacityMeasurement:
+    """mu(`instances`) of the runner's job, the generator offering `workload` (by default `load`'s; choose it
+    above the capacity: where the job takes all of it, the estimate is a lower bound, ``saturated`` False).
+    With the plan's `small_batch_share`, a second phase reads smaller batches from the same checkpoint, and
+    the per-batch cost is taken out of the estimate (capacity.without_per_batch_cost)."""
+    batch_records, rule, max_measure_s = plan.batch_records, plan.rule, plan.max_measure_s
+    small_batch_share = plan.small_batch_share
+    workload = workload or runner.benchmark.workload(load)
+    protocol = runner.settings.measurement_plan
+    prime = (
+        protocol.prime_unlimited and runner.spark.can_limit_cpu and runner.settings.instance_cpu is not None
+    )
+    job = runner.new_job()
+    batches: dict[int, MicroBatch] = {}
+    status, reason = CERTAIN, ""
+    limited_from: float | None = None
+    small_records: int | None = None
+    small_from: float | None = None
+    timings: dict[str, float] = {}
+    t_start = time.monotonic()
+    try:
+        with runner.running_job(
+            job,
+            load,
+            instances,
+            workload,
+            instance_cpu=None if prime else runner.settings.instance_cpu,
+            query_options={"max_offsets_per_trigger": batch_records},
+        ):
+            timings["setup_s"] = time.monotonic() - t_start
+            executors = executor_addresses(job.spark)
+            if prime:
+                while sum(1 for b in batches.values() if b.input_rows > 0) < protocol.prime_batches:
+                    if time.monotonic() - t_start > protocol.max_prime_s:
+                        break
+                    time.sleep(interval_s)
+                    _check_running(job, executors)
+                    batches.update(batches_of(monitor.all_progress(job.query)))
+                runner.spark.limit_instances(runner.settings.instance_cpu)
+                timings["prime_s"] = time.monotonic() - t_start - timings["setup_s"]
+            limited_from = time.time()
+            t_limited = time.monotonic()
+            large, certain = _measure_phase(
+                job,
+                instances,
+                executors,
+                batches,
+                batch_records,
+                rule,
+                limited_from,
+                max_measure_s,
+                interval_s,
+            )
+            timings["measure_s"] = time.monotonic() - t_limited
+            if small_batch_share and large is not None and large.saturated:
+                t_small = time.monotonic()
+                small_records = max(1, round(batch_records * small_batch_share))
+                runner.restart_query(job, {"max_offsets_per_trigger": small_records})
+                small_from = time.time()
+                small_rule = replace(rule, settle_batches=1)
+                _, small_certain = _measure_phase(
+                    job,
+                    instances,
+                    executors,
+                    batches,
+                    small_records,
+                    small_rule,
+                    small_from,
+                    max_measure_s,
+                    interval_s,
+                )
+                certain = certain and small_certain
+                timings["measure_small_s"] = time.monotonic() - t_small
+            if not certain:
+                status, reason = UNCERTAIN, f"not certain after {max_measure_s:g} s"
+    except RunAborted as exc:
+        status, reason = exc.outcome.value, exc.reason
+    timings["teardown_s"] = time.monotonic() - (job.teardown_started or t_start)
+    _write_batches(runner, load, instances, batches)
+    # the same function gives the estimate again from the results files (offline re-analysis)
+    estimate, large_estimate, small_estimate = two_phase_capacity(
+        batches.values(),
+        instances=instances,
+        large_cap=batch_records,
+        small_cap=small_records,
+        limited_from_s=limited_from,
+        small_from_s=small_from,
+        rule=rule,
+    )
+    phases = {"large": large_estimate}
+    if small_records is not None:
+        phases["small"] = small_estimate
+    return CapacityMeasurement(
+        instances,
+        load,
+        workload.target_rate,
+        batch_records,
+        estimate if status in (CERTAIN, UNCERTAIN) else None,
+        status,
+        reason,
+        limited_from,
+        timings,
+        phases,
+        small_records,
+        small_from,
+        rule,
+    )
+
+
+def _check_running(job: RunningJob, executors: frozenset[str]) -> None:
+    query = job.query
+    if not query.isActive:
+        exc = query.exception()
+        raise RunAborted(
+            Outcome.ERRORED, f"the query stopped: {str(exc).splitlines()[0] if exc else 'no error'}"
+        )
+    if lost := executors - executor_addresses(job.spark):
+        raise RunAborted(Outcome.ERRORED, f"an executor was lost ({', '.join(sorted(lost))})")
+
+
+def _measure_phase(
+    job: RunningJob,
+    instances: int,
+    executors: frozenset[str],
+    batches: dict[int, MicroBatch],
+    batch_records: int,
+    rule: CapacityRule,
+    from_s: float,
+    max_s: float,
+    interval_s: float,
+) -> tuple[CapacityEstimate | None, bool]:
+    """Read batches until the estimate over those that started after `from_s` is certain or `max_s` passed;
+    (the estimate, whether it is certain)."""
+    started = time.monotonic()
+    estimate = None
+    while True:
+        time.sleep(interval_s)
+        _check_running(job, executors)
+        batches.update(batches_of(monitor.all_progress(job.query)))
+        estimate = estimate_capacity(
+            batches.values(),
+            instances=instances,
+            batch_cap=batch_records,
+            rule=rule,
+            limited_from_s=from_s,
+        )
+        if estimate is not None and estimate.certain(rule):
+            return estimate, True
+        if time.monotonic() - started > max_s:
+            return estimate, False
+
+
+def _write_batches(
+    runner: ExperimentRunner, load: int, instances: int, batches: Mapping[int, MicroBatch]
+) -> None:
+    ordered = sorted(batches.values(), key=lambda b: b.batch_id)
+    writers = {
+        name: runner.writer.open_series(load, instances, name, 0)
+        for name in (SERIES_CAPACITY_ROWS, SERIES_CAPACITY_MS, SERIES_CAPACITY_ID)
+    }
+    try:
+        for batch in ordered:
+            writers[SERIES_CAPACITY_ROWS].append(batch.start_s, batch.input_rows)
+            writers[SERIES_CAPACITY_MS].append(batch.start_s, batch.duration_s * 1000.0)
+            writers[SERIES_CAPACITY_ID].append(batch.start_s, batch.batch_id)
+    finally:
+        for writer in writers.values():
+            writer.close()

@@ -1,0 +1,201 @@
+"""The ``capacity`` search strategy: demand(load) derived from each instance count's measured capacity, with a
+lag-trend sub-experiment only where the capacities cannot tell.
+
+Per benchmark, once: mu(r) for r = 1, 2, ... (engine/capacity_probe.py), with the generator sending the gate's
+highest load's keys ``probe_factor`` times as often, until an instance count takes that load outside the guard
+band. Per load: the first instance count predicted to pass; an instance count whose capacity lies within the
+guard band of the load is run under the gate's own lag-trend protocol (core/capacity.derive_demand). A demand
+above the baseline's is never reported on a prediction alone: the lag trend decides at the baseline's demand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from generator import Workload
+from pytest_theodolite.core.capacity import CapacityEstimate, CapacityRule, derive_demand, predicted_pass
+from pytest_theodolite.core.cost import CostEstimate, PointCost
+from pytest_theodolite.core.outcomes import STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, Outcome
+from pytest_theodolite.core.records import SubExperimentRecord
+from pytest_theodolite.core.scalability import SubExperiment
+from pytest_theodolite.core.search import Step
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan, measure_capacity
+from pytest_theodolite.engine.runner import ExperimentRunner
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """How the capacities are measured and how far a prediction is trusted."""
+
+    #: the generator sends the highest load's keys this many times as often (the job must not keep up)
+    probe_factor: float = 1.25
+    #: micro-batches of this many seconds of the highest load; a second phase reads a quarter of that
+    batch_s: float = 2.0
+    small_batch_share: float = 0.25
+    #: a prediction within this share of a capacity's interval is certified by the lag trend
+    guard: float = 0.10
+    rule: CapacityRule = field(default_factory=CapacityRule)
+    max_measure_s: float = 60.0
+
+    def probe_plan(self, top_rate: float) -> ProbePlan:
+        """One measurement's plan for a gate whose highest load offers `top_rate` records/s."""
+        return ProbePlan(
+            max(1, round(top_rate * self.batch_s)), self.rule, self.small_batch_share, self.max_measure_s
+        )
+
+
+def offered_workload(workload: Callable[[int], Workload], top: int, factor: float) -> Workload:
+    """The highest load's workload sent `factor` times as often: its keys (and so a stateful job's per-batch work
+    over its keys) as they are, its records/s times `factor`."""
+    highest = workload(top)
+    return replace(highest, period_ms=max(1, math.floor(highest.period_ms / factor)))
+
+
+@dataclass
+class CapacitySearch:
+    """One benchmark's capacities, measured once, and the demand derived from them load by load."""
+
+    runner: ExperimentRunner
+    plan: CapacityPlan = field(default_factory=CapacityPlan)
+    measurements: dict[int, CapacityMeasurement] = field(default_factory=dict)
+
+    @property
+    def capacities(self) -> dict[int, CapacityEstimate]:
+        return {r: m.estimate for r, m in self.measurements.items() if m.estimate is not None}
+
+    @property
+    def threshold_share(self) -> float:
+        return self.runner.settings.slo.lag_trend_threshold.relative_to_load or 0.0
+
+    def measure_capacities(self) -> None:
+        """mu(r) up the instance counts until one takes the highest load outside the guard band (once)."""
+        if self.measurements:
+            return
+        settings, benchmark = self.runner.settings, self.runner.benchmark
+        top = max(settings.loads)
+        top_rate = benchmark.workload(top).target_rate
+        offered = offered_workload(benchmark.workload, top, self.plan.probe_factor)
+        for r in settings.resources:
+            measurement = measure_capacity(
+                self.runner, r, top, self.plan.probe_plan(top_rate), workload=offered
+            )
+            self.measurements[r] = measurement
+            self.runner.writer.record_capacity_measurement(measurement.to_dict())
+            if measurement.estimate is None:
+                break  # a broken run: the instance counts above it stay to the lag trend
+            if predicted_pass(measurement.estimate, top_rate, self.threshold_share, self.plan.guard):
+                break
+
+    def demand(
+        self,
+        load: int,
+        run: Callable[[int, int], SubExperimentRecord],
+        baseline_demand: int | None = None,
+    ) -> tuple[Step, tuple[SubExperimentRecord, ...]]:
+        """demand(load) as a search step, and the lag-trend sub-experiments it ran (`run(load, r)`)."""
+        self.measure_capacities()
+        return derived_demand(
+            load,
+            self.runner.benchmark.workload(load).target_rate,
+            self.capacities,
+            tuple(self.runner.settings.resources),
+            self.threshold_share,
+            self.plan.guard,
+            run,
+            baseline_demand,
+        )
+
+    def cost(
+        self, resources: int | None, instance_cpu: float | None, reference_us_per_row: float | None = None
+    ) -> PointCost | None:
+        """The CPU per record the instances take at their capacity (`capacity_cost`) at `resources`."""
+        estimate = self.capacities.get(resources) if resources is not None else None
+        return None if estimate is None else capacity_cost(estimate, instance_cpu, reference_us_per_row)
+
+
+def derived_demand(
+    load: int,
+    rate: float,
+    capacities: Mapping[int, CapacityEstimate],
+    resources: tuple[int, ...],
+    threshold_share: float,
+    guard: float,
+    run: Callable[[int, int], SubExperimentRecord],
+    reference_demand: int | None = None,
+) -> tuple[Step, tuple[SubExperimentRecord, ...]]:
+    """demand(load) from the capacities (core/capacity.derive_demand), as a search step, with the lag-trend
+    sub-experiments it ran (`run(load, r)`) where the capacities could not tell. A demand above
+    `reference_demand` (the baseline's, or REF's) rests on a lag-trend FAIL there, never on a prediction alone.
+    Instance counts without a capacity (above a broken measurement, or never measured) are searched upwards by
+    the lag trend where the measured ones do not take the load."""
+    unprobed = [r for r in resources if r not in capacities]
+    runs: list[SubExperimentRecord] = []
+    certified: dict[int, bool] = {}
+
+    def step(optimum: int | None, status: str) -> tuple[Step, tuple[SubExperimentRecord, ...]]:
+        ran = tuple(SubExperiment(r.load, r.resources, r.outcome) for r in runs)
+        return Step(load, optimum, status, ran, resources), tuple(runs)
+
+    def certify(r: int) -> bool:
+        """Run the lag trend at r; False where it could not judge (INVALID or ERRORED)."""
+        record = run(load, r)
+        runs.append(record)
+        if not record.outcome.is_measured:
+            return False
+        certified[r] = record.outcome is Outcome.PASS
+        return True
+
+    while True:
+        result = derive_demand(
+            load, rate, capacities, threshold_share=threshold_share, guard=guard, certified=certified
+        )
+        if not result.decided:
+            assert result.to_certify is not None
+            if not certify(result.to_certify):
+                return step(None, STEP_UNMEASURED)
+            continue
+        if (
+            reference_demand is not None
+            and reference_demand in capacities
+            and reference_demand not in certified
+            and (result.resources is None or result.resources > reference_demand)
+        ):
+            if not certify(reference_demand):
+                return step(None, STEP_UNMEASURED)
+            continue
+        break
+    if result.resources is None:
+        for r in unprobed:
+            if not certify(r):
+                return step(None, STEP_UNMEASURED)
+            if certified[r]:
+                return step(r, STEP_MEASURED)
+        return step(None, STEP_NONE)
+    return step(result.resources, STEP_MEASURED)
+
+
+def capacity_cost(
+    estimate: CapacityEstimate, instance_cpu: float | None, reference_us_per_row: float | None = None
+) -> PointCost | None:
+    """The CPU microseconds per record r saturated instances spend: r x their CPU limit / mu(r) (without a limit,
+    instance-microseconds). Unlike the CPU per offered record below capacity, it moves with every change of a
+    record's cost. None where the instances took all that was offered (no saturation, no figure)."""
+    if not estimate.saturated or estimate.records_per_s <= 0:
+        return None
+    scale = estimate.instances * (instance_cpu or 1.0) * 1e6
+    low = scale / estimate.high if estimate.high > 0 and math.isfinite(estimate.high) else None
+    high = scale / estimate.low if estimate.low > 0 and math.isfinite(estimate.low) else None
+    figure = CostEstimate(scale / estimate.records_per_s, low, high, estimate.batches)
+    return PointCost(estimate.instances, figure, reference_us_per_row)
+
+
+def capacity_note(measurements: Mapping[int, CapacityMeasurement]) -> str:
+    """The capacities as one line of the report, with the seconds their measurement took."""
+    parts = [
+        f"{r}: {m.estimate.text() if m.estimate is not None else f'{m.status} ({m.reason})'}"
+        for r, m in sorted(measurements.items())
+    ]
+    seconds = sum(sum(m.timings.values()) for m in measurements.values())
+    return f"capacity per instance count, measured directly ({seconds:.0f} s): " + "; ".join(parts)

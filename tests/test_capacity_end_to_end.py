@@ -1,0 +1,79 @@
+"""The capacity strategy in a real gate: embedded broker, local Spark cluster, UC1; capacities measured,
+recorded with their batch series, reported, and recomputed offline."""
+
+import io
+import json
+from xml.etree import ElementTree
+
+import pytest
+
+from pytest_theodolite.cli.analyse import main
+
+# it measures (a real gate inside): under pytest-xdist nothing else may run beside it
+pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
+
+GATE = """
+import pytest
+from generator import Workload
+from pytest_theodolite import Benchmark
+from spark_jobs import uc1
+
+UC1 = Benchmark("uc1-capacity", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
+
+@pytest.mark.theodolite(UC1, loads=[500, 6000], resources=[1, 2], instance_cpu=0.25, strategy="capacity",
+                        duration=8, max_duration=30, max_warmup=40, threshold="10%")
+def test_uc1(theodolite_gate):
+    theodolite_gate.check()
+"""
+
+
+def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts_capacity(pytester):
+    """Which capacities and demands a real measurement reaches depends on the host; that they were reached,
+    recorded with their batches, reported and recomputed from the files, does not."""
+    pytester.makepyfile(test_uc1_capacity=GATE)
+    xml = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--theodolite-results=results",
+        "--theodolite-max-instances=2",
+        "--theodolite-update-baselines",
+        f"--junitxml={xml}",
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 2 and "errors" not in outcomes, outcomes
+    result.stdout.fnmatch_lines(["*capacity per instance count, measured directly (* s): 1: *records/s*"])
+    results = pytester.path / "results"
+    document = json.loads((results / "expuc1-capacity_results.json").read_text())
+    measurements = document["capacity_measurements"]
+    assert measurements and measurements[0]["instances"] == 1, measurements
+    for measurement in measurements:
+        assert measurement["status"] in ("certain", "uncertain"), measurement
+        assert measurement["estimate"]["records_per_s"] > 0, measurement
+        assert measurement["timings"]["measure_s"] > 0, measurement
+        r, load = measurement["instances"], measurement["load"]
+        assert (
+            (results / f"expuc1-capacity_{load}_{r}_capacity-rows_0.csv")
+            .read_text()
+            .startswith("labels,timestamp,value\n")
+        )
+    demand = (results / "expuc1-capacity_demand.csv").read_text().splitlines()
+    assert demand[0] == "load,resources" and len(demand) == 3, demand
+    # every lag-trend run was a certification, judged like any sub-experiment
+    for sub in document["sub_experiments"]:
+        assert sub["outcome"] in ("pass", "fail"), sub
+    properties = {p.get("name"): p.get("value") for p in ElementTree.parse(xml).iter("property")}
+    assert float(properties["theodolite.capacity.1"]) > 0, properties
+    # the offline analysis gives each capacity again from its batch series
+    out = io.StringIO()
+    assert main(["analyse", str(results)], stdout=out) == 0
+    text = out.getvalue()
+    assert "capacity (recomputed)" in text, text
+    for measurement in measurements:
+        value = f"{measurement['estimate']['records_per_s']:,.0f}"
+        line = next(
+            line
+            for line in text.splitlines()
+            if line.split()[:1] == [str(measurement["instances"])] and "records/s" in line
+        )
+        assert line.count(value) == 2, (value, line)  # recomputed from the files, and as recorded
