@@ -110,7 +110,7 @@ def main() -> None:
                 if e is None:
                     print(f"| {r} | - | - | - | - | {m.status}: {m.reason} | {phases} |", flush=True)
                     continue
-                interval = f"[{e.low:,.0f}, {e.high:,.0f}]" if e.saturated else "took all offered"
+                interval = f"[{e.low:,.0f}, {e.high:,.0f}]" if e.saturated else "not saturated"
                 sizes = " / ".join(
                     f"{p.records_per_s:,.0f} ({p.batches})" if p is not None else "-"
                     for p in m.phases.values()

@@ -7,6 +7,7 @@ and the wall time of each run.
     python experiments/gate_quality.py --clean 0 --injected 3 --hash-rounds 12 -k uc1
     python experiments/gate_quality.py --clean 1 --injected 0 -k "uc1 or uc2" --theodolite-protocol
     python experiments/gate_quality.py --clean 5 --injected 5 -k uc1 --compare-ref HEAD
+    python experiments/gate_quality.py --clean 5 --injected 5 -k uc1 --compare-ref HEAD --strategy capacity
 
 The injected regression needs no code edit: UC1's job option ``extra_hash_rounds`` (spark_jobs/uc1.py) makes
 every record pay for that many chained SHA-256 hashes (12 rounds: about +50 % CPU per record in the job's
@@ -241,12 +242,17 @@ def main() -> None:
         help="pull-request mode against REF (e.g. HEAD); injected runs are a code change in a scratch worktree",
     )
     parser.add_argument("--out", type=Path, default=Path("gate-quality"), help="where runs keep their files")
+    parser.add_argument(
+        "--strategy", help="the gates' search strategy for these runs, e.g. capacity (default: each gate's own)"
+    )
     args = parser.parse_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     extra = (["-k", args.keyword] if args.keyword else []) + (
         THEODOLITE_PROTOCOL if args.theodolite_protocol else []
     )
+    if args.strategy:
+        extra += [f"--theodolite-strategy={args.strategy}"]
     if args.compare_ref:
         # resolved once: a scratch worktree's HEAD is the same commit, and REF must not move between runs
         commit = subprocess.run(

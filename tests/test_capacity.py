@@ -91,7 +91,7 @@ def test_a_job_that_takes_all_that_is_offered_gives_a_lower_bound():
     assert not estimate.saturated
     assert estimate.records_per_s == pytest.approx(3_000)
     assert estimate.certain(RULE)
-    assert "took all that was offered" in estimate.text()
+    assert estimate.text() == ">= 3,000 records/s (not saturated: a lower bound)"
 
 
 def test_full_batches_that_end_before_their_trigger_interval_are_not_saturated():

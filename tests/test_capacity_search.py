@@ -101,6 +101,19 @@ def test_instance_counts_above_a_broken_probe_are_searched_by_the_lag_trend():
     assert step.optimum == 4
 
 
+def test_an_instance_count_without_a_capacity_below_the_derived_demand_is_run_first():
+    # one instance gave no estimate (its measurement was bounded first): two are predicted at 2 000, but the
+    # lag trend decides whether one takes it
+    uncertain = CapacityMeasurement(1, 20_000, 25_000.0, 20_000, None, "uncertain", "not certain after 60 s")
+    search = search_with(uncertain, measured(2, 13_000), measured(3, 16_000))
+    runs = Runs({1: Outcome.PASS})
+    step, _ = search.demand(2000, runs)
+    assert (step.optimum, runs.asked) == (1, [(2000, 1)])
+    runs = Runs({1: Outcome.FAIL})
+    step, _ = search.demand(2000, runs)
+    assert (step.optimum, runs.asked) == (2, [(2000, 1)])
+
+
 def test_the_offered_workload_sends_the_highest_loads_keys_more_often():
     offered = offered_workload(lambda keys: Workload(keys=keys), 20000, 1.25)
     assert offered.keys == 20000 and offered.target_rate == pytest.approx(25_000)

@@ -325,6 +325,11 @@ def main(
         if args.warmup is not None and args.warmup < 0:
             raise ValueError(f"--warmup must be >= 0 seconds, got {args.warmup:g}")
         results = read_results(args.results_dir, args.experiment)
+        if not results.points_with_lag() and results.capacity_measurements:
+            # the capacity strategy decided every load from the capacities: nothing ran under the lag trend
+            stdout.write(f"experiment {results.experiment_id}: no lag-trend sub-experiments\n\n")
+            stdout.write(render_capacities(results) + "\n")
+            return EXIT_OK
         if not results.points_with_lag():
             raise ResultsError(
                 f"no raw lag series of experiment {results.experiment_id} in {args.results_dir!r}:"

@@ -120,7 +120,7 @@ class CapacityEstimate:
 
     def text(self) -> str:
         if not self.saturated:
-            return f">= {self.records_per_s:,.0f} records/s (took all that was offered)"
+            return f">= {self.records_per_s:,.0f} records/s (not saturated: a lower bound)"
         return f"{self.records_per_s:,.0f} [{self.low:,.0f}, {self.high:,.0f}] records/s ({self.batches} batches)"
 
     def to_dict(self) -> dict[str, Any]:

@@ -128,8 +128,9 @@ def derived_demand(
     """demand(load) from the capacities (core/capacity.derive_demand), as a search step, with the lag-trend
     sub-experiments it ran (`run(load, r)`) where the capacities could not tell. A demand above
     `reference_demand` (the baseline's, or REF's) rests on a lag-trend FAIL there, never on a prediction alone.
-    Instance counts without a capacity (above a broken measurement, or never measured) are searched upwards by
-    the lag trend where the measured ones do not take the load."""
+    Instance counts without a capacity (a measurement that gave none, or never measured) are searched upwards
+    by the lag trend below the derived demand, and above the measured counts where none of them takes the
+    load."""
     unprobed = [r for r in resources if r not in capacities]
     runs: list[SubExperimentRecord] = []
     certified: dict[int, bool] = {}
@@ -166,12 +167,16 @@ def derived_demand(
                 return step(None, STEP_UNMEASURED)
             continue
         break
+    # counts with no capacity below the derived demand (or above the measured ones, where none takes the
+    # load) are run upwards: the first that passes is the demand
+    for r in unprobed:
+        if result.resources is not None and r > result.resources:
+            break
+        if r not in certified and not certify(r):
+            return step(None, STEP_UNMEASURED)
+        if certified[r]:
+            return step(r, STEP_MEASURED)
     if result.resources is None:
-        for r in unprobed:
-            if not certify(r):
-                return step(None, STEP_UNMEASURED)
-            if certified[r]:
-                return step(r, STEP_MEASURED)
         return step(None, STEP_NONE)
     return step(result.resources, STEP_MEASURED)
 
@@ -181,7 +186,7 @@ def capacity_cost(
 ) -> PointCost | None:
     """The CPU microseconds per record r saturated instances spend: r x their CPU limit / mu(r) (without a limit,
     instance-microseconds). Unlike the CPU per offered record below capacity, it moves with every change of a
-    record's cost. None where the instances took all that was offered (no saturation, no figure)."""
+    record's cost. None where the instances were not saturated (no figure)."""
     if not estimate.saturated or estimate.records_per_s <= 0:
         return None
     scale = estimate.instances * (instance_cpu or 1.0) * 1e6
