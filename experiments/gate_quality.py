@@ -243,7 +243,8 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("gate-quality"), help="where runs keep their files")
     parser.add_argument(
-        "--strategy", help="the gates' search strategy for these runs, e.g. capacity (default: each gate's own)"
+        "--strategy",
+        help="the gates' search strategy for these runs, e.g. capacity (default: each gate's own)",
     )
     args = parser.parse_args()
     args.out = args.out.resolve()

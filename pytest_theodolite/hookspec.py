@@ -16,7 +16,9 @@ def pytest_theodolite_sub_experiment(
 
     ``record`` is its `pytest_theodolite.core.records.SubExperimentRecord` (load, resources, outcome, verdicts with
     the lag slope's interval, the measurement protocol per repetition); ``timings`` maps ``(load, resources,
-    repetition)`` to the `PhaseTimings` of every repetition measured so far. pytest-theodolite's own
+    repetition)`` to the `PhaseTimings` of every repetition measured so far. Under the capacity strategy it is
+    also called with each capacity measurement (``record`` a
+    `pytest_theodolite.engine.capacity_probe.CapacityMeasurement`, ``timings`` empty). pytest-theodolite's own
     implementation prints the progress line; return values are ignored."""
 
 

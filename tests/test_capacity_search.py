@@ -165,8 +165,8 @@ def paired(ref_capacities, change_capacities, outcomes=None):
     )
     benchmark = Benchmark("scripted", lambda *a, **k: None, lambda keys: Workload(keys=keys))
     sides = {
-        "ref": ScriptedSide("ref", log, ref_capacities, outcomes or {}),
-        "change": ScriptedSide("change", log, change_capacities, outcomes or {}),
+        "ref": ScriptedSide("ref", log, ref_capacities, dict(outcomes or {})),
+        "change": ScriptedSide("change", log, change_capacities, dict(outcomes or {})),
     }
     target = CompareTarget("main", "0123456789", Path("."), Path("."))
     return PairedExperiment(benchmark, settings, target, sides), log
@@ -202,3 +202,37 @@ def test_pull_request_mode_fails_a_change_whose_records_cost_15_percent_more():
     comparison = point.comparison("scripted", 0, cost_tolerance=0.10)
     assert comparison.verdict.value == "cost-regression"
     assert point.cost_figure().relative == pytest.approx(0.15, abs=0.005)
+
+
+def test_cost_figures_of_another_strategy_are_not_compared():
+    from pytest_theodolite.core.cost import CostEstimate, PointCost
+    from pytest_theodolite.engine.capacity_search import same_cost_figure
+    from pytest_theodolite.store.baseline import Baseline
+    from pytest_theodolite.store.testbed import Testbed
+
+    testbed = Testbed(2, 24.0, 0.25, "embedded", "standalone", "4.0.0", "3.11")
+    cost = {4000: PointCost(1, CostEstimate(50.0, 48.0, 52.0, 5))}
+    searched = Baseline("b", {4000: 1}, {"strategy": "baseline-guess+lower-bound"}, testbed, cost=cost)
+    at_capacity = Baseline("b", {4000: 1}, {"strategy": "capacity"}, testbed, cost=cost)
+    assert same_cost_figure(searched, Strategy.CAPACITY).cost == {}
+    assert same_cost_figure(searched, Strategy.BASELINE_GUESS) is searched
+    assert same_cost_figure(at_capacity, Strategy.CAPACITY) is at_capacity
+    assert same_cost_figure(at_capacity, Strategy.LINEAR).cost == {}
+    assert same_cost_figure(None, Strategy.CAPACITY) is None
+
+
+def test_a_regression_derived_in_pull_request_mode_is_confirmed_in_the_reverse_order():
+    # REF takes 12 000 on two instances (certified: within the band); the change's capacities predict four,
+    # so it runs two under the lag trend (REF's demand): a FAIL, then both are measured once more
+    ref = {1: 7_000, 2: 12_400, 3: 13_000, 4: 21_000}
+    change = {1: 5_000, 2: 8_000, 3: 8_500, 4: 17_000}
+    experiment, log = paired(
+        ref, change, {1: Outcome.FAIL, 2: Outcome.PASS, 3: Outcome.FAIL, 4: Outcome.PASS}
+    )
+    experiment.sides["change"].runs.outcomes[2] = Outcome.FAIL
+    point = experiment.measure(12000, tolerance=0)
+    runs = [entry for entry in log if entry[1] == "run"]
+    assert runs[:2] == [("ref", "run", 12000, 2), ("change", "run", 12000, 2)]
+    assert runs[2:] == [("change", "run", 12000, 2), ("ref", "run", 12000, 2)]  # the confirmation, reversed
+    assert (point.demand("ref"), point.demand("change")) == (2, 4)
+    assert point.comparison("scripted", 0, cost_tolerance=0.10).verdict.value == "regression"

@@ -55,6 +55,16 @@ class CapacityMeasurement:
     small_from_s: float | None = None  # epoch seconds the second phase's query started
     rule: CapacityRule = field(default_factory=CapacityRule)
 
+    def progress_text(self) -> str:
+        """One line for the live progress output."""
+        seconds = ", ".join(
+            f"{name.removesuffix('_s').replace('_', ' ')} {value:.0f} s"
+            for name, value in self.timings.items()
+        )
+        if self.estimate is None:
+            return f"capacity of {self.instances} instances: {self.status}: {self.reason} [{seconds}]"
+        return f"capacity of {self.instances} instances: {self.estimate.text()}, {self.status} [{seconds}]"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "instances": self.instances,

@@ -20,9 +20,10 @@ from pytest_theodolite.core.cost import CostEstimate, PointCost
 from pytest_theodolite.core.outcomes import STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, Outcome
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import SubExperiment
-from pytest_theodolite.core.search import Step
+from pytest_theodolite.core.search import Step, Strategy
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan, measure_capacity
 from pytest_theodolite.engine.runner import ExperimentRunner
+from pytest_theodolite.store.baseline import Baseline
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class CapacitySearch:
     runner: ExperimentRunner
     plan: CapacityPlan = field(default_factory=CapacityPlan)
     measurements: dict[int, CapacityMeasurement] = field(default_factory=dict)
+    #: told of every finished capacity measurement (the live progress)
+    on_measurement: Callable[[CapacityMeasurement], None] | None = None
 
     @property
     def capacities(self) -> dict[int, CapacityEstimate]:
@@ -83,6 +86,8 @@ class CapacitySearch:
             )
             self.measurements[r] = measurement
             self.runner.writer.record_capacity_measurement(measurement.to_dict())
+            if self.on_measurement is not None:
+                self.on_measurement(measurement)
             if measurement.estimate is None:
                 break  # a broken run: the instance counts above it stay to the lag trend
             if predicted_pass(measurement.estimate, top_rate, self.threshold_share, self.plan.guard):
@@ -204,3 +209,15 @@ def capacity_note(measurements: Mapping[int, CapacityMeasurement]) -> str:
     ]
     seconds = sum(sum(m.timings.values()) for m in measurements.values())
     return f"capacity per instance count, measured directly ({seconds:.0f} s): " + "; ".join(parts)
+
+
+def same_cost_figure(baseline: Baseline | None, strategy: Strategy) -> Baseline | None:
+    """`baseline` with its CPU-per-record figures left out where they are another figure than this run's: the
+    capacity strategy's CPU per record at capacity against a baseline's CPU per offered record (or the reverse)
+    would compare two different things."""
+    if baseline is None or not baseline.cost:
+        return baseline
+    recorded_at_capacity = str(baseline.settings.get("strategy", "")).startswith(Strategy.CAPACITY.value)
+    if recorded_at_capacity == (strategy is Strategy.CAPACITY):
+        return baseline
+    return replace(baseline, cost={})

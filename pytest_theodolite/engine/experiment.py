@@ -14,7 +14,8 @@ from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import MEASURED, NONE, IncrementalSearch, Strategy
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
-from pytest_theodolite.engine.capacity_search import CapacitySearch, capacity_note
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
+from pytest_theodolite.engine.capacity_search import CapacitySearch, capacity_note, same_cost_figure
 from pytest_theodolite.engine.gate import STORED_BASELINE, GatePoint
 from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import ExperimentRunner
@@ -30,8 +31,9 @@ from pytest_theodolite.store.results import experiment_id
 if TYPE_CHECKING:  # the session holds experiments; an experiment is handed its session
     from pytest_theodolite.engine.session import TheodoliteSession
 
-#: (benchmark name, finished sub-experiment, the runner's phase timings per (load, resources, repetition))
-SubExperimentListener = Callable[[str, SubExperimentRecord, Mapping[Any, Any]], None]
+#: (benchmark name, finished sub-experiment -- or the capacity strategy's capacity measurement --, the
+#: runner's phase timings per (load, resources, repetition))
+SubExperimentListener = Callable[[str, SubExperimentRecord | CapacityMeasurement, Mapping[Any, Any]], None]
 
 
 @dataclass
@@ -57,7 +59,11 @@ class BenchmarkExperiment:
             Metric.DEMAND, self.settings.strategy, self.settings.lower_bound, self.settings.resources
         )
         if self.settings.strategy is Strategy.CAPACITY:
-            self.capacity_search = CapacitySearch(self.runner)
+            self.capacity_search = CapacitySearch(self.runner, on_measurement=self._measured_capacity)
+
+    def _measured_capacity(self, measurement: CapacityMeasurement) -> None:
+        if self.on_sub_experiment is not None:
+            self.on_sub_experiment(self.benchmark.name, measurement, {})
 
     def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> DemandPoint:
         """demand(load); a baseline-guess search starts at `baseline`'s demand there (`baseline_guess`). Where
@@ -122,7 +128,8 @@ class BenchmarkExperiment:
         cost = session.point_cost(self, load)
         spot = self.blind_spots({load: cost})[load]
         capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
-        return GatePoint(spec, point, baseline, not_comparable, cost, spot, capacities)
+        judged = same_cost_figure(baseline, self.settings.strategy)
+        return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities)
 
     def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None]:
         """Every measured load's CPU per record, as a baseline records it."""
@@ -144,6 +151,7 @@ class BenchmarkExperiment:
     ) -> BenchmarkReport:
         """The demand function against the stored baseline, the CPU per record and the blind spots."""
         measured = self.demand_result()
+        baseline = same_cost_figure(baseline, self.settings.strategy)
         measured_testbed = testbed(
             settings, session.spark, self.settings.instance_cpu, session.calibration, testbed_extra
         )

@@ -13,6 +13,7 @@ import xdist
 
 from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.engine.benchmark import experiment_settings_dict
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
 from pytest_theodolite.engine.experiment import SubExperimentListener
 from pytest_theodolite.engine.gate import GatePoint
 from pytest_theodolite.engine.markers import gate_spec
@@ -219,7 +220,11 @@ def sub_experiment_hook(config: pytest.Config) -> SubExperimentListener:
 
 
 def report_progress(config: pytest.Config, benchmark: str, record: Any, timings: Any) -> None:
-    """The plugin's own pytest_theodolite_sub_experiment: a progress line as each sub-experiment ends."""
+    """The plugin's own pytest_theodolite_sub_experiment: a progress line as each sub-experiment (or capacity
+    measurement) ends."""
+    if isinstance(record, CapacityMeasurement):
+        live(config, f"theodolite: {benchmark} {record.progress_text()}")
+        return
     live(config, f"theodolite: {benchmark} {progress_line(record, timings)}")
 
 

@@ -201,9 +201,11 @@ class PairedExperiment:
         self.records[(side, load, resources)] = record
         self.timings[side].update(timings)
         if self.on_sub_experiment is not None:
-            label = f"{self.benchmark.name} [{'change' if side == CHANGE else self.target.label}]"
-            self.on_sub_experiment(label, record, self.timings[side])
+            self.on_sub_experiment(self._label(side), record, self.timings[side])
         return record
+
+    def _label(self, side: str) -> str:
+        return f"{self.benchmark.name} [{'change' if side == CHANGE else self.target.label}]"
 
     def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> PairedPoint:
         """Both sides' demand at `load`; a baseline-guess search starts both at the baseline's demand. Where
@@ -244,6 +246,8 @@ class PairedExperiment:
             for side in abba(index):
                 measurement = self.sides[side].measure_capacity(top, r, offered, plan)
                 self.capacities[side][r] = measurement
+                if self.on_sub_experiment is not None:
+                    self.on_sub_experiment(self._label(side), measurement, {})
             estimates = [self.capacities[side][r].estimate for side in SIDES]
             if any(e is None for e in estimates) or all(
                 predicted_pass(e, top_rate, share, self.capacity_plan.guard)
@@ -272,11 +276,17 @@ class PairedExperiment:
                 tuple(self.settings.resources),
                 share,
                 self.capacity_plan.guard,
-                lambda l, r, side=side: self._run(side, l, r),  # type: ignore[misc]
+                lambda l, r, side=side: self._run_in_order(side, l, r),  # type: ignore[misc]
                 reference,
             )
             steps[side] = self.search.searches[side].keep(step)
         return steps
+
+    def _run_in_order(self, side: str, load: int, resources: int) -> SubExperimentRecord:
+        """A lag-trend run of the capacity path, kept in the run order as the paired search keeps its own (a
+        confirmation runs each side in the reverse order of its first run)."""
+        self.search.order.append((side, load, resources))
+        return self._run(side, load, resources)
 
     def _capacity_costs(self, sides: Mapping[str, DemandPoint]) -> dict[str, PointCost | None]:
         """Each side's CPU per record at its capacity at its demand (capacity_search.capacity_cost)."""
