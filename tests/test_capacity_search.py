@@ -236,3 +236,26 @@ def test_a_regression_derived_in_pull_request_mode_is_confirmed_in_the_reverse_o
     assert runs[2:] == [("change", "run", 12000, 2), ("ref", "run", 12000, 2)]  # the confirmation, reversed
     assert (point.demand("ref"), point.demand("change")) == (2, 4)
     assert point.comparison("scripted", 0, cost_tolerance=0.10).verdict.value == "regression"
+
+
+def test_capacities_are_measured_upwards_past_one_without_an_estimate_and_stop_where_one_breaks(monkeypatch):
+    import pytest_theodolite.engine.capacity_search as capacity_search
+
+    outcomes = {
+        1: CapacityMeasurement(1, 20000, 25_000.0, 40_000, None, "uncertain", "not certain after 60 s"),
+        2: measured(2, 13_000),
+        3: CapacityMeasurement(3, 20000, 25_000.0, 40_000, None, "errored", "the query stopped"),
+    }
+    asked = []
+
+    def scripted_measurement(runner, r, load, plan, *, workload):
+        asked.append(r)
+        return outcomes[r]
+
+    monkeypatch.setattr(capacity_search, "measure_capacity", scripted_measurement)
+    runner = fake_runner()
+    runner.writer = SimpleNamespace(record_capacity_measurement=lambda entry: None)
+    search = CapacitySearch(runner)  # type: ignore[arg-type]
+    search.measure_capacities()
+    assert asked == [1, 2, 3]  # on past the uncertain one; not past the broken one
+    assert set(search.capacities) == {2}

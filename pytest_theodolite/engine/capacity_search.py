@@ -88,9 +88,11 @@ class CapacitySearch:
             self.runner.writer.record_capacity_measurement(measurement.to_dict())
             if self.on_measurement is not None:
                 self.on_measurement(measurement)
-            if measurement.estimate is None:
-                break  # a broken run: the instance counts above it stay to the lag trend
-            if predicted_pass(measurement.estimate, top_rate, self.threshold_share, self.plan.guard):
+            if measurement.status in (Outcome.ERRORED.value, Outcome.INVALID.value):
+                break  # the job or the generator broke: the instance counts above it stay to the lag trend
+            if measurement.estimate is not None and predicted_pass(
+                measurement.estimate, top_rate, self.threshold_share, self.plan.guard
+            ):
                 break
 
     def demand(
