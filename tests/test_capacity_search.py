@@ -13,8 +13,16 @@ from pytest_theodolite.core.outcomes import STEP_MEASURED, STEP_NONE, STEP_UNMEA
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.search import Strategy, search_demand
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
-from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
-from pytest_theodolite.engine.capacity_search import CapacitySearch, capacity_note, offered_workload
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan
+from pytest_theodolite.engine.capacity_search import (
+    UNSATURATED_RATE_FACTOR,
+    UNSATURATED_RETRIES,
+    CapacityPlan,
+    CapacitySearch,
+    capacity_note,
+    measure_saturated,
+    offered_workload,
+)
 from pytest_theodolite.engine.markers import parse_threshold
 
 
@@ -138,10 +146,15 @@ class ScriptedSide:
         self, name: str, log: list, capacities: dict[int, float], outcomes: dict[int, Outcome]
     ) -> None:
         self.name, self.log, self.capacities, self.runs = name, log, capacities, Runs(outcomes)
+        self.offered: list[tuple[float, int, int]] = []
 
-    def measure_capacity(self, load, resources, workload, plan):
+    def measure_capacity(self, load, resources, workload, plan, *, attempt=0):
         self.log.append((self.name, resources))
-        return measured(resources, self.capacities[resources], self.capacities[resources] * 0.03)
+        self.offered.append((workload.target_rate, plan.batch_records, attempt))
+        mu = self.capacities[resources]
+        if workload.target_rate < mu:  # it takes all it is offered: a lower bound
+            return measured(resources, workload.target_rate, saturated=False)
+        return measured(resources, mu, mu * 0.03)
 
     def run(self, load, resources, workload, *, confirm=False):
         self.log.append((self.name, "run", load, resources))
@@ -151,13 +164,13 @@ class ScriptedSide:
         pass
 
 
-def paired(ref_capacities, change_capacities, outcomes=None):
+def paired(ref_capacities, change_capacities, outcomes=None, loads=(4000, 12000, 20000)):
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
     from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
 
     log: list = []
     settings = ExperimentSettings(
-        loads=(4000, 12000, 20000),
+        loads=loads,
         resources=(1, 2, 3, 4),
         slo=SloSettings(lag_trend_threshold=parse_threshold("5%")),
         strategy=Strategy.CAPACITY,
@@ -173,7 +186,7 @@ def paired(ref_capacities, change_capacities, outcomes=None):
 
 
 def test_pull_request_mode_measures_both_sides_capacities_in_abba_order():
-    capacities = {1: 7_000, 2: 15_000, 3: 16_000, 4: 26_000}
+    capacities = {1: 7_000, 2: 15_000, 3: 16_000, 4: 24_000}
     experiment, log = paired(capacities, capacities)
     point = experiment.measure(4000)
     # REF first at the 1st and 3rd instance count, the change first at the 2nd and 4th; four instances take
@@ -194,7 +207,7 @@ def test_pull_request_mode_measures_both_sides_capacities_in_abba_order():
 
 
 def test_pull_request_mode_fails_a_change_whose_records_cost_15_percent_more():
-    ref = {1: 7_000, 2: 15_000, 3: 16_000, 4: 26_000}
+    ref = {1: 7_000, 2: 15_000, 3: 16_000, 4: 24_000}
     change = {r: mu / 1.15 for r, mu in ref.items()}
     experiment, _ = paired(ref, change)
     point = experiment.measure(4000)
@@ -248,7 +261,7 @@ def test_capacities_are_measured_upwards_past_one_without_an_estimate_and_stop_w
     }
     asked = []
 
-    def scripted_measurement(runner, r, load, plan, *, workload):
+    def scripted_measurement(runner, r, load, plan, *, workload, attempt):
         asked.append(r)
         return outcomes[r]
 
@@ -259,3 +272,103 @@ def test_capacities_are_measured_upwards_past_one_without_an_estimate_and_stop_w
     search.measure_capacities()
     assert asked == [1, 2, 3]  # on past the uncertain one; not past the broken one
     assert set(search.capacities) == {2}
+
+
+def test_instances_that_took_all_they_were_offered_are_measured_again_at_a_higher_rate():
+    # loads far below the capacity (a user's guess): the first measurement is a lower bound without a CPU per
+    # record at capacity, so the instances are offered three times what they took, in batches to match
+    offered, asked = Workload(keys=5000, period_ms=800), []
+
+    def measure(workload, plan, attempt):
+        asked.append((workload.target_rate, plan.batch_records, attempt))
+        if workload.target_rate < 9_000:
+            return measured(1, workload.target_rate, saturated=False)
+        return measured(1, 9_000)
+
+    plan = CapacityPlan()
+    measurements, workload, used = measure_saturated(measure, offered, ProbePlan(10_000), plan)
+    assert [m.estimate.saturated for m in measurements] == [False, True]
+    assert asked[0] == (6_250, 10_000, 0)
+    rate, batch, attempt = asked[1]
+    assert rate == pytest.approx(UNSATURATED_RATE_FACTOR * 6_250, rel=0.01) and attempt == 1
+    assert workload.keys == 5000 and workload.target_rate == rate
+    assert batch == used.batch_records == round(rate / plan.probe_factor * plan.batch_s)
+    # never saturated: measured UNSATURATED_RETRIES times more, each at three times the rate, then left a bound
+    asked.clear()
+    measurements, _, _ = measure_saturated(
+        lambda w, p, a: measured(1, w.target_rate, saturated=False), offered, ProbePlan(10_000), plan
+    )
+    assert len(measurements) == 1 + UNSATURATED_RETRIES
+    assert measurements[-1].estimate.records_per_s == pytest.approx(6_250 * 9, rel=0.02)
+    # saturated at once: measured once, certain or not
+    measurements, workload, used = measure_saturated(
+        lambda w, p, a: measured(1, 5_000, 1_000), offered, ProbePlan(10_000), plan
+    )
+    assert len(measurements) == 1 and workload is offered and used.batch_records == 10_000
+
+
+def test_pull_request_mode_measures_a_capacity_far_above_the_loads_and_judges_the_cost_there():
+    # a user's loads far below one instance's capacity: both sides are measured again at a higher rate, the
+    # second side offered what the first ended with, and a 15 % dearer record fails by its cost
+    ref = {1: 15_000, 2: 28_000, 3: 40_000, 4: 52_000}
+    change = {r: mu / 1.15 for r, mu in ref.items()}
+    experiment, log = paired(ref, change, loads=(2000, 5000))
+    point = experiment.measure(2000)
+    assert log == [("ref", 1), ("ref", 1), ("change", 1)]
+    ref_offers, change_offers = experiment.sides["ref"].offered, experiment.sides["change"].offered
+    assert [attempt for _, _, attempt in ref_offers] == [0, 1]
+    assert change_offers == [(*ref_offers[-1][:2], 0)]
+    assert point.demand("ref") == point.demand("change") == 1
+    comparison = point.comparison("scripted", 0, cost_tolerance=0.10)
+    assert comparison.verdict.value == "cost-regression"
+
+
+def test_a_job_that_refuses_the_batch_cap_gets_no_capacity_and_is_told_how_to_take_it():
+    from contextlib import contextmanager
+
+    from pytest_theodolite.engine.capacity_probe import BATCH_CAP_OPTION, measure_capacity
+    from pytest_theodolite.engine.runner import RunAborted, RunningJob
+
+    series: list[tuple[int, int, str, int]] = []
+
+    @contextmanager
+    def refusing_job(job, load, resources, workload, *, instance_cpu, query_options):
+        assert query_options == {BATCH_CAP_OPTION: 10_000}
+        job.teardown_started = 0.0
+        raise RunAborted(
+            Outcome.ERRORED, f"the job did not start: TypeError: unknown option(s) ['{BATCH_CAP_OPTION}']"
+        )
+        yield job  # never reached
+
+    class Writer:
+        def open_series(self, load, resources, name, attempt):
+            series.append((load, resources, name, attempt))
+            return SimpleNamespace(append=lambda *a: None, close=lambda: None)
+
+    runner = fake_runner()
+    runner.settings.measurement_plan = SimpleNamespace(prime_unlimited=False)
+    runner.settings.instance_cpu = 0.25
+    runner.spark = SimpleNamespace(can_limit_cpu=True)
+    runner.new_job = lambda: RunningJob("r1", {"input": "i", "output": "o"})
+    runner.running_job = refusing_job
+    runner.writer = Writer()
+    measurement = measure_capacity(runner, 1, 5000, ProbePlan(10_000), attempt=1)  # type: ignore[arg-type]
+    assert (measurement.status, measurement.estimate) == ("errored", None)
+    assert "unknown option(s)" in measurement.reason
+    assert "pass it to the Kafka source as maxOffsetsPerTrigger" in measurement.reason
+    assert {attempt for *_, attempt in series} == {
+        1
+    }  # a repeated measurement's series do not overwrite the first
+
+
+def test_batches_above_the_cap_mean_the_job_ignores_it():
+    from pytest_theodolite.core.capacity import MicroBatch
+    from pytest_theodolite.engine.capacity_probe import check_capped
+    from pytest_theodolite.engine.runner import RunAborted
+
+    capped = [MicroBatch(i, 100.0 + i, 1.0, 10_000 + 3) for i in range(5)]
+    check_capped(capped, 10_000, 100.0)  # a few records over: the cap split over the partitions
+    # a batch of the priming, before the phase, is not this phase's to judge
+    check_capped([MicroBatch(0, 50.0, 1.0, 40_000), *capped], 10_000, 100.0)
+    with pytest.raises(RunAborted, match="read 25000 records, above the cap of 10000: the job ignores"):
+        check_capped([*capped, MicroBatch(9, 110.0, 3.0, 25_000)], 10_000, 100.0)

@@ -280,3 +280,18 @@ def test_results_without_json_still_read_with_default_settings(tmp_path):
     (tmp_path / "exp5_10_1_lag-trend_0.csv").write_text("timestamp,value\n1,2\n2,3\n")
     back = read_results(tmp_path)
     assert back.metric is None and back.slo_settings == SloSettings() and back.sub_experiments == ()
+
+
+def test_a_capacity_measured_again_is_kept_beside_the_first_and_a_rerun_replaces_its_own(tmp_path):
+    writer = make_writer(tmp_path)
+    entry = {"instances": 1, "load": 2000, "offered_rate": 2500.0, "batch_records": 4000, "status": "certain"}
+    writer.record_capacity_measurement({**entry, "attempt": 0})
+    writer.record_capacity_measurement({**entry, "attempt": 1, "offered_rate": 7500.0})
+    writer.record_capacity_measurement({**entry, "instances": 2})  # an entry of an older file: no attempt
+    writer.record_capacity_measurement({**entry, "attempt": 1, "offered_rate": 9000.0})  # re-run
+    kept = read_results(tmp_path).capacity_measurements
+    assert [(m["instances"], m.get("attempt", 0), m["offered_rate"]) for m in kept] == [
+        (1, 0, 2500.0),
+        (1, 1, 9000.0),
+        (2, 0, 2500.0),
+    ]

@@ -77,18 +77,21 @@ def start_query(
     window_size: str = "10 seconds",
     watermark_delay: str = "2 seconds",
     kafka_options: dict[str, str] | None = None,  # the cluster's client settings (SASL, TLS), from the runner
+    max_offsets_per_trigger: int | None = None,  # a micro-batch cap, from the runner's capacity measurements
     **unused: Any,
 ) -> StreamingQuery:
     if unused:
         raise TypeError(f"unknown option(s) {sorted(unused)}")
-    raw = (
+    reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("subscribe", input_topic)
         .option("startingOffsets", "latest")
         .options(**(kafka_options or {}))
-        .load()
     )
+    if max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    raw = reader.load()
     statistics = page_statistics(raw, window_size=window_size, watermark_delay=watermark_delay)
     return (
         statistics.writeStream.outputMode("append")

@@ -262,7 +262,8 @@ def render_capacities(results: ExperimentResults) -> str:
     rows = []
     for measurement in results.capacity_measurements:
         r, load = int(measurement["instances"]), int(measurement["load"])
-        series = [results.series_path(load, r, name, 0) for name in CAPACITY_SERIES]
+        attempt = int(measurement.get("attempt", 0))
+        series = [results.series_path(load, r, name, attempt) for name in CAPACITY_SERIES]
         recorded = (
             CapacityEstimate.from_dict(measurement["estimate"]) if measurement.get("estimate") else None
         )
@@ -273,12 +274,16 @@ def render_capacities(results: ExperimentResults) -> str:
         rows.append(
             [
                 str(r),
+                f"{float(measurement.get('offered_rate', 0)):,.0f}",
+                f"{int(measurement.get('batch_records', 0)):,}",
                 "-" if recomputed is None else recomputed.text(),
                 "-" if recorded is None else f"{recorded.records_per_s:,.0f}",
                 str(measurement.get("status", "-")),
             ]
         )
-    return _format_table(["resources", "capacity (recomputed)", "recorded", "status"], rows)
+    # a measurement repeated at a higher rate has a row of its own, after the first
+    header = ["resources", "offered records/s", "batch cap", "capacity (recomputed)", "recorded", "status"]
+    return _format_table(header, rows)
 
 
 def _build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ estimate can be recomputed from the files.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,14 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.runner import ExperimentRunner, RunAborted, RunningJob
 from pytest_theodolite.infra.spark.cluster import executor_addresses
+
+#: the job option that caps a micro-batch (the job passes it to its Kafka source as ``maxOffsetsPerTrigger``)
+BATCH_CAP_OPTION = "max_offsets_per_trigger"
+BATCH_CAP_HINT = (
+    f"a capacity is measured in capped micro-batches: take {BATCH_CAP_OPTION}: int | None = None in the job's "
+    "start_query and pass it to the Kafka source as maxOffsetsPerTrigger (docs/writing-a-gate.md), or name "
+    "another strategy on the gate"
+)
 
 #: the measurement's status: certain, bounded before it was certain, or no estimate (a run that broke)
 CERTAIN = "certain"
@@ -54,6 +62,8 @@ class CapacityMeasurement:
     small_batch_records: int | None = None  # the second phase's cap; None: one phase
     small_from_s: float | None = None  # epoch seconds the second phase's query started
     rule: CapacityRule = field(default_factory=CapacityRule)
+    #: > 0: repeated at a higher rate, the instances having taken all they were offered (its series' index)
+    attempt: int = 0
 
     def progress_text(self) -> str:
         """One line for the live progress output."""
@@ -80,6 +90,7 @@ class CapacityMeasurement:
             "small_batch_records": self.small_batch_records,
             "small_from_s": self.small_from_s,
             "rule": self.rule.to_dict(),
+            "attempt": self.attempt,
         }
 
 
@@ -115,6 +126,7 @@ def measure_capacity(
     *,
     workload: Workload | None = None,
     interval_s: float = 1.0,
+    attempt: int = 0,
 ) -> CapacityMeasurement:
     """mu(`instances`) of the runner's job, the generator offering `workload` (by default `load`'s; choose it
     above the capacity: where the job takes all of it, the estimate is a lower bound, ``saturated`` False).
@@ -142,7 +154,7 @@ def measure_capacity(
             instances,
             workload,
             instance_cpu=None if prime else runner.settings.instance_cpu,
-            query_options={"max_offsets_per_trigger": batch_records},
+            query_options={BATCH_CAP_OPTION: batch_records},
         ):
             timings["setup_s"] = time.monotonic() - t_start
             executors = executor_addresses(job.spark)
@@ -172,9 +184,10 @@ def measure_capacity(
             if small_batch_share and large is not None and large.saturated:
                 t_small = time.monotonic()
                 small_records = max(1, round(batch_records * small_batch_share))
-                runner.restart_query(job, {"max_offsets_per_trigger": small_records})
+                runner.restart_query(job, {BATCH_CAP_OPTION: small_records})
                 small_from = time.time()
                 small_rule = replace(rule, settle_batches=1)
+                # the batch planned before the restart may run again after it, at the first cap
                 _, small_certain = _measure_phase(
                     job,
                     instances,
@@ -185,6 +198,7 @@ def measure_capacity(
                     small_from,
                     max_measure_s,
                     interval_s,
+                    largest_cap=batch_records,
                 )
                 certain = certain and small_certain
                 timings["measure_small_s"] = time.monotonic() - t_small
@@ -192,8 +206,10 @@ def measure_capacity(
                 status, reason = UNCERTAIN, f"not certain after {max_measure_s:g} s"
     except RunAborted as exc:
         status, reason = exc.outcome.value, exc.reason
+        if BATCH_CAP_OPTION in reason and BATCH_CAP_HINT not in reason:  # the job refused the cap: say how
+            reason = f"{reason}; {BATCH_CAP_HINT}"
     timings["teardown_s"] = time.monotonic() - (job.teardown_started or t_start)
-    _write_batches(runner, load, instances, batches)
+    _write_batches(runner, load, instances, batches, attempt)
     # the same function gives the estimate again from the results files (offline re-analysis)
     estimate, large_estimate, small_estimate = two_phase_capacity(
         batches.values(),
@@ -221,6 +237,7 @@ def measure_capacity(
         small_records,
         small_from,
         rule,
+        attempt,
     )
 
 
@@ -235,6 +252,18 @@ def _check_running(job: RunningJob, executors: frozenset[str]) -> None:
         raise RunAborted(Outcome.ERRORED, f"an executor was lost ({', '.join(sorted(lost))})")
 
 
+def check_capped(batches: Iterable[MicroBatch], batch_records: int, from_s: float) -> None:
+    """A job that ignores the cap reads its backlog in ever larger batches: no capacity can be read from them."""
+    for batch in batches:
+        # the Kafka source splits the cap over the partitions, rounding a share below one record up
+        if batch.start_s >= from_s and batch.input_rows > batch_records * 1.01 + 16:
+            raise RunAborted(
+                Outcome.ERRORED,
+                f"micro-batch {batch.batch_id} read {batch.input_rows} records, above the cap of {batch_records}: "
+                f"the job ignores {BATCH_CAP_OPTION}; {BATCH_CAP_HINT}",
+            )
+
+
 def _measure_phase(
     job: RunningJob,
     instances: int,
@@ -245,6 +274,7 @@ def _measure_phase(
     from_s: float,
     max_s: float,
     interval_s: float,
+    largest_cap: int | None = None,
 ) -> tuple[CapacityEstimate | None, bool]:
     """Read batches until the estimate over those that started after `from_s` is certain or `max_s` passed;
     (the estimate, whether it is certain)."""
@@ -254,6 +284,7 @@ def _measure_phase(
         time.sleep(interval_s)
         _check_running(job, executors)
         batches.update(batches_of(monitor.all_progress(job.query)))
+        check_capped(batches.values(), largest_cap or batch_records, from_s)
         estimate = estimate_capacity(
             batches.values(),
             instances=instances,
@@ -268,11 +299,11 @@ def _measure_phase(
 
 
 def _write_batches(
-    runner: ExperimentRunner, load: int, instances: int, batches: Mapping[int, MicroBatch]
+    runner: ExperimentRunner, load: int, instances: int, batches: Mapping[int, MicroBatch], attempt: int
 ) -> None:
     ordered = sorted(batches.values(), key=lambda b: b.batch_id)
     writers = {
-        name: runner.writer.open_series(load, instances, name, 0)
+        name: runner.writer.open_series(load, instances, name, attempt)
         for name in (SERIES_CAPACITY_ROWS, SERIES_CAPACITY_MS, SERIES_CAPACITY_ID)
     }
     try:

@@ -47,11 +47,47 @@ class CapacityPlan:
         )
 
 
+#: where the instances took all they were offered (a lower bound, no CPU per record at capacity), the
+#: measurement is repeated offering this many times what they took, at most UNSATURATED_RETRIES times
+UNSATURATED_RATE_FACTOR = 3.0
+UNSATURATED_RETRIES = 2
+
+#: one capacity measurement: (the workload offered, its plan, the attempt) -> the measurement
+Measure = Callable[[Workload, ProbePlan, int], CapacityMeasurement]
+
+
 def offered_workload(workload: Callable[[int], Workload], top: int, factor: float) -> Workload:
     """The highest load's workload sent `factor` times as often: its keys (and so a stateful job's per-batch work
     over its keys) as they are, its records/s times `factor`."""
     highest = workload(top)
     return replace(highest, period_ms=max(1, math.floor(highest.period_ms / factor)))
+
+
+def at_rate(workload: Workload, rate: float) -> Workload:
+    """`workload`'s keys sending about `rate` records/s in all."""
+    return replace(workload, period_ms=max(1, math.floor(workload.period_ms * workload.target_rate / rate)))
+
+
+def measure_saturated(
+    measure: Measure, workload: Workload, plan: ProbePlan, capacity_plan: CapacityPlan
+) -> tuple[list[CapacityMeasurement], Workload, ProbePlan]:
+    """One instance count's capacity offering `workload`; where the instances took all of it (loads far below
+    what they take: a lower bound, and no CPU per record at capacity to judge), measured again offering
+    UNSATURATED_RATE_FACTOR times what they took, in batches of the plan's seconds of that, until they are
+    saturated or UNSATURATED_RETRIES are spent. Every measurement in order (the last is the one to use), and the
+    workload and plan it was offered."""
+    measurements = [measure(workload, plan, 0)]
+    while len(measurements) <= UNSATURATED_RETRIES:
+        estimate = measurements[-1].estimate
+        if estimate is None or estimate.saturated:
+            break
+        workload = at_rate(
+            workload, UNSATURATED_RATE_FACTOR * max(estimate.records_per_s, workload.target_rate)
+        )
+        batch = workload.target_rate / capacity_plan.probe_factor * capacity_plan.batch_s
+        plan = replace(plan, batch_records=max(1, round(batch)))
+        measurements.append(measure(workload, plan, len(measurements)))
+    return measurements, workload, plan
 
 
 @dataclass
@@ -80,14 +116,20 @@ class CapacitySearch:
         top = max(settings.loads)
         top_rate = benchmark.workload(top).target_rate
         offered = offered_workload(benchmark.workload, top, self.plan.probe_factor)
+        plan = self.plan.probe_plan(top_rate)
         for r in settings.resources:
-            measurement = measure_capacity(
-                self.runner, r, top, self.plan.probe_plan(top_rate), workload=offered
-            )
+
+            def measure(
+                workload: Workload, probe: ProbePlan, attempt: int, r: int = r
+            ) -> CapacityMeasurement:
+                return measure_capacity(self.runner, r, top, probe, workload=workload, attempt=attempt)
+
+            measurements, offered, plan = measure_saturated(measure, offered, plan, self.plan)
+            for measurement in measurements:
+                self.runner.writer.record_capacity_measurement(measurement.to_dict())
+                if self.on_measurement is not None:
+                    self.on_measurement(measurement)
             self.measurements[r] = measurement
-            self.runner.writer.record_capacity_measurement(measurement.to_dict())
-            if self.on_measurement is not None:
-                self.on_measurement(measurement)
             if measurement.status in (Outcome.ERRORED.value, Outcome.INVALID.value):
                 break  # the job or the generator broke: the instance counts above it stay to the lag trend
             if measurement.estimate is not None and predicted_pass(

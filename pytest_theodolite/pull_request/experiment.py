@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate, predicted_pass
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.core.cost import PointCost, point_cost
@@ -22,11 +23,12 @@ from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import SKIPPED, IncrementalSearch, Step, Strategy
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
-from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan
 from pytest_theodolite.engine.capacity_search import (
     CapacityPlan,
     capacity_cost,
     derived_demand,
+    measure_saturated,
     offered_workload,
 )
 from pytest_theodolite.engine.markers import GateSpec
@@ -244,10 +246,18 @@ class PairedExperiment:
         share = self.settings.slo.lag_trend_threshold.relative_to_load or 0.0
         for index, r in enumerate(self.settings.resources):
             for side in abba(index):
-                measurement = self.sides[side].measure_capacity(top, r, offered, plan)
-                self.capacities[side][r] = measurement
+
+                def measure(
+                    workload: Workload, probe: ProbePlan, attempt: int, side: str = side, r: int = r
+                ) -> CapacityMeasurement:
+                    return self.sides[side].measure_capacity(top, r, workload, probe, attempt=attempt)
+
+                # the second side is offered what the first ended with: the same rate and batches
+                measurements, offered, plan = measure_saturated(measure, offered, plan, self.capacity_plan)
+                self.capacities[side][r] = measurements[-1]
                 if self.on_sub_experiment is not None:
-                    self.on_sub_experiment(self._label(side), measurement, {})
+                    for measurement in measurements:
+                        self.on_sub_experiment(self._label(side), measurement, {})
             estimates = [self.capacities[side][r].estimate for side in SIDES]
             if any(e is None for e in estimates) or all(
                 predicted_pass(e, top_rate, share, self.capacity_plan.guard)

@@ -196,8 +196,10 @@ def serve(connection: Connection, spec: SideSpec) -> None:
             try:
                 runner.benchmark = replace(benchmark, workload=_fixed_workload(workload))
                 if kind == "capacity":
-                    (plan,) = options
-                    measurement = measure_capacity(runner, resources, load, plan, workload=workload)
+                    plan, attempt = options
+                    measurement = measure_capacity(
+                        runner, resources, load, plan, workload=workload, attempt=attempt
+                    )
                     writer.record_capacity_measurement(measurement.to_dict())
                     connection.send(("capacity", measurement))
                     continue
@@ -275,12 +277,12 @@ class SideProcess:
         return message[1], message[2]
 
     def measure_capacity(
-        self, load: int, resources: int, workload: Workload, plan: ProbePlan
+        self, load: int, resources: int, workload: Workload, plan: ProbePlan, *, attempt: int = 0
     ) -> CapacityMeasurement:
         """This side's capacity at `resources` instances, the generator offering `workload` (capacity_probe)."""
         if self._connection is None:
             raise SideError(f"{self.spec.side}: not started")
-        self._connection.send(("capacity", load, resources, workload, plan))
+        self._connection.send(("capacity", load, resources, workload, plan, attempt))
         message = self._receive(None, f"the capacity measurement of {resources} instances")
         if message[0] != "capacity":
             raise SideError(f"{self.spec.side}: the capacity of {resources} instances failed: {message[1]}")

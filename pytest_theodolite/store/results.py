@@ -313,12 +313,15 @@ class ResultsWriter:
         return path
 
     def record_capacity_measurement(self, measurement: Mapping[str, Any]) -> None:
-        """Add (or replace, if re-run) a capacity measurement of an instance count and save the JSON."""
-        entries = [
-            e for e in self._document["capacity_measurements"] if e["instances"] != measurement["instances"]
-        ]
+        """Add (or replace, if re-run) a capacity measurement of an instance count and save the JSON; a
+        measurement repeated at another rate or batch size (its ``attempt``) is kept beside the first."""
+
+        def key(entry: Mapping[str, Any]) -> tuple[int, int]:
+            return int(entry["instances"]), int(entry.get("attempt", 0))
+
+        entries = [e for e in self._document["capacity_measurements"] if key(e) != key(measurement)]
         entries.append(dict(measurement))
-        self._document["capacity_measurements"] = sorted(entries, key=lambda e: e["instances"])
+        self._document["capacity_measurements"] = sorted(entries, key=key)
         self._save()
 
     def _save(self) -> None:
