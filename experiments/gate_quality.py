@@ -129,14 +129,22 @@ def points_of(junit: Path) -> tuple[Point, ...]:
     return tuple(points)
 
 
-def run_gates(kind: str, index: int, out: Path, extra: list[str], cwd: Path = ROOT) -> Run:
+def run_gates(
+    kind: str,
+    index: int,
+    out: Path,
+    extra: list[str],
+    cwd: Path = ROOT,
+    paths: tuple[str, ...] = ("benchmarks",),
+) -> Run:
+    """One pytest run of the gates under `paths` in `cwd`, its log, results and JUnit XML under `out`."""
     results = out / f"{kind}-{index}"
     junit = out / f"{kind}-{index}.xml"
     command = [
         sys.executable,
         "-m",
         "pytest",
-        "benchmarks",
+        *paths,
         "-p",
         "no:cacheprovider",
         "-q",

@@ -1,0 +1,214 @@
+"""Does pull-request mode catch a small regression of a user's own job, gated with the defaults at loads the user
+guessed? The click-stream example job (examples/clickstream) is copied into a scratch git repository with a gate
+that sets nothing but its loads and the instances' CPU, committed (REF = HEAD), and gated in pull-request mode:
+clean runs with the working tree unchanged, injected runs with a working-tree change that makes every record
+pay for ``--hash-rounds`` chained SHA-256 hashes of its user (the same output).
+
+    python experiments/own_job_quality.py --clean 3 --injected 3
+    python experiments/own_job_quality.py --clean 0 --injected 1 --strategy baseline-guess+lower-bound
+    python experiments/own_job_quality.py --loads 2000 5000 --hash-rounds 2
+    python experiments/own_job_quality.py --calibrate --hash-rounds 2   # what the change costs a record
+
+``--calibrate`` measures what the change costs, apart from any gate: the job's transform, unchanged and changed,
+over the same 400 000 click records in one local Spark session on one core (``noop`` sink, no Kafka), five
+times each, alternating; it prints the median seconds of each and their ratio.
+
+The table shows each run's REF demand beside the change's, the verdict and the CPU per record of the change
+against REF (pull-request mode's own figure: at capacity under the capacity strategy, per offered record
+otherwise), then each side's measured capacities per run and the false-alarm and detection rates. Nothing else
+may run beside it (the gates measure CPU-limited instances).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from gate_quality import Run, report, run_gates
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "clickstream"
+
+#: the line of the job the change edits, and what it becomes: every record hashes its user `rounds` times
+ANCHOR = '    clicks = observed.where("_valid").withColumn("event_time", F.timestamp_millis("ts"))\n'
+CHANGE = (
+    ANCHOR
+    + "    digest = F.col('user')\n"
+    + "    for _ in range({rounds}):\n"
+    + "        digest = F.sha2(digest, 256)\n"
+    + "    clicks = clicks.where(F.length(digest) >= 0)  # always true: every record pays for the hashes\n"
+)
+
+GATE = '''"""A user's own gate: the defaults, the loads guessed."""
+
+from clickstream import CLICKSTREAM_USERS
+
+import pytest
+
+
+@pytest.mark.theodolite(CLICKSTREAM_USERS, loads={loads!r}, instance_cpu=0.25)
+def test_clickstream(theodolite_gate):
+    theodolite_gate.check()
+'''
+
+
+def scratch_project(loads: list[int]) -> Path:
+    """A git repository holding the example job and a gate with the defaults at `loads`, committed."""
+    project = Path(tempfile.mkdtemp(prefix="own-job-quality-"))
+    shutil.copy(EXAMPLE / "clickstream.py", project / "clickstream.py")
+    (project / "test_own_gate.py").write_text(GATE.format(loads=loads))
+    (project / "pytest.ini").write_text("[pytest]\ntheodolite_results = theodolite-results\n")
+    if ANCHOR not in (project / "clickstream.py").read_text():
+        raise SystemExit("examples/clickstream/clickstream.py no longer has the line this script edits")
+    for command in (
+        ["git", "init", "-q"],
+        ["git", "add", "."],
+        [
+            "git",
+            "-c",
+            "user.name=own-job",
+            "-c",
+            "user.email=own-job@example.invalid",
+            "commit",
+            "-qm",
+            "job",
+        ],
+    ):
+        subprocess.run(command, cwd=project, check=True)
+    return project
+
+
+def inject(project: Path, rounds: int) -> None:
+    job = project / "clickstream.py"
+    job.write_text(job.read_text().replace(ANCHOR, CHANGE.format(rounds=rounds)))
+
+
+def capacities(results: Path) -> dict[str, dict[int, str]]:
+    """Each side's measured capacities (records/s and interval) from a run's results files."""
+    found: dict[str, dict[int, str]] = {}
+    for path in sorted(results.rglob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        for measurement in data.get("capacity_measurements") or []:
+            estimate = measurement.get("estimate")
+            side = "REF" if "ref" in str(path.relative_to(results)).lower() else "change"
+            text = (
+                f"{estimate['records_per_s']:.0f} [{estimate['low']:.0f}, {estimate['high']:.0f}]"
+                if estimate
+                else measurement.get("status", "?")
+            )
+            found.setdefault(side, {})[measurement["instances"]] = text
+    return found
+
+
+def calibrate(rounds: int, records: int = 400_000, repeats: int = 5) -> None:
+    """The change's extra cost per record in the job's own transform (see the module's doc)."""
+    import importlib.util
+    import statistics
+
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    def load(name: str, text: str):
+        path = Path(tempfile.mkdtemp(prefix="own-job-calibrate-")) / f"{name}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        shutil.rmtree(path.parent, ignore_errors=True)
+        return module
+
+    source = (EXAMPLE / "clickstream.py").read_text()
+    jobs = {
+        "unchanged": load("unchanged", source),
+        "changed": load("changed", source.replace(ANCHOR, CHANGE.format(rounds=rounds))),
+    }
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        ids = spark.range(records).repartition(4)
+        click = F.struct(
+            F.concat(F.lit("user-"), (F.col("id") % 5000).cast("string")).alias("user"),
+            F.element_at(
+                F.array(*[F.lit(p) for p in jobs["unchanged"].PAGES]), (F.col("id") % 7 + 1).cast("int")
+            ).alias("page"),
+            (F.col("id") % 60_000).cast("int").alias("ms"),
+            (F.col("id") % 250).cast("double").alias("price"),
+            (F.lit(1_764_000_000_000) + F.col("id")).alias("ts"),
+        )
+        raw = ids.select(F.to_json(click).cast("binary").alias("value")).cache()
+        raw.count()
+        seconds: dict[str, list[float]] = {name: [] for name in jobs}
+        for repeat in range(repeats + 1):  # the first round is warm-up (code generation, JIT)
+            for name, job in jobs.items() if repeat % 2 == 0 else reversed(jobs.items()):
+                frame = job.page_statistics(raw, window_size="10 seconds", watermark_delay="2 seconds")
+                started = time.perf_counter()
+                frame.write.format("noop").mode("overwrite").save()
+                if repeat:
+                    seconds[name].append(time.perf_counter() - started)
+        unchanged, changed = (statistics.median(seconds[name]) for name in ("unchanged", "changed"))
+        print(
+            f"{records} records, {repeats} runs each: unchanged {unchanged:.2f} s, changed ({rounds} rounds) "
+            f"{changed:.2f} s: {changed / unchanged - 1:+.1%} per record"
+        )
+    finally:
+        spark.stop()
+
+
+def run_gate(kind: str, index: int, project: Path, out: Path, extra: list[str]) -> Run:
+    """One pull-request run of the scratch project's gate against HEAD, then each side's capacities."""
+    run = run_gates(kind, index, out, ["-rs", "--theodolite-compare-ref=HEAD", *extra], cwd=project, paths=())
+    for side, by_count in sorted(capacities(out / f"{kind}-{index}").items()):
+        print(
+            f"   {side} capacities: " + "; ".join(f"{r}: {t}" for r, t in sorted(by_count.items())),
+            flush=True,
+        )
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clean", type=int, default=3, help="runs of unchanged code")
+    parser.add_argument("--injected", type=int, default=3, help="runs with the working-tree change")
+    parser.add_argument(
+        "--hash-rounds", type=int, default=2, help="SHA-256 rounds the change adds per record"
+    )
+    parser.add_argument("--loads", type=int, nargs="+", default=[2000, 5000], help="the gate's loads (users)")
+    parser.add_argument(
+        "--strategy", help="--theodolite-strategy for these runs (default: the gate's own, the lag-trend search)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("own-job-quality"), help="where runs keep their files"
+    )
+    parser.add_argument(
+        "--calibrate", action="store_true", help="measure what the change costs a record, then stop"
+    )
+    args = parser.parse_args()
+    if args.calibrate:
+        calibrate(args.hash_rounds)
+        return
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    extra = [f"--theodolite-strategy={args.strategy}"] if args.strategy else []
+    project = scratch_project(args.loads)
+    try:
+        runs = [run_gate("clean", i + 1, project, out, extra) for i in range(args.clean)]
+        if args.injected:
+            inject(project, args.hash_rounds)
+            runs += [run_gate("injected", i + 1, project, out, extra) for i in range(args.injected)]
+    finally:
+        shutil.rmtree(project, ignore_errors=True)
+    report(runs, pull_request=True)
+
+
+if __name__ == "__main__":
+    main()
