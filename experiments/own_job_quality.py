@@ -184,7 +184,8 @@ def main() -> None:
     )
     parser.add_argument("--loads", type=int, nargs="+", default=[2000, 5000], help="the gate's loads (users)")
     parser.add_argument(
-        "--strategy", help="--theodolite-strategy for these runs (default: the gate's own, the lag-trend search)"
+        "--strategy",
+        help="--theodolite-strategy for these runs (default: the gate's own, the lag-trend search)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("own-job-quality"), help="where runs keep their files"
