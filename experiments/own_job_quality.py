@@ -51,17 +51,18 @@ from clickstream import CLICKSTREAM_USERS
 import pytest
 
 
-@pytest.mark.theodolite(CLICKSTREAM_USERS, loads={loads!r}, instance_cpu=0.25)
+@pytest.mark.theodolite(CLICKSTREAM_USERS, loads={loads!r}{instance_cpu})
 def test_clickstream(theodolite_gate):
     theodolite_gate.check()
 '''
 
 
-def scratch_project(loads: list[int]) -> Path:
+def scratch_project(loads: list[int], instance_cpu: float | None) -> Path:
     """A git repository holding the example job and a gate with the defaults at `loads`, committed."""
     project = Path(tempfile.mkdtemp(prefix="own-job-quality-"))
     shutil.copy(EXAMPLE / "clickstream.py", project / "clickstream.py")
-    (project / "test_own_gate.py").write_text(GATE.format(loads=loads))
+    cpu = "" if instance_cpu is None else f", instance_cpu={instance_cpu}"
+    (project / "test_own_gate.py").write_text(GATE.format(loads=loads, instance_cpu=cpu))
     (project / "pytest.ini").write_text("[pytest]\ntheodolite_results = theodolite-results\n")
     if ANCHOR not in (project / "clickstream.py").read_text():
         raise SystemExit("examples/clickstream/clickstream.py no longer has the line this script edits")
@@ -184,6 +185,12 @@ def main() -> None:
     )
     parser.add_argument("--loads", type=int, nargs="+", default=[2000, 5000], help="the gate's loads (users)")
     parser.add_argument(
+        "--instance-cpu",
+        type=lambda text: None if text == "none" else float(text),
+        default=0.25,
+        help="the gate's instance_cpu, as the README's gate sets it; 'none': whole cores (the marker's default)",
+    )
+    parser.add_argument(
         "--strategy",
         help="--theodolite-strategy for these runs (default: the gate's own, the lag-trend search)",
     )
@@ -200,7 +207,7 @@ def main() -> None:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     extra = [f"--theodolite-strategy={args.strategy}"] if args.strategy else []
-    project = scratch_project(args.loads)
+    project = scratch_project(args.loads, args.instance_cpu)
     try:
         runs = [run_gate("clean", i + 1, project, out, extra) for i in range(args.clean)]
         if args.injected:

@@ -7,7 +7,9 @@ verdicts, slopes and wall times.
 The gates' protocol: primed without the CPU limit, warm-up until the batch durations stop falling, measured
 from 20 s until the batch-aligned lag slope's 95 % interval lies on one side of the threshold (at most
 120 s). Theodolite's: 60 s warm-up under the limit, 300 s measured, OLS over every lag sample. Both judge the
-lag trend against 5 % of the load, on instances limited to 0.25 CPU (UC4: 0.5), as the shipped gates do.
+lag trend against 5 % of the load, on instances limited to 0.25 CPU, as the shipped gates do.
+``--protocol theodolite`` runs Theodolite's alone (to check verdicts a gate reached another way, e.g. the
+capacity strategy's).
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def main() -> None:
         "--pair", type=parse_pair, action="append", required=True, metavar="UC:LOAD:INSTANCES"
     )
     parser.add_argument("--results", type=Path, default=None)
+    parser.add_argument(
+        "--protocol", choices=sorted(PROTOCOLS), action="append", help="run only these (default: both)"
+    )
     args = parser.parse_args()
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-reference-"))
     infra = TheodoliteSettings(max_instances=4)
@@ -74,6 +79,8 @@ def main() -> None:
             benchmark = BENCHMARKS[uc]
             verdicts = {}
             for name, (plan, method) in PROTOCOLS.items():
+                if args.protocol and name not in args.protocol:
+                    continue
                 settings = ExperimentSettings(
                     loads=(load,),
                     resources=(resources,),
@@ -84,7 +91,7 @@ def main() -> None:
                         slope_method=method,
                     ),
                     plan=plan,
-                    instance_cpu=0.5 if uc == 4 else 0.25,
+                    instance_cpu=0.25,
                     spark_conf=QUICK_WARMUP_EXECUTORS,
                 )
                 writer = new_writer(results, f"{name}-{index}", benchmark, settings, Metric.DEMAND, {})
