@@ -24,6 +24,7 @@ from pytest_theodolite.core.cost import (
     cost_from_series,
     parse_cost_tolerance,
     point_cost,
+    rise_ceiling,
     sub_experiment_cost,
 )
 from pytest_theodolite.core.estimators import TimeSeries
@@ -168,6 +169,37 @@ def test_without_intervals_the_tolerance_alone_decides() -> None:
 def test_without_a_tolerance_the_change_is_reported_not_judged() -> None:
     check = check_cost(cost(50, 49, 51), cost(100, 99, 101), tolerance=None)
     assert (check.status, check.relative, check.text) == (PASS, pytest.approx(1.0), "+100%")
+
+
+def saturated(us: float, utilisation: float) -> PointCost:
+    return PointCost(1, CostEstimate(us, us * 0.98, us * 1.02, 5), None, utilisation)
+
+
+def test_a_reference_that_spent_its_quota_cannot_be_judged_by_a_tolerance_its_headroom_cannot_reach() -> None:
+    # recorded on the own-job experiment: one quarter-core instance at 2 000 records/s spent its quota on both
+    # sides (103.5 -> 103.0 us) while every record cost 17 % more: a pass there would be a check that cannot fail
+    check = check_cost(saturated(103.5, 0.97), saturated(103.0, 0.98), tolerance=0.1)
+    assert check.status == NOT_COMPARED
+    assert check.ceiling == pytest.approx(1 / 0.97 - 1)
+    assert check.relative == pytest.approx(103.0 / 103.5 - 1)
+    assert "97% of their CPU quota" in check.reason and "10% tolerance" in check.reason
+    assert check.text == "-0% (not judged: the reference spent 97% of its CPU quota)"
+
+
+def test_a_reference_with_headroom_beyond_the_tolerance_is_judged() -> None:
+    check = check_cost(saturated(50, 0.8), saturated(60, 0.96), tolerance=0.1)
+    assert (check.status, check.ceiling) == (REGRESSION, None)
+    assert check_cost(saturated(50, 0.8), saturated(52, 0.83), tolerance=0.1).status == PASS
+
+
+def test_without_a_tolerance_a_saturated_figure_is_reported_as_before() -> None:
+    check = check_cost(saturated(50, 0.99), saturated(51, 0.99), tolerance=None)
+    assert (check.status, check.ceiling, check.text) == (PASS, None, "+2%")
+
+
+def test_the_rise_ceiling_is_the_headroom_under_the_quota() -> None:
+    assert rise_ceiling(saturated(50, 0.8)) == pytest.approx(0.25)
+    assert rise_ceiling(PointCost(1, CostEstimate(50.0))) is None  # not CPU-limited
 
 
 def test_a_cheaper_job_passes() -> None:

@@ -702,3 +702,22 @@ def test_a_progress_line_says_how_many_records_were_dropped_as_late_where_that_i
         "load=6 instances=2: FAIL (lag-trend pass, late-records fail; lag slope -5 [-20, 10] vs 200 records/s; "
         "90 records dropped as late in 60 s: 1.5/s > 0/s)"
     )
+
+
+def test_pull_request_mode_judges_the_cost_by_default_unless_the_gate_names_a_tolerance():
+    from gate_fakes import BENCH
+
+    from pytest_theodolite.engine.markers import JUDGED_COST_TOLERANCE, gate_spec
+
+    def tolerance(kwargs, overrides=None, *, pull_request):
+        spec = gate_spec(
+            (BENCH,), {"loads": [1000], **kwargs}, overrides or {}, {}, pull_request=pull_request
+        )
+        return spec.cost_tolerance
+
+    assert tolerance({}, pull_request=False) is None  # stored baselines: another host, reported only
+    assert tolerance({}, pull_request=True) == JUDGED_COST_TOLERANCE == 0.10
+    assert tolerance({"cost_tolerance": "25%"}, pull_request=True) == 0.25
+    assert tolerance({"cost_tolerance": "off"}, pull_request=True) is None
+    assert tolerance({}, {"cost_tolerance": "off"}, pull_request=True) is None
+    assert tolerance({"strategy": "capacity"}, pull_request=False) == JUDGED_COST_TOLERANCE

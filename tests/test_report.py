@@ -395,6 +395,35 @@ def test_pull_request_mode_tables_show_both_sides_and_the_cpu_figure():
     assert "| 4000 | 1 | 1 | PASS | 40.0 -> 60.0 us (+50%) |" in markdown
 
 
+def test_a_cost_check_that_could_not_fail_is_reported_as_not_made():
+    from pytest_theodolite.core.cost import NOT_COMPARED, CostEstimate, PointCost
+
+    def spent(us: float, utilisation: float) -> PointCost:
+        return PointCost(1, CostEstimate(us, us - 1, us + 1, 5), None, utilisation)
+
+    blind = compare_sides(
+        "own", 2000, 1, 1, ref_cost=spent(103.5, 0.97), change_cost=spent(103.0, 0.98), cost_tolerance=0.1
+    )
+    judged = compare_sides(
+        "own", 5000, 1, 1, ref_cost=spent(40.0, 0.7), change_cost=spent(40.4, 0.71), cost_tolerance=0.1
+    )
+    assert blind.cost is not None and blind.cost.status == NOT_COMPARED and blind.verdict.label == "PASS"
+    report = BenchmarkReport(
+        "own",
+        Comparison(benchmark="own", points=(blind, judged), cost_tolerance=0.1),
+        DemandResult(demand={2000: 1, 5000: 1}, loads=(2000, 5000), resources=(1, 2)),
+        None,
+        reference="REF main (abc1234)",
+        costs={2000: CostFigure(103.5, 103.0, -0.005), 5000: CostFigure(40.0, 40.4, 0.01)},
+    )
+    lines = terminal_summary([report])
+    assert any(line.strip().startswith("cost not judged at load 2000: ") for line in lines), lines
+    assert not any("load 2000, 5000" in line or "load 5000:" in line for line in lines)
+    properties = dict(junit_properties("own", report.comparison))
+    assert "97% of their CPU quota" in properties["theodolite.cost_not_judged.2000"]
+    assert "theodolite.cost_not_judged.5000" not in properties
+
+
 def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_tolerance() -> None:
     from pytest_theodolite.core.cost import BlindSpot, CostEstimate, PointCost
     from pytest_theodolite.report.junit import cost_junit_properties

@@ -259,6 +259,9 @@ class CostCheck:
     #: where the hosts' calibrations differ, but by no more than their own noise: the change with each figure
     #: divided by its calibration, a second reading that has to show the regression too (None: not read)
     divided: float | None = None
+    #: where the reference's instances spent nearly all their CPU quota: the most the figure could rise (its
+    #: headroom, 0.03 = +3 %), below the tolerance -- the check could not fail, so it was not made
+    ceiling: float | None = None
 
     @property
     def text(self) -> str:
@@ -266,6 +269,8 @@ class CostCheck:
         if self.relative is None:
             return self.reason or "n/a"
         text = f"{self.relative:+.0%}"
+        if self.ceiling is not None:
+            return text + f" (not judged: the reference spent {1 / (1 + self.ceiling):.0%} of its CPU quota)"
         details = [f"tolerance {self.tolerance:.0%}"] if self.tolerance is not None else []
         if self.tolerance is not None and self.p_value is not None:
             details.append(f"p {self.p_value:.2g}")
@@ -277,7 +282,8 @@ class CostCheck:
 def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance: float | None) -> CostCheck:
     """A regression when the figure rose by more than `tolerance` and significantly (a one-sided Welch test,
     p < SIGNIFICANCE); only at the same instance count (otherwise the demand verdict says it all). Without a
-    tolerance the change is reported, never judged.
+    tolerance the change is reported, never judged; nor where the reference's CPU headroom is below the
+    tolerance (``rise_ceiling``): a check that could not fail is reported as not made.
 
     Hosts whose calibrations differ by more than CALIBRATION_NOISE are compared with each figure divided by
     its calibration. Within it the calibrations cannot tell a slower host from their own noise, so the figures
@@ -295,6 +301,20 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
             reason=f"measured at {measured.resources} instances, the baseline's at {baseline.resources}",
         )
     b, m = baseline.estimate, measured.estimate
+    ceiling = rise_ceiling(baseline)
+    if tolerance is not None and ceiling is not None and ceiling < tolerance:
+        relative = m.cpu_us_per_record / b.cpu_us_per_record - 1
+        return CostCheck(
+            NOT_COMPARED,
+            relative,
+            False,
+            tolerance,
+            reason=(
+                f"not judged: the reference's instances spent {1 / (1 + ceiling):.0%} of their CPU quota, so "
+                f"the figure could rise {max(ceiling, 0):.0%} at most, less than the {tolerance:.0%} tolerance"
+            ),
+            ceiling=ceiling,
+        )
 
     def reading(scale_b: float, scale_m: float) -> tuple[float, float | None, bool]:
         """(relative change, p-value, beyond the tolerance and significant) with the figures so scaled."""
@@ -312,6 +332,16 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
         return CostCheck(REGRESSION if divided_rose else PASS, divided, True, tolerance, p_value=divided_p)
     status = REGRESSION if rose and divided_rose else PASS
     return CostCheck(status, relative, False, tolerance, p_value=p_value, divided=divided)
+
+
+def rise_ceiling(reference: PointCost) -> float | None:
+    """The most the CPU per offered record can rise from `reference` at the same instances and load: the
+    instances cannot spend more than their quota, so at most 1 / utilisation - 1 (None: not CPU-limited, or no
+    utilisation recorded). A job whose instances spend their quota reads quota / load whatever a record costs:
+    a dearer record makes its micro-batches bigger, not its figure higher."""
+    if reference.cpu_utilisation is None or reference.cpu_utilisation <= 0:
+        return None
+    return 1.0 / reference.cpu_utilisation - 1.0
 
 
 def rise_p_value(

@@ -33,7 +33,8 @@ GATE_DEFAULTS: dict[str, Any] = {
     "strategy": "baseline-guess+lower-bound",
     "repetitions": 1,
     "tolerance": 0,
-    # e.g. "20%"; None: the CPU per record is reported, not judged (cost.py); the capacity strategy: 10 %
+    # e.g. "20%"; None: the CPU per record is reported, not judged (cost.py); pull-request mode and the capacity
+    # strategy: 10 % (JUDGED_COST_TOLERANCE)
     "cost_tolerance": None,
     "sample_interval": 1.0,
     "spark_conf": {},
@@ -43,9 +44,10 @@ GATE_DEFAULTS: dict[str, Any] = {
 }
 
 
-#: the capacity strategy's default cost tolerance: a change of the CPU per record at capacity beyond 1.1x (and
-#: significant) fails the gate
-CAPACITY_COST_TOLERANCE = 0.10
+#: the cost tolerance where the figure is judged by default -- pull-request mode (both sides on one host) and the
+#: capacity strategy (the CPU per record at capacity): a change beyond 1.1x, and significant, fails the gate (asv's
+#: default factor)
+JUDGED_COST_TOLERANCE = 0.10
 
 MARKER_KEYWORDS = ("loads", *GATE_DEFAULTS)
 #: what each marker key means (the reference docs and ``pytest --markers`` are made from it)
@@ -71,7 +73,8 @@ MARKER_HELP: dict[str, str] = {
     "repetitions": "repetitions per sub-experiment (the median slope decides)",
     "tolerance": "instances a load's demand may exceed its reference before failing",
     "cost_tolerance": "fail a load whose CPU per record rose beyond this share of the reference's (e.g. 20%) "
-    "and beyond its noise, at the same demand; unset: reported only (the capacity strategy: 10%)",
+    "and beyond its noise, at the same demand; unset: reported only, except in pull-request mode and under the "
+    "capacity strategy (10%)",
     "sample_interval": "seconds between two lag samples",
     "spark_conf": "Spark settings for the job's session, e.g. {'spark.sql.shuffle.partitions': '8'}",
     "instance_cpu": "CPU cores per instance, e.g. 0.25, enforced with cgroups where they can be made; "
@@ -119,9 +122,12 @@ def gate_spec(
     kwargs: Mapping[str, Any],
     overrides: Mapping[str, str],
     job_options: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    pull_request: bool = False,
 ) -> GateSpec:
     """Build a gate from ``@pytest.mark.theodolite(benchmark, loads=[...], ...)`` and the option overrides;
-    ``job_options`` (benchmark name -> options) override the benchmark's job options."""
+    ``job_options`` (benchmark name -> options) override the benchmark's job options. In `pull_request` mode a
+    gate that names no cost tolerance gets JUDGED_COST_TOLERANCE."""
     if len(args) != 1 or not isinstance(args[0], Benchmark):
         raise GateSpecError(
             "the theodolite marker takes one positional argument, a pytest_theodolite.Benchmark, "
@@ -141,9 +147,12 @@ def gate_spec(
         strategy, lower_bound = parse_strategy(str(values["strategy"]))
         tolerance = _count(values["tolerance"], "tolerance", minimum=0)
         cost_tolerance = parse_cost_tolerance(values["cost_tolerance"])
-        if strategy is Strategy.CAPACITY and "cost_tolerance" not in {**kwargs, **overrides}:
-            # a capacity reads what a record costs saturated instances: judged by default, as asv does
-            cost_tolerance = CAPACITY_COST_TOLERANCE
+        if (pull_request or strategy is Strategy.CAPACITY) and "cost_tolerance" not in {
+            **kwargs,
+            **overrides,
+        }:
+            # both sides on one host, or what a record costs saturated instances: judged by default, as asv does
+            cost_tolerance = JUDGED_COST_TOLERANCE
         fixed_warmup = _warmup(values["warmup"])
         # a fixed warm-up is Theodolite's protocol: no early stop for growing batches either
         plan = MeasurementPlan(

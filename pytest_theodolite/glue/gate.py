@@ -142,7 +142,13 @@ def measure_gate_point(
     """The ``theodolite_gate`` fixture's work: the baseline loaded (once per benchmark), the load measured,
     an unmeasured load failed, and with --theodolite-update-baselines the baseline rewritten."""
     marker = request.node.get_closest_marker("theodolite")
-    spec = gate_spec(marker.args, marker.kwargs, settings.gate_overrides, settings.job_options)
+    spec = gate_spec(
+        marker.args,
+        marker.kwargs,
+        settings.gate_overrides,
+        settings.job_options,
+        pull_request=bool(settings.compare_ref),
+    )
     name = spec.benchmark.name
     if name not in state.baselines:
         path = baseline_path(settings.baselines_dir, name)

@@ -116,6 +116,8 @@ class PairedPoint:
     sides: Mapping[str, DemandPoint]
     #: the capacity strategy's CPU per record at capacity per side, in place of the CPU per offered record
     capacity_costs: Mapping[str, PointCost | None] = field(default_factory=dict)
+    #: the instances' CPU limit (their share of the quota spent says whether the CPU per record can rise at all)
+    instance_cpu: float | None = None
 
     def demand(self, side: str) -> MeasuredDemand:
         point = self.sides[side]
@@ -153,7 +155,7 @@ class PairedPoint:
         """One side's CPU per record at its demand, with its interval."""
         if side in self.capacity_costs:
             return self.capacity_costs[side]
-        return point_cost(self.sides[side].sub_experiments, self.demand(side), None, None)
+        return point_cost(self.sides[side].sub_experiments, self.demand(side), self.instance_cpu, None)
 
     def cost(self, side: str) -> SideCost:
         if side in self.capacity_costs:
@@ -229,7 +231,9 @@ class PairedExperiment:
             )
             for side, step in steps.items()
         }
-        paired = self._confirmed(PairedPoint(load, sides, self._capacity_costs(sides)), tolerance)
+        paired = self._confirmed(
+            PairedPoint(load, sides, self._capacity_costs(sides), self.settings.instance_cpu), tolerance
+        )
         self.points[load] = paired
         return paired
 
@@ -332,7 +336,7 @@ class PairedExperiment:
             )
             for side, point in paired.sides.items()
         }
-        return PairedPoint(paired.load, sides, paired.capacity_costs)
+        return PairedPoint(paired.load, sides, paired.capacity_costs, paired.instance_cpu)
 
     @property
     def reference(self) -> str:

@@ -64,7 +64,8 @@ def cost_junit_properties(
 def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -> list[tuple[str, str]]:
     """(name, value) pairs for JUnit XML: theodolite.demand.<load> is the measured value, 'none' or
     'unmeasured'; theodolite.baseline.<load> the baseline value, 'none' or 'missing';
-    theodolite.cpu_change.<load> the CPU per record's change against the baseline's (0.1 = 10 % dearer)."""
+    theodolite.cpu_change.<load> the CPU per record's change against the baseline's (0.1 = 10 % dearer);
+    theodolite.cost_not_judged.<load> why that change was not judged."""
     properties = [("theodolite.benchmark", benchmark)]
     tolerance = comparison.tolerance
     for point in points_of(comparison):
@@ -85,6 +86,8 @@ def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -
             properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
         if point.cost is not None and point.cost.divided is not None:
             properties.append((f"theodolite.cpu_change_divided.{point.load}", f"{point.cost.divided:+.3f}"))
+        if point.cost is not None and point.cost.ceiling is not None:  # the check could not fail: not made
+            properties.append((f"theodolite.cost_not_judged.{point.load}", point.cost.reason))
     properties.append(("theodolite.tolerance", str(tolerance)))
     if isinstance(comparison, Comparison) and comparison.testbed_differs:
         properties.append(("theodolite.testbed", comparison.testbed_sentence))

@@ -184,6 +184,14 @@ def _commentary(report: BenchmarkReport) -> list[str]:
         by_reason.setdefault(point.reason, []).append(point)
     for reason, points in by_reason.items():
         sentences.append(f"not comparable: load {_loads_text(points)}: {reason}")
+    blind = [p for p in comparison.points if p.cost is not None and p.cost.ceiling is not None]
+    if blind:
+        sentences.append(
+            f"cost not judged at load {_loads_text(blind)}: the reference's instances spent nearly all their CPU "
+            "quota there, so the CPU per record could not rise by the cost tolerance whatever a record costs "
+            "(a dearer record makes the micro-batches bigger instead); strategy=capacity measures what a record "
+            "costs at capacity"
+        )
     if comparison.improvements:
         sentences.append(_improvement_sentence(comparison.improvements, report.reference))
     if report.baseline_comparison is not None:
