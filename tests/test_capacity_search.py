@@ -15,6 +15,8 @@ from pytest_theodolite.core.search import Strategy, search_demand
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan
 from pytest_theodolite.engine.capacity_search import (
+    PER_BATCH_GROWTH,
+    PER_BATCH_RETRIES,
     UNSATURATED_RATE_FACTOR,
     UNSATURATED_RETRIES,
     CapacityPlan,
@@ -305,6 +307,58 @@ def test_instances_that_took_all_they_were_offered_are_measured_again_at_a_highe
         lambda w, p, a: measured(1, 5_000, 1_000), offered, ProbePlan(10_000), plan
     )
     assert len(measurements) == 1 and workload is offered and used.batch_records == 10_000
+
+
+def per_batch_bound(cap: int, c0: float = 2.0, mu: float = 25_000.0) -> CapacityMeasurement:
+    """A job whose micro-batch of n records takes c0 + n / mu seconds (the click-stream example on a quarter
+    core: about 2 s and 25 000 records/s), measured at cap `cap` and a quarter of it."""
+
+    def phase(n: int) -> CapacityEstimate:
+        cycle = c0 + n / mu
+        return CapacityEstimate(1, n / cycle, n / cycle * 0.95, n / cycle * 1.05, 6, 6 * cycle, True, n)
+
+    large = phase(cap)
+    combined = CapacityEstimate(1, mu, mu * 0.7, mu * 1.3, 12, 20.0, True, cap, per_batch_s=c0)
+    return CapacityMeasurement(
+        1, 5000, 6_250.0, cap, combined, "certain", phases={"large": large, "small": phase(cap // 4)}
+    )
+
+
+def test_batches_mostly_spent_on_the_per_batch_cost_are_grown_until_a_record_s_cost_shows():
+    # 10 000-record batches take 2.4 s, 2 of them the per-batch cost: a dearer record moves them by a few
+    # percent. The measurement is repeated in batches four times larger, offered what those can take
+    offered, asked = Workload(keys=5000, period_ms=800), []
+
+    def measure(workload, plan, attempt):
+        asked.append((workload.target_rate, plan.batch_records, attempt))
+        return per_batch_bound(plan.batch_records)
+
+    plan = CapacityPlan()
+    measurements, workload, used = measure_saturated(measure, offered, ProbePlan(10_000), plan)
+    # 40 000: 3.6 s, 56 % per-batch -> again; 160 000: 8.4 s, 24 % -> done
+    assert [cap for _, cap, _ in asked] == [10_000, 10_000 * PER_BATCH_GROWTH, 10_000 * PER_BATCH_GROWTH**2]
+    assert [attempt for _, _, attempt in asked] == [0, 1, 2] and len(asked) == 1 + PER_BATCH_RETRIES
+    # offered: 4 x the 10 000-batches' 4 167 records/s, then the capacity without the per-batch cost, x 1.25
+    assert [rate for rate, _, _ in asked] == pytest.approx([6_250, 20_833, 31_250], rel=0.01)
+    assert used.batch_records == 160_000 and workload.target_rate == pytest.approx(31_250, rel=0.01)
+    # pull-request mode's second side is measured at the batches it is given, not grown again
+    asked.clear()
+    measurements, _, _ = measure_saturated(measure, offered, ProbePlan(10_000), plan, grow_batches=False)
+    assert len(measurements) == 1 and asked == [(offered.target_rate, 10_000, 0)]
+
+
+def test_batches_whose_per_batch_cost_is_small_or_unknown_are_not_grown():
+    measurements, _, _ = measure_saturated(
+        lambda w, p, a: per_batch_bound(p.batch_records, c0=0.25, mu=7_000),  # UC1 on a quarter core
+        Workload(keys=20_000),
+        ProbePlan(40_000),
+        CapacityPlan(),
+    )
+    assert len(measurements) == 1
+    measurements, _, _ = measure_saturated(
+        lambda w, p, a: measured(1, 9_000), Workload(keys=20_000), ProbePlan(40_000), CapacityPlan()
+    )
+    assert len(measurements) == 1  # one batch size only: no per-batch cost to go by
 
 
 def test_pull_request_mode_measures_a_capacity_far_above_the_loads_and_judges_the_cost_there():

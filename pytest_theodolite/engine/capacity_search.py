@@ -52,6 +52,14 @@ class CapacityPlan:
 UNSATURATED_RATE_FACTOR = 3.0
 UNSATURATED_RETRIES = 2
 
+#: where the large micro-batches spent more than this share of their time on the per-batch cost (c0: the driver's
+#: planning, task launches, state commits), they show little of what a record costs -- a +15 % dearer record moves
+#: such a batch by a few percent, within its noise: the measurement is repeated in batches PER_BATCH_GROWTH times
+#: larger (the small phase at the old cap), offered enough to fill them, at most PER_BATCH_RETRIES times
+PER_BATCH_SHARE = 0.5
+PER_BATCH_GROWTH = 4
+PER_BATCH_RETRIES = 2
+
 #: one capacity measurement: (the workload offered, its plan, the attempt) -> the measurement
 Measure = Callable[[Workload, ProbePlan, int], CapacityMeasurement]
 
@@ -68,24 +76,68 @@ def at_rate(workload: Workload, rate: float) -> Workload:
     return replace(workload, period_ms=max(1, math.floor(workload.period_ms * workload.target_rate / rate)))
 
 
+def per_batch_share(measurement: CapacityMeasurement) -> float | None:
+    """The share of a large micro-batch's cycle spent on the per-batch cost, where two batch sizes separated it
+    (None: they did not, or the measurement gave no estimate)."""
+    estimate, large = measurement.estimate, measurement.phases.get("large")
+    if estimate is None or estimate.per_batch_s is None or large is None or large.batches < 1:
+        return None
+    cycle = large.window_s / large.batches
+    return estimate.per_batch_s / cycle if cycle > 0 else None
+
+
 def measure_saturated(
-    measure: Measure, workload: Workload, plan: ProbePlan, capacity_plan: CapacityPlan
+    measure: Measure,
+    workload: Workload,
+    plan: ProbePlan,
+    capacity_plan: CapacityPlan,
+    *,
+    grow_batches: bool = True,
 ) -> tuple[list[CapacityMeasurement], Workload, ProbePlan]:
-    """One instance count's capacity offering `workload`; where the instances took all of it (loads far below
-    what they take: a lower bound, and no CPU per record at capacity to judge), measured again offering
-    UNSATURATED_RATE_FACTOR times what they took, in batches of the plan's seconds of that, until they are
-    saturated or UNSATURATED_RETRIES are spent. Every measurement in order (the last is the one to use), and the
-    workload and plan it was offered."""
+    """One instance count's capacity offering `workload`, measured again where the first measurement cannot
+    judge what a record costs:
+
+    - where the instances took all they were offered (loads far below what they take: a lower bound, and no
+      CPU per record at capacity), offering UNSATURATED_RATE_FACTOR times what they took, in batches of the
+      plan's seconds of that, at most UNSATURATED_RETRIES times;
+    - with `grow_batches`, where the per-batch cost filled more than PER_BATCH_SHARE of the large batches
+      (``per_batch_share``), in batches PER_BATCH_GROWTH times larger, offered what such batches can take (at
+      most the capacity with the per-batch cost taken out, times the probe factor), at most PER_BATCH_RETRIES
+      times. Pull-request mode's second side is measured at the first side's final batches, not grown again.
+
+    Every measurement in order (the last is the one to use), and the workload and plan it was offered."""
     measurements = [measure(workload, plan, 0)]
-    while len(measurements) <= UNSATURATED_RETRIES:
-        estimate = measurements[-1].estimate
-        if estimate is None or estimate.saturated:
+    unsaturated = grown = 0
+    while True:
+        last = measurements[-1]
+        estimate = last.estimate
+        if estimate is None:
             break
-        workload = at_rate(
-            workload, UNSATURATED_RATE_FACTOR * max(estimate.records_per_s, workload.target_rate)
-        )
-        batch = workload.target_rate / capacity_plan.probe_factor * capacity_plan.batch_s
-        plan = replace(plan, batch_records=max(1, round(batch)))
+        share = per_batch_share(last)
+        if not estimate.saturated and unsaturated < UNSATURATED_RETRIES:
+            unsaturated += 1
+            workload = at_rate(
+                workload, UNSATURATED_RATE_FACTOR * max(estimate.records_per_s, workload.target_rate)
+            )
+            batch = workload.target_rate / capacity_plan.probe_factor * capacity_plan.batch_s
+            plan = replace(plan, batch_records=max(1, round(batch)))
+        elif (
+            grow_batches
+            and estimate.saturated
+            and share is not None
+            and share > PER_BATCH_SHARE
+            and grown < PER_BATCH_RETRIES
+        ):
+            grown += 1
+            large = last.phases["large"]
+            assert large is not None  # per_batch_share needs it
+            # batches PER_BATCH_GROWTH times larger take at most that many times the large batches' records/s,
+            # and never more than the capacity without the per-batch cost
+            needed = min(PER_BATCH_GROWTH * large.records_per_s, estimate.records_per_s)
+            workload = at_rate(workload, max(workload.target_rate, capacity_plan.probe_factor * needed))
+            plan = replace(plan, batch_records=plan.batch_records * PER_BATCH_GROWTH)
+        else:
+            break
         measurements.append(measure(workload, plan, len(measurements)))
     return measurements, workload, plan
 

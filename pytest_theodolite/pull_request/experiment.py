@@ -249,7 +249,7 @@ class PairedExperiment:
         plan = self.capacity_plan.probe_plan(top_rate)
         share = self.settings.slo.lag_trend_threshold.relative_to_load or 0.0
         for index, r in enumerate(self.settings.resources):
-            for side in abba(index):
+            for turn, side in enumerate(abba(index)):
 
                 def measure(
                     workload: Workload, probe: ProbePlan, attempt: int, side: str = side, r: int = r
@@ -257,7 +257,9 @@ class PairedExperiment:
                     return self.sides[side].measure_capacity(top, r, workload, probe, attempt=attempt)
 
                 # the second side is offered what the first ended with: the same rate and batches
-                measurements, offered, plan = measure_saturated(measure, offered, plan, self.capacity_plan)
+                measurements, offered, plan = measure_saturated(
+                    measure, offered, plan, self.capacity_plan, grow_batches=turn == 0
+                )
                 self.capacities[side][r] = measurements[-1]
                 if self.on_sub_experiment is not None:
                     for measurement in measurements:
