@@ -43,8 +43,14 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == 2 and "errors" not in outcomes, outcomes
-    result.stdout.fnmatch_lines(["*capacity per instance count, measured directly (* s): 1: *records/s*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*capacity per instance count, measured directly (* s): 1: *records/s*",
+            "*capacity plot: *expuc1-capacity_capacity.png",
+        ]
+    )
     results = pytester.path / "results"
+    assert (results / "expuc1-capacity_capacity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     document = json.loads((results / "expuc1-capacity_results.json").read_text())
     measurements = document["capacity_measurements"]
     assert measurements and measurements[0]["instances"] == 1, measurements

@@ -15,7 +15,7 @@ from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
 from pytest_theodolite.judge.comparison import Comparison, compare, compare_point
 from pytest_theodolite.pull_request.paired import compare_sides
 from pytest_theodolite.report.junit import junit_properties
-from pytest_theodolite.report.plot import PlotDependencyMissing, scalability_plot
+from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import (
     BenchmarkReport,
     CostFigure,
@@ -344,6 +344,25 @@ def test_plot_without_baseline_and_with_nothing_measured(tmp_path: Path) -> None
 
     assert _png_size(first) == (800, 500) and first.stat().st_size > 10_000
     assert _png_size(empty) == (800, 500)
+
+
+def test_the_capacity_plot_draws_each_instance_count_against_the_reference(tmp_path: Path) -> None:
+    from pytest_theodolite.core.capacity import CapacityEstimate
+
+    def mu(r: int, value: float, saturated: bool = True) -> CapacityEstimate:
+        return CapacityEstimate(r, value, value * 0.95, value * 1.05, 8, 20.0, saturated, 20_000)
+
+    measured = {1: mu(1, 6_343), 2: mu(2, 14_563), 3: mu(3, 13_075), 4: mu(4, 23_361, saturated=False)}
+    reference = {1: mu(1, 7_967), 2: mu(2, 13_283)}
+    loads = {4000: 4000.0, 12000: 12000.0, 20000: 20000.0}
+    path = capacity_plot(tmp_path / "uc1_capacity.png", "uc1", measured, reference, loads)
+    alone = capacity_plot(tmp_path / "alone.png", "uc1", measured)
+    empty = capacity_plot(tmp_path / "empty.png", "uc1", {})
+
+    assert _png_size(path) == (800, 500) and path.stat().st_size > 10_000
+    assert path.read_bytes() != alone.read_bytes()  # the reference and the loads are drawn
+    assert _png_size(empty) == (800, 500)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.png", "empty.png", "uc1_capacity.png"]
 
 
 def test_plot_leaves_no_pyplot_figure_open(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note, testbed
 from pytest_theodolite.judge.comparison import compare
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
-from pytest_theodolite.report.plot import PlotDependencyMissing, scalability_plot
+from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import BenchmarkReport
 from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
@@ -183,6 +183,15 @@ class BenchmarkExperiment:
             notes += ("lower the baseline with --theodolite-update-baselines",)
         if self.capacity_search is not None and self.capacity_search.measurements:
             notes += (capacity_note(self.capacity_search.measurements),)
+            if plot is not None:  # matplotlib is there
+                drawn = capacity_plot(
+                    settings.results_dir / f"{experiment_id(name)}_capacity.png",
+                    name,
+                    self.capacity_search.capacities,
+                    None if baseline is None else baseline.capacity,
+                    {load: self.benchmark.workload(load).target_rate for load in self.settings.loads},
+                )
+                notes += (f"capacity plot: {drawn}",)
         calibrated = calibration_note(session.calibration, baseline)
         if calibrated:
             notes = (calibrated, *notes)

@@ -50,7 +50,7 @@ from pytest_theodolite.pull_request.paired import (
 )
 from pytest_theodolite.pull_request.sides import SideProcess, SideSpec, spec_for
 from pytest_theodolite.pull_request.worktree import RefWorktree
-from pytest_theodolite.report.plot import PlotDependencyMissing, scalability_plot
+from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import BenchmarkReport, CostFigure
 from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
@@ -426,6 +426,17 @@ class PairedExperiment:
             )
         except PlotDependencyMissing as exc:
             notes += (str(exc),)
+        if plot is not None and self.capacities is not None and any(self.capacities.values()):
+            drawn = capacity_plot(
+                settings.results_dir / f"{experiment_id(name)}_capacity.png",
+                name,
+                self._side_capacities(CHANGE),
+                self._side_capacities(REF),
+                {load: self.benchmark.workload(load).target_rate for load in self.settings.loads},
+                reference_label=label,
+                measured_label="change (working tree)",
+            )
+            notes += (f"capacity plot: {drawn}",)
         calibrated = calibration_note(session.calibration, baseline)
         if calibrated:
             notes = (calibrated, *notes)

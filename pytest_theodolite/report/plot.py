@@ -1,5 +1,6 @@
-"""The scalability plot: the measured demand function against the reference's (needs matplotlib, the
-"plot" extra)."""
+"""The scalability plots: the measured demand function against the reference's, and -- where the capacity
+strategy measured them -- each instance count's capacity against the reference's (need matplotlib, the "plot"
+extra)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.store.baseline import Baseline
 
@@ -31,22 +33,10 @@ def scalability_plot(
     """A PNG of measured (and baseline, or REF's in pull-request mode) demand over load; "none" is drawn on a
     top row labelled "none", unmeasured loads as crosses on the load axis. Written atomically; returns the
     path."""
-    try:
-        # Figure + Agg canvas directly: no pyplot, so no global figure state and no GUI backend is touched.
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as error:
-        raise PlotDependencyMissing(
-            f"the scalability plot needs matplotlib, which is not installed: {PLOT_INSTALL_HINT}"
-        ) from error
-
+    figure, axes = _new_figure()
     baseline_demand = dict(baseline.demand) if baseline is not None else {}
     numbers = [v for v in (*measured.demand.values(), *baseline_demand.values()) if v is not None]
     none_row = max([*numbers, *measured.resources, 1]) + 1  # one row above every instance count
-
-    figure = Figure(figsize=(8, 5), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
 
     def draw(demand: Mapping[int, int | None], style: dict[str, Any], label: str) -> None:
         loads = sorted(demand)
@@ -100,9 +90,83 @@ def scalability_plot(
         axes.text(0.5, 0.5, "no load measured", transform=axes.transAxes, ha="center")
     else:
         axes.legend(loc="best", fontsize="small")
-    figure.tight_layout()
+    return _save(figure, Path(path))
 
-    path = Path(path)
+
+def capacity_plot(
+    path: str | os.PathLike[str],
+    benchmark_name: str,
+    capacities: Mapping[int, CapacityEstimate],
+    reference: Mapping[int, CapacityEstimate] | None = None,
+    loads: Mapping[int, float] | None = None,
+    reference_label: str = "baseline",
+    measured_label: str = "measured",
+) -> Path:
+    """A PNG of capacity over instances (Theodolite's capacity metric): each measured mu(r) with its interval,
+    the reference's beside it, a lower bound (instances that took all they were offered) as an open marker, and
+    the gate's loads (`loads`: load -> records/s) as horizontal lines. Written atomically; returns the path."""
+    figure, axes = _new_figure()
+
+    def draw(estimates: Mapping[int, CapacityEstimate], offset: float, color: str, label: str) -> None:
+        counts = sorted(estimates)
+        shown = [estimates[r] for r in counts]
+        values = [e.records_per_s for e in shown]
+        # a figure without an interval (too few batches) gets no error bar
+        below = [e.records_per_s - e.low if math.isfinite(e.low) else 0.0 for e in shown]
+        above = [e.high - e.records_per_s if math.isfinite(e.high) else 0.0 for e in shown]
+        xs = [r + offset for r in counts]
+        axes.errorbar(xs, values, yerr=[below, above], color=color, marker="o", capsize=4, label=label)
+        bounds = [(x, e.records_per_s) for x, e in zip(xs, shown, strict=True) if not e.saturated]
+        if bounds:
+            axes.plot(
+                [x for x, _ in bounds],
+                [v for _, v in bounds],
+                linestyle="none",
+                marker="^",
+                markersize=10,
+                markerfacecolor="none",
+                color=color,
+                label=f"{label}: at least (took all offered)",
+            )
+
+    if reference:
+        draw(reference, -0.06, "tab:gray", reference_label)
+    draw(capacities, 0.06 if reference else 0.0, "tab:blue", measured_label)
+    for load, rate in sorted((loads or {}).items()):
+        axes.axhline(rate, color="tab:orange", linewidth=0.8, alpha=0.7)
+        axes.annotate(f"load {load}", (0.01, rate), xycoords=("axes fraction", "data"), fontsize="x-small")
+    counts = sorted({*capacities, *(reference or {})})
+    if counts:
+        axes.set_xticks(counts)
+    axes.set_ylim(bottom=0)
+    axes.set_xlabel("instances")
+    axes.set_ylabel("capacity (records/s)")
+    axes.set_title(f"{benchmark_name}: capacity per instance count, measured directly")
+    axes.grid(True, alpha=0.3)
+    if not counts:
+        axes.text(0.5, 0.5, "no capacity measured", transform=axes.transAxes, ha="center")
+    else:
+        axes.legend(loc="best", fontsize="small")
+    return _save(figure, Path(path))
+
+
+def _new_figure() -> tuple[Any, Any]:
+    try:
+        # Figure + Agg canvas directly: no pyplot, so no global figure state and no GUI backend is touched.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise PlotDependencyMissing(
+            f"the scalability plot needs matplotlib, which is not installed: {PLOT_INSTALL_HINT}"
+        ) from error
+    figure = Figure(figsize=(8, 5), dpi=100)
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _save(figure: Any, path: Path) -> Path:
+    """Write the figure as PNG through a temporary file in the same directory: never a half-written plot."""
+    figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
     try:

@@ -337,7 +337,8 @@ def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
         else:
             parts.append("No load was measured.")
         parts.append("")
-        commentary = [s for s in _commentary(report) if not s.startswith("plot: ")]  # a local path
+        # a local path
+        commentary = [s for s in _commentary(report) if not s.startswith(("plot: ", "capacity plot: "))]
         if report.comparison.tolerance:
             commentary.insert(0, f"tolerance: +{count_text(report.comparison.tolerance, 'instance')}")
         if report.comparison.cost_tolerance is not None:
