@@ -13,6 +13,7 @@ from pytest_theodolite.core.capacity import (
     estimate_capacity,
     predicted_pass,
     scaling_curve,
+    settled_start,
     without_per_batch_cost,
 )
 
@@ -57,6 +58,52 @@ def test_the_interval_widens_with_the_batches_spread_and_narrows_with_their_numb
     assert many.relative_half_width < few.relative_half_width
     assert many.certain(RULE)
     assert many.low < 4_000 < many.high
+
+
+#: the click-stream example's 170 000-record batches on one whole core, no priming (recorded 2026-11-26, ms)
+WARMING = (
+    3114,
+    2906,
+    2435,
+    3619,
+    2676,
+    2431,
+    2235,
+    2011,
+    2123,
+    2341,
+    1984,
+    1995,
+    2152,
+    2304,
+    2021,
+    2160,
+    1885,
+)
+
+
+def test_batches_still_falling_from_a_cold_start_are_left_out_until_they_settle():
+    cycles = [ms / 1000 for ms in WARMING]
+    start = settled_start(cycles, 0.95, 0.05, keep=3)
+    assert 3 <= start <= 8  # the fall from 3.1 to about 2.1 s is dropped, the flat rest kept
+    rest = cycles[start:]
+    assert settled_start(rest, 0.95, 0.05, keep=3) == 0
+    # jitter without a trend, and a trend smaller than the precision, are no reason to drop anything
+    assert settled_start([2.0, 2.3, 1.8, 2.2, 1.9, 2.1, 2.0, 2.2], 0.95, 0.05, keep=3) == 0
+    assert settled_start([2.04 - 0.001 * i for i in range(20)], 0.95, 0.05, keep=3) == 0
+    # never fewer than `keep` left
+    assert settled_start([10.0 - i for i in range(8)], 0.95, 0.05, keep=3) == 5
+
+
+def test_the_estimate_counts_the_settled_batches_only():
+    batches, t = [], 1000.0
+    for i, ms in enumerate((5000, 5000, *WARMING)):  # two settling batches, then the recorded ones
+        batches.append(MicroBatch(i, t, ms / 1000, 170_000))
+        t += ms / 1000
+    estimate = estimate_capacity(batches, instances=1, batch_cap=170_000, rule=RULE)
+    assert estimate is not None
+    assert estimate.records_per_s == pytest.approx(170_000 / 2.1, rel=0.05)  # not 170 000 / 2.4, the mean
+    assert estimate.batches < len(WARMING) - 1
 
 
 def test_batches_before_the_limit_and_the_settling_ones_do_not_count():
