@@ -334,13 +334,19 @@ def test_batches_mostly_spent_on_the_per_batch_cost_are_grown_until_a_record_s_c
         return per_batch_bound(plan.batch_records)
 
     plan = CapacityPlan()
-    measurements, workload, used = measure_saturated(measure, offered, ProbePlan(10_000), plan)
+    measurements, workload, used = measure_saturated(
+        measure, offered, ProbePlan(10_000, max_measure_s=90), plan
+    )
     # 40 000: 3.6 s, 56 % per-batch -> again; 160 000: 8.4 s, 24 % -> done
     assert [cap for _, cap, _ in asked] == [10_000, 10_000 * PER_BATCH_GROWTH, 10_000 * PER_BATCH_GROWTH**2]
     assert [attempt for _, _, attempt in asked] == [0, 1, 2] and len(asked) == 1 + PER_BATCH_RETRIES
     # offered: 4 x the 10 000-batches' 4 167 records/s, then the capacity without the per-batch cost, x 1.25
     assert [rate for rate, _, _ in asked] == pytest.approx([6_250, 20_833, 31_250], rel=0.01)
     assert used.batch_records == 160_000 and workload.target_rate == pytest.approx(31_250, rel=0.01)
+    # within a 60 s bound 160 000-record batches (8.4 s) leave no room for 2 settling + 5 counted + 1: not grown
+    asked.clear()
+    measurements, _, used = measure_saturated(measure, offered, ProbePlan(10_000, max_measure_s=60), plan)
+    assert [cap for _, cap, _ in asked] == [10_000, 40_000] and used.batch_records == 40_000
     # pull-request mode's second side is measured at the batches it is given, not grown again
     asked.clear()
     measurements, _, _ = measure_saturated(measure, offered, ProbePlan(10_000), plan, grow_batches=False)

@@ -86,6 +86,17 @@ def per_batch_share(measurement: CapacityMeasurement) -> float | None:
     return estimate.per_batch_s / cycle if cycle > 0 else None
 
 
+def fits_the_bound(estimate: CapacityEstimate, batch_records: int, plan: ProbePlan) -> bool:
+    """Whether batches of `batch_records` -- c0 + n / mu seconds each, by `estimate` -- leave time within the
+    plan's bound for the settling batches, the rule's fewest and the one that opens the window. Larger ones
+    end the measurement with too few batches for any estimate (the click-stream example on a quarter core:
+    160 000-record batches of 10-13 s, four in 60 s)."""
+    if estimate.per_batch_s is None or not estimate.records_per_s > 0:
+        return False
+    cycle = estimate.per_batch_s + batch_records / estimate.records_per_s
+    return cycle * (plan.rule.settle_batches + plan.rule.min_batches + 1) <= plan.max_measure_s
+
+
 def measure_saturated(
     measure: Measure,
     workload: Workload,
@@ -101,9 +112,9 @@ def measure_saturated(
       CPU per record at capacity), offering UNSATURATED_RATE_FACTOR times what they took, in batches of the
       plan's seconds of that, at most UNSATURATED_RETRIES times;
     - with `grow_batches`, where the per-batch cost filled more than PER_BATCH_SHARE of the large batches
-      (``per_batch_share``), in batches PER_BATCH_GROWTH times larger, offered what such batches can take (at
-      most the capacity with the per-batch cost taken out, times the probe factor), at most PER_BATCH_RETRIES
-      times. Pull-request mode's second side is measured at the first side's final batches, not grown again.
+      (``per_batch_share``), in batches PER_BATCH_GROWTH times larger where those fit the plan's bound
+      (``fits_the_bound``), offered what such batches can take (at most the capacity with the per-batch cost
+      taken out, times the probe factor), at most PER_BATCH_RETRIES times. Pull-request mode's second side is measured at the first side's final batches, not grown again.
 
     Every measurement in order (the last is the one to use), and the workload and plan it was offered."""
     measurements = [measure(workload, plan, 0)]
@@ -127,6 +138,7 @@ def measure_saturated(
             and share is not None
             and share > PER_BATCH_SHARE
             and grown < PER_BATCH_RETRIES
+            and fits_the_bound(estimate, plan.batch_records * PER_BATCH_GROWTH, plan)
         ):
             grown += 1
             large = last.phases["large"]
