@@ -114,7 +114,8 @@ def measure_saturated(
     - with `grow_batches`, where the per-batch cost filled more than PER_BATCH_SHARE of the large batches
       (``per_batch_share``), in batches PER_BATCH_GROWTH times larger where those fit the plan's bound
       (``fits_the_bound``), offered what such batches can take (at most the capacity with the per-batch cost
-      taken out, times the probe factor), at most PER_BATCH_RETRIES times. Pull-request mode's second side is measured at the first side's final batches, not grown again.
+      taken out, times the probe factor), at most PER_BATCH_RETRIES times. Pull-request mode's second side is
+      measured at the first side's final batches, not grown again.
 
     Every measurement in order (the last is the one to use), and the workload and plan it was offered."""
     measurements = [measure(workload, plan, 0)]
