@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -204,6 +206,8 @@ def main() -> None:
     if args.calibrate:
         calibrate(args.hash_rounds)
         return
+    # a SIGTERM ends the run through the finally below: the scratch repository does not outlive it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     extra = [f"--theodolite-strategy={args.strategy}"] if args.strategy else []
