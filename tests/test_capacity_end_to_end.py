@@ -46,11 +46,11 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
     result.stdout.fnmatch_lines(
         [
             "*capacity per instance count, measured directly (* s): 1: *records/s*",
-            "*capacity plot: *expuc1-capacity_capacity.png",
+            "*capacity plot: *uc1-capacity_capacity.png",
         ]
     )
     results = pytester.path / "results"
-    assert (results / "expuc1-capacity_capacity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (results / "uc1-capacity_capacity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     document = json.loads((results / "expuc1-capacity_results.json").read_text())
     measurements = document["capacity_measurements"]
     assert measurements and measurements[0]["instances"] == 1, measurements
