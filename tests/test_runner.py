@@ -6,6 +6,13 @@ import pytest
 
 from generator import Workload
 from pytest_theodolite.cli import analyse as analyse_cli
+from pytest_theodolite.core.contention import (
+    INSTANCE_QUOTA,
+    SERIES_BROKER_CPU,
+    SERIES_DRIVER_CPU,
+    SERIES_GENERATOR_CPU,
+    SERIES_HOST_BUSY,
+)
 from pytest_theodolite.core.cost import cost_from_series
 from pytest_theodolite.core.estimators import SlopeThreshold
 from pytest_theodolite.core.evaluation import SloSettings
@@ -37,6 +44,7 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
         duration_s=12,
         sample_interval_s=1,
         slo=SloSettings(warmup_s=6, lag_trend_threshold=SlopeThreshold(relative_to_load=0.1)),
+        instance_cpu=0.5,  # where cgroups can limit it: a quota the instances' share is judged against
     )
     benchmark = uc1_benchmark()
     writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
@@ -52,8 +60,31 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
         ]
         assert demand.demand.get(load) == (min(passed) if passed else None), runner.records
     for record in runner.records.values():
-        assert record.outcome in (Outcome.PASS, Outcome.FAIL), record
+        host_limited = [
+            v for v in record.verdicts if v.name == INSTANCE_QUOTA and v.outcome is Outcome.INVALID
+        ]
+        # a FAIL of instances this host starved of their quota is not a measurement of the job
+        assert record.outcome in (Outcome.PASS, Outcome.FAIL) or host_limited, record
         [repetition] = record.repetitions
+        # where the host's CPU went while it measured: the host, the broker (a process of ours), the
+        # generator's workers and the driver, each a cumulative raw series of its own
+        host = repetition.protocol["host"]
+        assert host["host_cores"] >= 1 and host["host_busy_cores"] > 0 and host["window_s"] > 0
+        broker = {"broker"} if kafka_cluster.local_pids else set()  # none where the broker is in a container
+        assert set(host["roles"]) == {"generator", "driver"} | broker, host
+        assert host["roles"]["generator"] > 0 and host["roles"]["driver"] > 0
+        for series in (SERIES_HOST_BUSY, SERIES_GENERATOR_CPU, SERIES_DRIVER_CPU):
+            assert (tmp_path / f"exp1_{record.load}_{record.resources}_{series}_0.csv").exists(), series
+        assert (
+            tmp_path / f"exp1_{record.load}_{record.resources}_{SERIES_BROKER_CPU}_0.csv"
+        ).exists() == bool(broker)
+        quota = [v for v in record.verdicts if v.name == INSTANCE_QUOTA]
+        if spark_cluster.can_limit_cpu:
+            assert host["quota_cores"] == pytest.approx(settings.instance_cpu * record.resources)
+            assert host["instance_cores"] > 0 and 0 <= host["throttled_share"] <= 1
+            assert len(quota) == 1 and quota[0].detail, record.verdicts
+        else:
+            assert host["quota_cores"] is None and not quota
         assert repetition.counters["records_malformed"] == 0
         assert repetition.counters["records_total"] > 0.8 * record.load * settings.duration_s
         assert repetition.counters["setup_ms"] > 0 and repetition.counters["teardown_ms"] > 0

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TextIO
+from typing import Any, TextIO
 
 from pytest_theodolite.core.capacity import (
     SERIES_CAPACITY_ID,
@@ -20,13 +20,14 @@ from pytest_theodolite.core.capacity import (
     CapacityEstimate,
     capacity_from_series,
 )
+from pytest_theodolite.core.contention import HostUsage, host_usage
 from pytest_theodolite.core.cost import (
     SERIES_INPUT_RECORDS,
     SERIES_INSTANCE_CPU,
     cost_from_series,
     sub_experiment_cost,
 )
-from pytest_theodolite.core.estimators import SLOPE_METHODS, SlopeThreshold
+from pytest_theodolite.core.estimators import SLOPE_METHODS, SlopeThreshold, TimeSeries
 from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import stop_of
@@ -70,6 +71,20 @@ class Reanalysis:
     metric: Metric
     sub_experiments: tuple[SubExperimentRecord, ...]
     function: DemandResult | CapacityResult
+
+
+def _host_usage(series: Mapping[str, TimeSeries], protocol: Mapping[str, Any]) -> HostUsage | None:
+    """Where the host's CPU went while the repetition measured, from its series (core/contention.py); None
+    for results recorded before the host was sampled."""
+    recorded = protocol.get("host")
+    if not recorded:
+        return None
+    return host_usage(
+        series,
+        instance_cpu=series.get(SERIES_INSTANCE_CPU),
+        host_cores=int(recorded["host_cores"]),
+        quota_cores=recorded.get("quota_cores"),
+    )
 
 
 def reanalyse(
@@ -123,6 +138,7 @@ def reanalyse(
                 records_total=counters.get("records_total"),
                 records_malformed=counters.get("records_malformed"),
                 late_rows=series.get(SERIES_LATE_ROWS),
+                host_usage=_host_usage(series, protocol),
             )
             lag = next(v for v in verdicts if v.name == LAG_TREND)
             batches = next((v for v in verdicts if v.name == BATCH_DURATION), None)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_theodolite.core.contention import HostUsage, check_instance_quota
 from pytest_theodolite.core.estimators import (
     DEFAULT_CONFIDENCE,
     SLOPE_METHODS,
@@ -220,6 +221,7 @@ def evaluate_repetition(
     warmup_s: float | None = None,
     not_settled: str | None = None,
     late_rows: TimeSeries | None = None,
+    host_usage: HostUsage | None = None,
 ) -> tuple[SloVerdict, ...]:
     """All SLO verdicts of one repetition from its recorded series.
 
@@ -229,7 +231,9 @@ def evaluate_repetition(
 
     The lag trend is always checked. Generator validity is checked when the achieved-rate series and a target
     rate are given; latency trend, malformed and late-records bounds when their series/counts and settings are
-    present (a job without stateful operators drops nothing as late and records no late-rows series).
+    present (a job without stateful operators drops nothing as late and records no late-rows series). With
+    the measurement window's `host_usage`, a lag-trend FAIL of instances the host starved of their CPU quota is
+    INVALID (contention.check_instance_quota).
     """
     warmup = settings.warmup_s if warmup_s is None else warmup_s
     if not_settled is not None:
@@ -250,6 +254,11 @@ def evaluate_repetition(
             batch_ends=batch_ends,
         )
     verdicts = [lag_verdict]
+    if (
+        host_usage is not None
+        and (quota := check_instance_quota(host_usage, lag_verdict.outcome)) is not None
+    ):
+        verdicts.append(quota)
     if generator_rate is not None and target_rate is not None:
         verdicts.append(
             check_generator_rate(

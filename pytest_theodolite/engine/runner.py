@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from generator import LoadGenerator, Workload, WorkloadError
+from pytest_theodolite.core.contention import HostUsage, host_usage
 from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU, cost_estimate
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
 from pytest_theodolite.core.estimators import TimeSeries
@@ -43,6 +44,7 @@ from pytest_theodolite.core.search import search_demand
 from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings, experiment_settings_dict
+from pytest_theodolite.engine.host_sampler import HOST_SERIES, HostSampler
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster, executor_addresses
 from pytest_theodolite.store.results import ResultsWriter
@@ -76,6 +78,21 @@ class _Sampled:
     ends: list[float] = field(default_factory=list)
     #: while measuring: (time, instance CPU seconds, input records so far) at every sample
     cost_samples: list[tuple[float, float, int]] = field(default_factory=list)
+    #: while measuring: the host's cumulative CPU series (engine/host_sampler.py), and its cores
+    host_series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    host_cores: int | None = None
+
+    def host_usage(self, quota_cores: float | None) -> HostUsage | None:
+        """Where the host's CPU went over the measurement (core/contention.py); None where not read."""
+        if self.host_cores is None:
+            return None
+        series = {
+            name: TimeSeries.of([t for t, _ in s], [v for _, v in s]) for name, s in self.host_series.items()
+        }
+        instance_cpu = TimeSeries.of([s[0] for s in self.cost_samples], [s[1] for s in self.cost_samples])
+        return host_usage(
+            series, instance_cpu=instance_cpu, host_cores=self.host_cores, quota_cores=quota_cores
+        )
 
     def cost_counters(self) -> dict[str, int]:
         """What the instances spent on the records offered while measuring (the continuous cost figure):
@@ -308,10 +325,10 @@ class ExperimentRunner:
                 SERIES_INPUT_RECORDS,
             )
         }
-        # a stateless job has no state: its file is created at the first value only
-        series_writers[SERIES_STATE_ROWS] = self.writer.open_series(
-            load, resources, SERIES_STATE_ROWS, repetition, lazy=True
-        )
+        # a stateless job has no state, a broker in a container no local process: such files are created at
+        # their first value only
+        for name in (SERIES_STATE_ROWS, *HOST_SERIES):
+            series_writers[name] = self.writer.open_series(load, resources, name, repetition, lazy=True)
         plan = self.settings.measurement_plan
         protocol = MeasurementProtocol(
             plan,
@@ -336,7 +353,8 @@ class ExperimentRunner:
                 instance_cpu=None if plan.prime_unlimited else self.settings.instance_cpu,
             ):
                 phases["setup_s"] = time.monotonic() - t_start
-                assert job.spark is not None and job.query is not None
+                assert job.spark is not None and job.query is not None and job.generator is not None
+                host = HostSampler(self.spark, self.kafka.local_pids, job.generator.worker_pids)
                 phases.update(
                     self._sample(
                         job.spark,
@@ -347,6 +365,7 @@ class ExperimentRunner:
                         lag_writer,
                         series_writers,
                         sampled,
+                        host,
                     )
                 )
         except RunAborted as exc:
@@ -370,10 +389,20 @@ class ExperimentRunner:
             rates = job.generator.achieved_rates()
             generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
+        usage = sampled.host_usage(self._quota_cores(resources))
         verdicts = self._verdicts(
-            abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows
+            abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows, usage
         )
-        return RepetitionRecord(repetition, verdicts, counters, protocol.summary(), sampled.cost())
+        summary = protocol.summary()
+        if usage is not None:  # for the report; analyse judges the host series again from its cores and quota
+            summary["host"] = usage.to_dict()
+        return RepetitionRecord(repetition, verdicts, counters, summary, sampled.cost())
+
+    def _quota_cores(self, resources: int) -> float | None:
+        """The instances' CPU quota while measured, in cores; None where they are not limited."""
+        if self.settings.instance_cpu is None or not self.spark.can_limit_cpu:
+            return None
+        return self.settings.instance_cpu * resources
 
     def _sample(
         self,
@@ -385,6 +414,7 @@ class ExperimentRunner:
         lag_writer,
         series_writers,
         sampled: _Sampled,
+        host: HostSampler,
     ) -> dict[str, float]:
         """Sample on a clock until the protocol is done; raises RunAborted when the run cannot be judged."""
         sampler = monitor.LagSampler(self.kafka.client_kwargs(), input_topic, self.benchmark.input_partitions)
@@ -453,6 +483,10 @@ class ExperimentRunner:
                         sampled.cost_samples.append((sample.timestamp_s, cpu, sample.end_offset))
                         series_writers[SERIES_INSTANCE_CPU].append(sample.timestamp_s, cpu)
                         series_writers[SERIES_INPUT_RECORDS].append(sample.timestamp_s, sample.end_offset)
+                    for name, value in host.sample().items():
+                        sampled.host_series.setdefault(name, []).append((sample.timestamp_s, value))
+                        series_writers[name].append(sample.timestamp_s, value)
+                    sampled.host_cores = host.cores
                 if phase is Phase.DONE:
                     break
                 if time.monotonic() > deadline:
@@ -515,6 +549,7 @@ class ExperimentRunner:
         generator_rate: TimeSeries | None,
         counters: Mapping[str, int],
         late_rows: TimeSeries | None,
+        host_usage: HostUsage | None = None,
     ) -> tuple[SloVerdict, ...]:
         if abort is not None:
             return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
@@ -531,6 +566,7 @@ class ExperimentRunner:
             records_total=counters.get("records_total"),
             records_malformed=counters.get("records_malformed"),
             late_rows=late_rows,
+            host_usage=host_usage,
         )
 
 

@@ -38,7 +38,10 @@ def open_kafka(settings: TheodoliteSettings) -> Iterator[KafkaCluster]:
             start_timeout_s=max(120.0, settings.kafka_timeout_s),
         )
         broker.start()
-        cluster = KafkaCluster(broker.bootstrap_servers, provider="embedded")
+        assert broker.process is not None
+        cluster = KafkaCluster(
+            broker.bootstrap_servers, provider="embedded", local_pids=(broker.process.pid,)
+        )
         cluster.broker = broker  # type: ignore[attr-defined]  # lets tests see the broker process
     try:
         yield cluster
@@ -75,7 +78,9 @@ def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
         )
 
     record = acquire(root, "kafka", start)
-    return KafkaCluster(record.info["bootstrap_servers"], provider="embedded")
+    return KafkaCluster(
+        record.info["bootstrap_servers"], provider="embedded", local_pids=tuple(record.process_groups)
+    )
 
 
 def _shared_kafka_container(settings: TheodoliteSettings, root: Path) -> KafkaCluster:

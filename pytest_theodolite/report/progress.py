@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_theodolite.core.contention import HostUsage
 from pytest_theodolite.core.slo import LAG_TREND, LATE_RECORDS
 
 
@@ -40,6 +41,9 @@ def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
             f"measured {last.measurement_s:.0f} s{'' if stop is None else f' until {stop}'}, "
             f"teardown {last.teardown_s:.0f} s]"
         )
+    host = protocol.get("host")
+    if host:  # where the host's CPU went while measuring: a FAIL the host caused is not the job's
+        phases += f" [{HostUsage.from_dict(host).describe()}]"
     return (
         f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}{trend})"
         f"{phases}"

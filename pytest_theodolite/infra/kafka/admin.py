@@ -27,6 +27,9 @@ class KafkaCluster:
     #: client properties in Kafka's dotted names (security protocol, SASL, SSL) -- may hold secrets, never printed
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     request_timeout_s: float = 30.0
+    #: the broker's processes where it runs on this host as a process of ours (the embedded broker): their CPU
+    #: is reported beside the instances' (core/contention.py); empty: in a container or elsewhere
+    local_pids: tuple[int, ...] = ()
     _admin: KafkaAdminClient | None = field(default=None, init=False, repr=False)
 
     # -- clients -------------------------------------------------------------------------------------

@@ -110,6 +110,26 @@ class CpuLimitedGroup:
             total += int(fields[11]) + int(fields[12])
         return total / ticks
 
+    def throttling(self) -> tuple[int, int] | None:
+        """(enforcement periods so far, periods in which the quota held the group back): a group throttled in
+        most periods wanted more CPU than its quota; None where unreadable or no quota was ever set."""
+        try:
+            values = dict(
+                line.split(" ", 1)
+                for line in (self.path / "cpu.stat").read_text().splitlines()
+                if " " in line
+            )
+            return int(values["nr_periods"]), int(values["nr_throttled"])
+        except (OSError, KeyError, ValueError):
+            return None
+
+    def pids(self) -> list[int]:
+        """The processes now in the group."""
+        try:
+            return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
     def join_current_process(self) -> None:
         """Move the calling process into the group (used between fork and exec)."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))

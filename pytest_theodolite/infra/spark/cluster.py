@@ -256,6 +256,17 @@ class SparkCluster:
         used = [group.cpu_seconds() for group in self.instance_groups]
         return None if any(u is None for u in used) else sum(u for u in used if u is not None)
 
+    def instance_throttling(self) -> tuple[int, int] | None:
+        """(CPU-quota periods, periods throttled) summed over the instances' groups; None where unreadable."""
+        counts = [group.throttling() for group in self.instance_groups]
+        if not counts or any(c is None for c in counts):
+            return None
+        return sum(c[0] for c in counts if c), sum(c[1] for c in counts if c)
+
+    def instance_pids(self) -> set[int]:
+        """The processes of the instances (their workers and executors), where the cluster has groups."""
+        return {pid for group in self.instance_groups for pid in group.pids()}
+
     def limit_instances(self, instance_cpu: float | str | None = "default") -> None:
         """Apply the instances' CPU limit inside a running session (one started with ``instance_cpu=None``,
         e.g. to prime a job at full speed first); the session's lock is already held."""

@@ -1,0 +1,66 @@
+"""Samples, beside the lag, where the host's CPU went: the cumulative series core/contention.py judges.
+
+Roles: the broker (where it is a local process: the embedded broker), the generator's worker processes, and
+the driver -- this process and every process below it that is neither an instance (those are in the
+instances' cgroups), nor the broker, nor the generator (the Spark driver JVM, the standalone master). What the
+host's busy cores spent beyond those is "others": other tests, other tenants, the hypervisor's steal.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+
+from pytest_theodolite.core.contention import (
+    SERIES_BROKER_CPU,
+    SERIES_DRIVER_CPU,
+    SERIES_GENERATOR_CPU,
+    SERIES_HOST_BUSY,
+    SERIES_QUOTA_PERIODS,
+    SERIES_THROTTLED_PERIODS,
+)
+from pytest_theodolite.infra import procfs
+from pytest_theodolite.infra.spark.cluster import SparkCluster
+
+#: every series a HostSampler writes
+HOST_SERIES = (
+    SERIES_HOST_BUSY,
+    SERIES_BROKER_CPU,
+    SERIES_GENERATOR_CPU,
+    SERIES_DRIVER_CPU,
+    SERIES_QUOTA_PERIODS,
+    SERIES_THROTTLED_PERIODS,
+)
+
+
+class HostSampler:
+    """One sample = the cumulative values of ``HOST_SERIES`` now (those that could be read)."""
+
+    def __init__(
+        self, spark: SparkCluster, broker_pids: Collection[int], generator_pids: Collection[int]
+    ) -> None:
+        self.spark = spark
+        self.broker_pids = tuple(broker_pids)
+        self.generator_pids = tuple(generator_pids)
+        self.cores: int | None = None
+
+    def sample(self) -> dict[str, float]:
+        host = procfs.host_cpu_times()
+        if host is None:
+            return {}
+        self.cores = host.cores
+        values = {SERIES_HOST_BUSY: host.busy_s}
+        parent_of = procfs.parents()
+        broker = procfs.descendants(self.broker_pids, parent_of)
+        generator = procfs.descendants(self.generator_pids, parent_of)
+        instances = self.spark.instance_pids()
+        if self.broker_pids:
+            values[SERIES_BROKER_CPU] = procfs.cpu_seconds(broker)
+        if self.generator_pids:
+            values[SERIES_GENERATOR_CPU] = procfs.cpu_seconds(generator)
+        driver = procfs.descendants([os.getpid()], parent_of, exclude=broker | generator | instances)
+        values[SERIES_DRIVER_CPU] = procfs.cpu_seconds(driver)
+        throttling = self.spark.instance_throttling()
+        if throttling is not None:
+            values[SERIES_QUOTA_PERIODS], values[SERIES_THROTTLED_PERIODS] = map(float, throttling)
+        return values
