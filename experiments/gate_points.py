@@ -11,6 +11,10 @@ flips between runs, and a gate should not use it.
     python experiments/gate_points.py --uc 3 --pair 4000:1 --pair 8000:2 \\
         [--job-option output_mode=append] [--instance-cpu 0.25]
     python experiments/gate_points.py --benchmark uc4-elements --pair 8:1 --pair 12:2
+    python experiments/gate_points.py --uc 1 --pair 4000:1 --cpu-hogs 4   # on a host others keep busy
+
+``--cpu-hogs N`` runs N processes that spin on the CPU for the whole run, as other tenants of a shared CI
+runner would; under the table, each point's instance-quota verdict says where the host's CPU went.
 
 Job options are ``KEY=VALUE`` with VALUE read as JSON where it parses (numbers, true/false), else as text.
 """
@@ -19,10 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,7 @@ sys.path.insert(
 
 from usecases import BENCHMARKS, QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
+from pytest_theodolite.core.contention import INSTANCE_QUOTA
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.records import SERIES_BATCH_DURATION, SERIES_STATE_ROWS, SubExperimentRecord
@@ -197,6 +205,13 @@ def main() -> None:
         help="the late-records SLO: records dropped as late per second after the warm-up",
     )
     parser.add_argument("--results", type=Path, default=None)
+    parser.add_argument(
+        "--cpu-hogs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes that keep the host's CPU busy meanwhile",
+    )
     args = parser.parse_args()
     benchmark = chosen_benchmark(args)
     if args.job_option:
@@ -214,8 +229,12 @@ def main() -> None:
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-points-"))
     infra = TheodoliteSettings(max_instances=max(instances for _, instances in args.pair))
     rows = []
-    print(f"{benchmark.name}, job options {dict(benchmark.job_options)}, {instance_cpu:g} core per instance")
-    with open_kafka(infra) as kafka, open_spark(infra) as spark:
+    print(
+        f"{benchmark.name}, job options {dict(benchmark.job_options)}, {instance_cpu:g} core per instance, "
+        f"{args.cpu_hogs} CPU hogs"
+    )
+    hosts = []
+    with cpu_hogs(args.cpu_hogs), open_kafka(infra) as kafka, open_spark(infra) as spark:
         writer = new_writer(results, "points", benchmark, settings, Metric.DEMAND, {})
         runner = ExperimentRunner(benchmark, settings, kafka, spark, writer)
         for load, instances in args.pair:
@@ -224,6 +243,10 @@ def main() -> None:
             batch_s = median_batch_s(results, load, instances)
             state = state_rows_halves(results, load, instances)
             rows.append(point_row(record, instance_cpu, batch_s, time.monotonic() - started, state))
+            quota = next((v for v in record.verdicts if v.name == INSTANCE_QUOTA), None)
+            hosts.append(
+                f"{load}:{instances} {'' if quota is None else quota.outcome.value}: {quota and quota.detail}"
+            )
             print(rows[-1], flush=True)
     print(
         "\n| load | instances | verdict | lag slope [95 % interval], records/s | threshold | stop "
@@ -232,7 +255,28 @@ def main() -> None:
     )
     print("|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
+    print("\n".join(["", *hosts]))
     print(f"raw results: {results}")
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+@contextmanager
+def cpu_hogs(count: int) -> Iterator[None]:
+    """`count` processes spinning on the CPU until the block ends (other tenants of a shared runner)."""
+    context = multiprocessing.get_context("spawn")
+    hogs = [context.Process(target=_spin, daemon=True) for _ in range(count)]
+    for hog in hogs:
+        hog.start()
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.terminate()
+            hog.join(10)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,13 @@ from pytest_theodolite.core.contention import (
     SERIES_DRIVER_CPU,
     SERIES_GENERATOR_CPU,
     SERIES_HOST_BUSY,
+    SERIES_LIMITED_INSTANCE_CPU,
     SERIES_QUOTA_PERIODS,
     SERIES_THROTTLED_PERIODS,
     HostUsage,
     check_instance_quota,
     host_usage,
 )
-from pytest_theodolite.core.cost import SERIES_INSTANCE_CPU
 from pytest_theodolite.core.estimators import SlopeThreshold, TimeSeries
 from pytest_theodolite.core.evaluation import SloSettings, combine_verdicts, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
@@ -44,7 +44,7 @@ def window_series(*, busy: float, instances: float, t: np.ndarray) -> dict[str, 
     driver 0.2; 1 000 quota periods a second over the groups, 900 of them throttled."""
     return {
         SERIES_HOST_BUSY: cumulative(busy, t),
-        SERIES_INSTANCE_CPU: cumulative(instances, t, start=5.0),
+        SERIES_LIMITED_INSTANCE_CPU: cumulative(instances, t, start=5.0),
         SERIES_BROKER_CPU: cumulative(0.4, t),
         SERIES_GENERATOR_CPU: cumulative(0.3, t),
         SERIES_DRIVER_CPU: cumulative(0.2, t),
@@ -55,7 +55,11 @@ def window_series(*, busy: float, instances: float, t: np.ndarray) -> dict[str, 
 
 def usage_of(series: dict[str, TimeSeries], quota: float | None = 1.0, start_s: float | None = None):
     return host_usage(
-        series, instance_cpu=series[SERIES_INSTANCE_CPU], host_cores=2, quota_cores=quota, start_s=start_s
+        series,
+        instance_cpu=series[SERIES_LIMITED_INSTANCE_CPU],
+        host_cores=2,
+        quota_cores=quota,
+        start_s=start_s,
     )
 
 
@@ -83,7 +87,7 @@ def test_usage_counts_only_the_window_from_its_start():
     series[SERIES_HOST_BUSY] = TimeSeries.of(t, np.where(t - T0 < 20, 0.0, 2.0 * (t - T0 - 20)))
     usage = usage_of(series, start_s=T0 + 20)
     assert usage is not None and usage.host_busy_share == pytest.approx(1.0)
-    assert usage_of({SERIES_HOST_BUSY: TimeSeries.of([T0], [1.0]), SERIES_INSTANCE_CPU: None}) is None
+    assert usage_of({SERIES_HOST_BUSY: TimeSeries.of([T0], [1.0]), SERIES_LIMITED_INSTANCE_CPU: None}) is None
 
 
 def test_a_fail_of_starved_instances_on_a_saturated_host_is_invalid_not_a_fail():

@@ -20,7 +20,7 @@ from pytest_theodolite.core.capacity import (
     CapacityEstimate,
     capacity_from_series,
 )
-from pytest_theodolite.core.contention import HostUsage, host_usage
+from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
 from pytest_theodolite.core.cost import (
     SERIES_INPUT_RECORDS,
     SERIES_INSTANCE_CPU,
@@ -81,7 +81,7 @@ def _host_usage(series: Mapping[str, TimeSeries], protocol: Mapping[str, Any]) -
         return None
     return host_usage(
         series,
-        instance_cpu=series.get(SERIES_INSTANCE_CPU),
+        instance_cpu=series.get(SERIES_LIMITED_INSTANCE_CPU),
         host_cores=int(recorded["host_cores"]),
         quota_cores=recorded.get("quota_cores"),
     )

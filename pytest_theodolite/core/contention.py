@@ -3,9 +3,10 @@
 A gate gives each instance a CPU quota and asks whether r instances keep up with a load. On a shared host
 (a CI runner, or the 2-core testbed where the broker, the generator and the Spark driver run beside the
 instances) the instances can fall behind because the host had no CPU left for them, not because the job needs
-more instances. Over a sub-experiment's measurement window the runner records, as cumulative series, the CPU
-seconds of the host's cores, of the instances (their cgroups), of the broker, the generator and the driver,
-and how many of the quota's enforcement periods held the instances back (throttled). From those:
+more instances. From the moment the instances' CPU limit applies (the settling that may already decide a FAIL, and
+the measurement) the runner records, as cumulative series, the CPU seconds of the host's cores, of the
+instances (their cgroups), of the broker, the generator and the driver, and how many of the quota's
+enforcement periods held the instances back (throttled). From those:
 
 * the instances' share of their quota -- near 1 when a job that falls behind is limited by its quota (its own
   limit: more instances are what it needs);
@@ -36,6 +37,9 @@ INSTANCE_QUOTA = "instance-quota"
 
 #: cumulative series over the measurement window (seconds of CPU, or counts of quota periods)
 SERIES_HOST_BUSY = "host-busy-cpu"
+SERIES_LIMITED_INSTANCE_CPU = (
+    "limited-instance-cpu"  # the instances' (cost.py's instance-cpu: measuring only)
+)
 SERIES_BROKER_CPU = "broker-cpu"
 SERIES_GENERATOR_CPU = "generator-cpu"
 SERIES_DRIVER_CPU = "driver-cpu"

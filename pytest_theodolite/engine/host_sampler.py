@@ -16,6 +16,7 @@ from pytest_theodolite.core.contention import (
     SERIES_DRIVER_CPU,
     SERIES_GENERATOR_CPU,
     SERIES_HOST_BUSY,
+    SERIES_LIMITED_INSTANCE_CPU,
     SERIES_QUOTA_PERIODS,
     SERIES_THROTTLED_PERIODS,
 )
@@ -25,6 +26,7 @@ from pytest_theodolite.infra.spark.cluster import SparkCluster
 #: every series a HostSampler writes
 HOST_SERIES = (
     SERIES_HOST_BUSY,
+    SERIES_LIMITED_INSTANCE_CPU,
     SERIES_BROKER_CPU,
     SERIES_GENERATOR_CPU,
     SERIES_DRIVER_CPU,
@@ -60,6 +62,9 @@ class HostSampler:
             values[SERIES_GENERATOR_CPU] = procfs.cpu_seconds(generator)
         driver = procfs.descendants([os.getpid()], parent_of, exclude=broker | generator | instances)
         values[SERIES_DRIVER_CPU] = procfs.cpu_seconds(driver)
+        instance_cpu = self.spark.instance_cpu_seconds()
+        if instance_cpu is not None:
+            values[SERIES_LIMITED_INSTANCE_CPU] = instance_cpu
         throttling = self.spark.instance_throttling()
         if throttling is not None:
             values[SERIES_QUOTA_PERIODS], values[SERIES_THROTTLED_PERIODS] = map(float, throttling)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from generator import LoadGenerator, Workload, WorkloadError
-from pytest_theodolite.core.contention import HostUsage, host_usage
+from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
 from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU, cost_estimate
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
 from pytest_theodolite.core.estimators import TimeSeries
@@ -78,7 +78,7 @@ class _Sampled:
     ends: list[float] = field(default_factory=list)
     #: while measuring: (time, instance CPU seconds, input records so far) at every sample
     cost_samples: list[tuple[float, float, int]] = field(default_factory=list)
-    #: while measuring: the host's cumulative CPU series (engine/host_sampler.py), and its cores
+    #: from the CPU limit on: the host's cumulative CPU series (engine/host_sampler.py), and its cores
     host_series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     host_cores: int | None = None
 
@@ -89,7 +89,7 @@ class _Sampled:
         series = {
             name: TimeSeries.of([t for t, _ in s], [v for _, v in s]) for name, s in self.host_series.items()
         }
-        instance_cpu = TimeSeries.of([s[0] for s in self.cost_samples], [s[1] for s in self.cost_samples])
+        instance_cpu = series.get(SERIES_LIMITED_INSTANCE_CPU)
         return host_usage(
             series, instance_cpu=instance_cpu, host_cores=self.host_cores, quota_cores=quota_cores
         )
@@ -483,6 +483,7 @@ class ExperimentRunner:
                         sampled.cost_samples.append((sample.timestamp_s, cpu, sample.end_offset))
                         series_writers[SERIES_INSTANCE_CPU].append(sample.timestamp_s, cpu)
                         series_writers[SERIES_INPUT_RECORDS].append(sample.timestamp_s, sample.end_offset)
+                if limited:  # from the limit on: a FAIL decided while settling is judged on it too
                     for name, value in host.sample().items():
                         sampled.host_series.setdefault(name, []).append((sample.timestamp_s, value))
                         series_writers[name].append(sample.timestamp_s, value)
