@@ -1,10 +1,17 @@
 """The spark_cluster fixture: real executor JVMs, the Kafka connector, per-instance CPU quotas."""
 
+from pathlib import Path
+
 import pytest
 from kafka import KafkaProducer
 
 from pytest_theodolite.infra.spark import cgroups
-from pytest_theodolite.infra.spark.cluster import SparkCluster, StandaloneCluster, registered_executors
+from pytest_theodolite.infra.spark.cluster import (
+    SparkCluster,
+    StandaloneCluster,
+    driver_jvm_pid,
+    registered_executors,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +46,10 @@ def test_streaming_query_on_two_instances_copies_every_record(kafka_cluster, spa
         assert query.awaitTermination(180), "the availableNow query did not finish within 180 s"
         assert query.exception() is None
         executors = {e.executorId for e in spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()}
+        # the driver's JVM, whose CPU the host report counts as the driver's (core/contention.py)
+        driver_pid = driver_jvm_pid(spark)
+        assert driver_pid is not None
+        assert b"SparkSubmit" in Path(f"/proc/{driver_pid}/cmdline").read_bytes()
     assert kafka_cluster.total_end_offset("copy-out") == records
     assert len(executors) == 3  # two executors and the driver
 

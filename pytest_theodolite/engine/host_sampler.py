@@ -1,9 +1,9 @@
 """Samples, beside the lag, where the host's CPU went: the cumulative series core/contention.py judges.
 
 Roles: the broker (where it is a local process: the embedded broker), the generator's worker processes, and
-the driver -- this process and every process below it that is neither an instance (those are in the
-instances' cgroups), nor the broker, nor the generator (the Spark driver JVM, the standalone master). What the
-host's busy cores spent beyond those is "others": other tests, other tenants, the hypervisor's steal.
+the driver -- this process and the Spark driver JVM it talks to. What the host's busy cores spent beyond those
+and the instances is "others": other tests, other tenants, the standalone cluster's master, the hypervisor's
+steal.
 """
 
 from __future__ import annotations
@@ -39,11 +39,16 @@ class HostSampler:
     """One sample = the cumulative values of ``HOST_SERIES`` now (those that could be read)."""
 
     def __init__(
-        self, spark: SparkCluster, broker_pids: Collection[int], generator_pids: Collection[int]
+        self,
+        spark: SparkCluster,
+        broker_pids: Collection[int],
+        generator_pids: Collection[int],
+        driver_jvm_pid: int | None,
     ) -> None:
         self.spark = spark
         self.broker_pids = tuple(broker_pids)
         self.generator_pids = tuple(generator_pids)
+        self.driver_jvm_pids = () if driver_jvm_pid is None else (driver_jvm_pid,)
         self.cores: int | None = None
 
     def sample(self) -> dict[str, float]:
@@ -53,14 +58,14 @@ class HostSampler:
         self.cores = host.cores
         values = {SERIES_HOST_BUSY: host.busy_s}
         parent_of = procfs.parents()
-        broker = procfs.descendants(self.broker_pids, parent_of)
-        generator = procfs.descendants(self.generator_pids, parent_of)
-        instances = self.spark.instance_pids()
         if self.broker_pids:
-            values[SERIES_BROKER_CPU] = procfs.cpu_seconds(broker)
+            values[SERIES_BROKER_CPU] = procfs.cpu_seconds(procfs.descendants(self.broker_pids, parent_of))
         if self.generator_pids:
-            values[SERIES_GENERATOR_CPU] = procfs.cpu_seconds(generator)
-        driver = procfs.descendants([os.getpid()], parent_of, exclude=broker | generator | instances)
+            values[SERIES_GENERATOR_CPU] = procfs.cpu_seconds(
+                procfs.descendants(self.generator_pids, parent_of)
+            )
+        # not every process below this one: a test's own children are others, not the driver
+        driver = {os.getpid()} | procfs.descendants(self.driver_jvm_pids, parent_of)
         values[SERIES_DRIVER_CPU] = procfs.cpu_seconds(driver)
         instance_cpu = self.spark.instance_cpu_seconds()
         if instance_cpu is not None:

@@ -46,7 +46,7 @@ from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings, experiment_settings_dict
 from pytest_theodolite.engine.host_sampler import HOST_SERIES, HostSampler
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
-from pytest_theodolite.infra.spark.cluster import SparkCluster, executor_addresses
+from pytest_theodolite.infra.spark.cluster import SparkCluster, driver_jvm_pid, executor_addresses
 from pytest_theodolite.store.results import ResultsWriter
 
 RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
@@ -354,7 +354,9 @@ class ExperimentRunner:
             ):
                 phases["setup_s"] = time.monotonic() - t_start
                 assert job.spark is not None and job.query is not None and job.generator is not None
-                host = HostSampler(self.spark, self.kafka.local_pids, job.generator.worker_pids)
+                host = HostSampler(
+                    self.spark, self.kafka.local_pids, job.generator.worker_pids, driver_jvm_pid(job.spark)
+                )
                 phases.update(
                     self._sample(
                         job.spark,

@@ -215,6 +215,15 @@ class StandaloneCluster:
         self.stop()
 
 
+def driver_jvm_pid(spark: Any) -> int | None:
+    """The process of the JVM a PySpark session's driver runs in (pyspark's gateway launched it), where this
+    process launched it; None for a remote driver (Spark Connect) or where pyspark does not say."""
+    gateway = getattr(getattr(spark, "sparkContext", None), "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    pid = getattr(proc, "pid", None)
+    return pid if isinstance(pid, int) else None
+
+
 @dataclass
 class SparkCluster:
     """What the ``spark_cluster`` fixture gives: sessions with a chosen number of executor instances."""
