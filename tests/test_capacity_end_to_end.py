@@ -58,6 +58,9 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
         assert measurement["status"] in ("certain", "uncertain"), measurement
         assert measurement["estimate"]["records_per_s"] > 0, measurement
         assert measurement["timings"]["measure_s"] > 0, measurement
+        # where the host's CPU went while it measured, reported beside the estimate
+        host = measurement["host"]
+        assert host["host_cores"] >= 1 and host["window_s"] > 0 and host["roles"]["generator"] > 0, host
         r, load, attempt = measurement["instances"], measurement["load"], measurement["attempt"]
         assert (
             (results / f"expuc1-capacity_{load}_{r}_capacity-rows_{attempt}.csv")

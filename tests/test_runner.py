@@ -82,6 +82,9 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
         if spark_cluster.can_limit_cpu:
             assert host["quota_cores"] == pytest.approx(settings.instance_cpu * record.resources)
             assert host["instance_cores"] > 0 and 0 <= host["throttled_share"] <= 1
+            # each instance's own share too: the busiest one decides whether the host starved them
+            assert host["instance_quota_cores"] == settings.instance_cpu
+            assert 0 < host["busiest_instance_cores"] <= host["instance_cores"] + 1e-9
             assert len(quota) == 1 and quota[0].detail, record.verdicts
         else:
             assert host["quota_cores"] is None and not quota

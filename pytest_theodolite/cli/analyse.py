@@ -84,6 +84,7 @@ def _host_usage(series: Mapping[str, TimeSeries], protocol: Mapping[str, Any]) -
         instance_cpu=series.get(SERIES_LIMITED_INSTANCE_CPU),
         host_cores=int(recorded["host_cores"]),
         quota_cores=recorded.get("quota_cores"),
+        instance_quota_cores=recorded.get("instance_quota_cores"),
     )
 
 

@@ -8,20 +8,23 @@ the measurement) the runner records, as cumulative series, the CPU seconds of th
 instances (their cgroups), of the broker, the generator and the driver, and how many of the quota's
 enforcement periods held the instances back (throttled). From those:
 
-* the instances' share of their quota -- near 1 when a job that falls behind is limited by its quota (its own
-  limit: more instances are what it needs);
+* the instances' share of their quota, and the busiest instance's share of its own -- near 1 when a job that
+  falls behind is limited by its quota (its own limit: more instances are what it needs; where its partitions
+  spread unevenly over the instances, only the busiest one is held at its quota while the others wait);
 * the host's busy share, and what the broker, generator, driver and everything else took of it.
 
-``check_instance_quota`` makes a lag-trend FAIL INVALID -- unmeasured, never a FAIL -- when the instances got
-less than ``STARVED_SHARE`` of their quota while the host had no idle CPU (at least ``HOST_BUSY_SHARE`` of its
-cores busy): such a run measured the host. A PASS stays a PASS (the job kept up with less than it was given).
-Instances without a CPU quota have no share they were owed: their usage is reported, never judged.
+``check_instance_quota`` makes a lag-trend FAIL INVALID -- unmeasured, never a FAIL -- when even the busiest
+instance got less than ``STARVED_SHARE`` of its quota while the host had no idle CPU (at least
+``HOST_BUSY_SHARE`` of its cores busy): such a run measured the host. A PASS stays a PASS (the job kept up
+with less than it was given). Instances without a CPU quota have no share they were owed: their usage is
+reported, never judged.
 
 Pure functions over data: the series come from the results files as well as from a running measurement.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,14 +40,20 @@ INSTANCE_QUOTA = "instance-quota"
 
 #: cumulative series over the measurement window (seconds of CPU, or counts of quota periods)
 SERIES_HOST_BUSY = "host-busy-cpu"
-SERIES_LIMITED_INSTANCE_CPU = (
-    "limited-instance-cpu"  # the instances' (cost.py's instance-cpu: measuring only)
-)
+#: the instances' CPU seconds from the limit on (cost.py's instance-cpu is written while measuring only)
+SERIES_LIMITED_INSTANCE_CPU = "limited-instance-cpu"
 SERIES_BROKER_CPU = "broker-cpu"
 SERIES_GENERATOR_CPU = "generator-cpu"
 SERIES_DRIVER_CPU = "driver-cpu"
 SERIES_QUOTA_PERIODS = "instance-quota-periods"
 SERIES_THROTTLED_PERIODS = "instance-throttled-periods"
+
+
+def instance_series(index: int) -> str:
+    """The series of one instance's CPU seconds (its cgroup's), by the cluster's group order."""
+    return f"{SERIES_LIMITED_INSTANCE_CPU}-{index}"
+
+
 #: the processes whose CPU is recorded besides the instances', in the order reports list them
 ROLE_SERIES: Mapping[str, str] = {
     "broker": SERIES_BROKER_CPU,
@@ -73,6 +82,9 @@ class HostUsage:
     roles: Mapping[str, float] = field(default_factory=dict)
     #: share of the quota's enforcement periods in which the instances were held back; None: not read
     throttled_share: float | None = None
+    #: the cores the busiest instance took and its own quota; None: not read (or no quota)
+    busiest_instance_cores: float | None = None
+    instance_quota_cores: float | None = None
 
     @property
     def host_busy_share(self) -> float:
@@ -84,6 +96,14 @@ class HostUsage:
         if self.quota_cores is None or self.instance_cores is None or not self.quota_cores > 0:
             return None
         return self.instance_cores / self.quota_cores
+
+    @property
+    def busiest_share(self) -> float | None:
+        """The busiest instance's CPU over its own quota; else, where not read, the instances' together."""
+        if self.busiest_instance_cores is None or not (self.instance_quota_cores or 0) > 0:
+            return self.quota_share
+        assert self.instance_quota_cores is not None
+        return self.busiest_instance_cores / self.instance_quota_cores
 
     @property
     def other_cores(self) -> float:
@@ -101,9 +121,14 @@ class HostUsage:
                     if self.throttled_share is None
                     else f", held at it in {self.throttled_share:.0%} of periods"
                 )
+                busiest = (
+                    ""
+                    if self.busiest_instance_cores is None or self.instance_quota_cores is None
+                    else f", the busiest {self.busiest_share:.0%} of its {self.instance_quota_cores:g}"
+                )
                 parts.append(
                     f"instances {self.instance_cores:.2f} of their {self.quota_cores:.2f}-core quota "
-                    f"({share:.0%}{throttled})"
+                    f"({share:.0%}{busiest}{throttled})"
                 )
             else:
                 parts.append(f"instances {self.instance_cores:.2f} cores (no quota)")
@@ -121,7 +146,9 @@ class HostUsage:
             "instance_cores": None if self.instance_cores is None else round(self.instance_cores, 4),
             "quota_cores": self.quota_cores,
             "roles": {k: round(v, 4) for k, v in self.roles.items()},
-            "throttled_share": None if self.throttled_share is None else round(self.throttled_share, 4),
+            "throttled_share": _rounded(self.throttled_share),
+            "busiest_instance_cores": _rounded(self.busiest_instance_cores),
+            "instance_quota_cores": self.instance_quota_cores,
         }
 
     @classmethod
@@ -133,8 +160,18 @@ class HostUsage:
             instance_cores=None if data.get("instance_cores") is None else float(data["instance_cores"]),
             quota_cores=None if data.get("quota_cores") is None else float(data["quota_cores"]),
             roles={k: float(v) for k, v in (data.get("roles") or {}).items()},
-            throttled_share=None if data.get("throttled_share") is None else float(data["throttled_share"]),
+            throttled_share=_float_or_none(data.get("throttled_share")),
+            busiest_instance_cores=_float_or_none(data.get("busiest_instance_cores")),
+            instance_quota_cores=_float_or_none(data.get("instance_quota_cores")),
         )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _rise(series: TimeSeries | None, start_s: float, end_s: float) -> float | None:
@@ -155,11 +192,13 @@ def host_usage(
     instance_cpu: TimeSeries | None,
     host_cores: int,
     quota_cores: float | None,
+    instance_quota_cores: float | None = None,
     start_s: float | None = None,
 ) -> HostUsage | None:
-    """The window's usage from the cumulative series (``SERIES_*`` names, and the instances' CPU seconds),
-    from `start_s` (epoch seconds; None: the host series' first sample) to the host series' last sample.
-    None where the host's own series has fewer than two samples in the window."""
+    """The window's usage from the cumulative series (``SERIES_*`` names, ``instance_series`` per instance,
+    and the instances' CPU seconds), from `start_s` (epoch seconds; None: the host series' first sample) to
+    the host series' last sample. `instance_quota_cores`: one instance's quota. None where the host's own
+    series has fewer than two samples in the window."""
     host = series.get(SERIES_HOST_BUSY)
     if host is None or len(host) < 2 or host_cores < 1:
         return None
@@ -177,6 +216,12 @@ def host_usage(
         for role, name in ROLE_SERIES.items()
         if (rise := _rise(series.get(name), start, end)) is not None
     }
+    each = []
+    for index in itertools.count():
+        if instance_series(index) not in series:
+            break
+        if (rise := _rise(series[instance_series(index)], start, end)) is not None:
+            each.append(rise)
     periods = _rise(series.get(SERIES_QUOTA_PERIODS), start, end)
     throttled = _rise(series.get(SERIES_THROTTLED_PERIODS), start, end)
     return HostUsage(
@@ -189,6 +234,8 @@ def host_usage(
         throttled_share=None
         if periods is None or throttled is None or not periods > 0
         else throttled / periods,
+        busiest_instance_cores=max(each) / window if each and instance_quota_cores is not None else None,
+        instance_quota_cores=instance_quota_cores,
     )
 
 
@@ -199,10 +246,10 @@ def check_instance_quota(
     starved_share: float = STARVED_SHARE,
     busy_share: float = HOST_BUSY_SHARE,
 ) -> SloVerdict | None:
-    """INVALID where the lag trend FAILed while the instances got less than `starved_share` of their quota and
-    the host had no idle CPU; PASS otherwise. None where nothing can be judged: no quota (whole-core
+    """INVALID where the lag trend FAILed while even the busiest instance got less than `starved_share` of its
+    quota and the host had no idle CPU; PASS otherwise. None where nothing can be judged: no quota (whole-core
     instances) or the instances' CPU was not read."""
-    share = usage.quota_share
+    share = usage.busiest_share
     if share is None:
         return None
     starved = share < starved_share and usage.host_busy_share >= busy_share
@@ -212,7 +259,8 @@ def check_instance_quota(
             Outcome.INVALID,
             share,
             starved_share,
-            f"host-limited: the instances fell behind with {share:.0%} of their CPU quota while the host had "
+            f"host-limited: the instances fell behind, the busiest with {share:.0%} of its CPU quota, while the "
+            "host had "
             f"no idle CPU ({usage.describe()}): this run measured the host, not the job; free the host "
             "(fewer parallel workers, nothing else running) or run where the instances get their quota",
         )

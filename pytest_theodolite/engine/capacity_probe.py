@@ -26,10 +26,13 @@ from pytest_theodolite.core.capacity import (
     estimate_capacity,
     two_phase_capacity,
 )
+from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
+from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.engine import monitor
+from pytest_theodolite.engine.host_sampler import HostSampler
 from pytest_theodolite.engine.runner import ExperimentRunner, RunAborted, RunningJob
-from pytest_theodolite.infra.spark.cluster import executor_addresses
+from pytest_theodolite.infra.spark.cluster import driver_jvm_pid, executor_addresses
 
 #: the job option that caps a micro-batch (the job passes it to its Kafka source as ``maxOffsetsPerTrigger``)
 BATCH_CAP_OPTION = "max_offsets_per_trigger"
@@ -64,6 +67,9 @@ class CapacityMeasurement:
     rule: CapacityRule = field(default_factory=CapacityRule)
     #: > 0: repeated at a higher rate, the instances having taken all they were offered (its series' index)
     attempt: int = 0
+    #: where the host's CPU went from the CPU limit on (reported: a capacity read while the host starved the
+    #: instances is the host's); None where not read
+    host: HostUsage | None = None
 
     def progress_text(self) -> str:
         """One line for the live progress output."""
@@ -71,9 +77,12 @@ class CapacityMeasurement:
             f"{name.removesuffix('_s').replace('_', ' ')} {value:.0f} s"
             for name, value in self.timings.items()
         )
+        host = "" if self.host is None else f" [{self.host.describe()}]"
         if self.estimate is None:
-            return f"capacity of {self.instances} instances: {self.status}: {self.reason} [{seconds}]"
-        return f"capacity of {self.instances} instances: {self.estimate.text()}, {self.status} [{seconds}]"
+            return f"capacity of {self.instances} instances: {self.status}: {self.reason} [{seconds}]{host}"
+        return (
+            f"capacity of {self.instances} instances: {self.estimate.text()}, {self.status} [{seconds}]{host}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +100,7 @@ class CapacityMeasurement:
             "small_from_s": self.small_from_s,
             "rule": self.rule.to_dict(),
             "attempt": self.attempt,
+            "host": None if self.host is None else self.host.to_dict(),
         }
 
 
@@ -146,6 +156,8 @@ def measure_capacity(
     small_records: int | None = None
     small_from: float | None = None
     timings: dict[str, float] = {}
+    host_samples: list[tuple[float, dict[str, float]]] = []
+    host: HostSampler | None = None
     t_start = time.monotonic()
     try:
         with runner.running_job(
@@ -169,6 +181,11 @@ def measure_capacity(
                 timings["prime_s"] = time.monotonic() - t_start - timings["setup_s"]
             limited_from = time.time()
             t_limited = time.monotonic()
+            assert job.generator is not None
+            host = HostSampler(
+                runner.spark, runner.kafka.local_pids, job.generator.worker_pids, driver_jvm_pid(job.spark)
+            )
+            host_samples.append((time.time(), host.sample()))
             large, certain = _measure_phase(
                 job,
                 instances,
@@ -202,6 +219,7 @@ def measure_capacity(
                 )
                 certain = certain and small_certain
                 timings["measure_small_s"] = time.monotonic() - t_small
+            host_samples.append((time.time(), host.sample()))
             if not certain:
                 status, reason = UNCERTAIN, f"not certain after {max_measure_s:g} s"
     except RunAborted as exc:
@@ -238,6 +256,30 @@ def measure_capacity(
         small_from,
         rule,
         attempt,
+        _host_usage(host_samples, host, runner, instances),
+    )
+
+
+def _host_usage(
+    samples: list[tuple[float, dict[str, float]]],
+    host: HostSampler | None,
+    runner: ExperimentRunner,
+    instances: int,
+) -> HostUsage | None:
+    """The host's usage between the first and the last sample (from the limit on to the end of measuring)."""
+    if host is None or host.cores is None or len(samples) < 2:
+        return None
+    names = {name for _, values in samples for name in values}
+    series = {
+        name: TimeSeries.of([t for t, v in samples if name in v], [v[name] for _, v in samples if name in v])
+        for name in names
+    }
+    return host_usage(
+        series,
+        instance_cpu=series.get(SERIES_LIMITED_INSTANCE_CPU),
+        host_cores=host.cores,
+        quota_cores=runner.quota_cores(instances),
+        instance_quota_cores=runner.quota_cores(1),
     )
 
 

@@ -19,11 +19,12 @@ from pytest_theodolite.core.contention import (
     SERIES_LIMITED_INSTANCE_CPU,
     SERIES_QUOTA_PERIODS,
     SERIES_THROTTLED_PERIODS,
+    instance_series,
 )
 from pytest_theodolite.infra import procfs
 from pytest_theodolite.infra.spark.cluster import SparkCluster
 
-#: every series a HostSampler writes
+#: every series a HostSampler writes (and one per instance, ``instance_series``)
 HOST_SERIES = (
     SERIES_HOST_BUSY,
     SERIES_LIMITED_INSTANCE_CPU,
@@ -67,9 +68,12 @@ class HostSampler:
         # not every process below this one: a test's own children are others, not the driver
         driver = {os.getpid()} | procfs.descendants(self.driver_jvm_pids, parent_of)
         values[SERIES_DRIVER_CPU] = procfs.cpu_seconds(driver)
-        instance_cpu = self.spark.instance_cpu_seconds()
-        if instance_cpu is not None:
-            values[SERIES_LIMITED_INSTANCE_CPU] = instance_cpu
+        each = self.spark.instance_cpu_seconds_each()
+        if each is not None:
+            values[SERIES_LIMITED_INSTANCE_CPU] = sum(each)
+            # each instance's too: a job whose partitions spread unevenly keeps its busiest instance at the
+            # quota while the others wait, which the sum alone would read as starvation
+            values.update({instance_series(i): seconds for i, seconds in enumerate(each)})
         throttling = self.spark.instance_throttling()
         if throttling is not None:
             values[SERIES_QUOTA_PERIODS], values[SERIES_THROTTLED_PERIODS] = map(float, throttling)

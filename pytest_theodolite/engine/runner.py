@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from generator import LoadGenerator, Workload, WorkloadError
-from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
+from pytest_theodolite.core.contention import (
+    SERIES_LIMITED_INSTANCE_CPU,
+    HostUsage,
+    host_usage,
+    instance_series,
+)
 from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU, cost_estimate
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
 from pytest_theodolite.core.estimators import TimeSeries
@@ -82,7 +87,7 @@ class _Sampled:
     host_series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     host_cores: int | None = None
 
-    def host_usage(self, quota_cores: float | None) -> HostUsage | None:
+    def host_usage(self, quota_cores: float | None, instance_quota_cores: float | None) -> HostUsage | None:
         """Where the host's CPU went over the measurement (core/contention.py); None where not read."""
         if self.host_cores is None:
             return None
@@ -91,7 +96,11 @@ class _Sampled:
         }
         instance_cpu = series.get(SERIES_LIMITED_INSTANCE_CPU)
         return host_usage(
-            series, instance_cpu=instance_cpu, host_cores=self.host_cores, quota_cores=quota_cores
+            series,
+            instance_cpu=instance_cpu,
+            host_cores=self.host_cores,
+            quota_cores=quota_cores,
+            instance_quota_cores=instance_quota_cores,
         )
 
     def cost_counters(self) -> dict[str, int]:
@@ -327,7 +336,8 @@ class ExperimentRunner:
         }
         # a stateless job has no state, a broker in a container no local process: such files are created at
         # their first value only
-        for name in (SERIES_STATE_ROWS, *HOST_SERIES):
+        each_instance = [instance_series(i) for i in range(len(self.spark.instance_groups))]
+        for name in (SERIES_STATE_ROWS, *HOST_SERIES, *each_instance):
             series_writers[name] = self.writer.open_series(load, resources, name, repetition, lazy=True)
         plan = self.settings.measurement_plan
         protocol = MeasurementProtocol(
@@ -391,7 +401,7 @@ class ExperimentRunner:
             rates = job.generator.achieved_rates()
             generator_series = TimeSeries.of([s.epoch_s for s in rates], [s.records_per_s for s in rates])
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
-        usage = sampled.host_usage(self._quota_cores(resources))
+        usage = sampled.host_usage(self.quota_cores(resources), self.quota_cores(1))
         verdicts = self._verdicts(
             abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows, usage
         )
@@ -400,7 +410,7 @@ class ExperimentRunner:
             summary["host"] = usage.to_dict()
         return RepetitionRecord(repetition, verdicts, counters, summary, sampled.cost())
 
-    def _quota_cores(self, resources: int) -> float | None:
+    def quota_cores(self, resources: int) -> float | None:
         """The instances' CPU quota while measured, in cores; None where they are not limited."""
         if self.settings.instance_cpu is None or not self.spark.can_limit_cpu:
             return None

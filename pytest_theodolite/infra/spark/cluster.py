@@ -265,6 +265,11 @@ class SparkCluster:
         used = [group.cpu_seconds() for group in self.instance_groups]
         return None if any(u is None for u in used) else sum(u for u in used if u is not None)
 
+    def instance_cpu_seconds_each(self) -> list[float] | None:
+        """CPU seconds each instance's group used so far, in the groups' order; None where one is unreadable."""
+        used = [group.cpu_seconds() for group in self.instance_groups]
+        return None if not used or any(u is None for u in used) else [u for u in used if u is not None]
+
     def instance_throttling(self) -> tuple[int, int] | None:
         """(CPU-quota periods, periods throttled) summed over the instances' groups; None where unreadable."""
         counts = [group.throttling() for group in self.instance_groups]
