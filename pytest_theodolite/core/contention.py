@@ -63,8 +63,8 @@ ROLE_SERIES: Mapping[str, str] = {
 
 #: below this share of their quota, instances that fell behind did not get what they were given ...
 STARVED_SHARE = 0.85
-#: ... where the host's cores were at least this busy (a job that falls behind at a quarter core per instance
-#: uses 95-100 % of its quota on an otherwise quiet host: docs/lab-notes/contention.md)
+#: ... where the host's cores were at least this busy (the busiest instance of a job that falls behind on a quiet
+#: host used 92-98 % of its quota; starved by other processes, 61-77 %: docs/lab-notes/contention.md)
 HOST_BUSY_SHARE = 0.95
 
 
