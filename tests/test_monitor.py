@@ -6,6 +6,7 @@ import pytest
 
 from pytest_theodolite.engine.monitor import (
     ProgressError,
+    input_rows,
     late_rows_per_batch,
     observed_totals,
     processed_offsets,
@@ -47,6 +48,31 @@ def test_processed_offsets_counts_only_the_input_topic():
         )
     with pytest.raises(ProgressError, match="not partition -> offset"):
         processed_offsets({"sources": [{"endOffset": '{"in": {"0": "ten"}}'}]}, "in")
+
+
+def test_input_rows_count_only_the_sources_of_the_input_topic():
+    """UC4's feedback source adds rows to the query's numInputRows; a capacity counts the load's records, and
+    the micro-batch cap is the input source's (a capacity measurement once refused UC4 as ignoring its cap:
+    35 853 rows in a batch capped at 35 152, 701 of them feedback)."""
+    from pytest_theodolite.engine.capacity_probe import batches_of
+
+    batch = {
+        "batchId": 5,
+        "timestamp": "2026-11-26T06:10:00.000Z",
+        "durationMs": {"triggerExecution": 4000},
+        "numInputRows": 35_853,
+        "sources": [
+            {"endOffset": json.dumps({"in": {"0": 9000}}), "numInputRows": 35_152},
+            {"endOffset": {"feedback": {"0": 40}}, "numInputRows": 701},
+        ],
+    }
+    assert input_rows(batch, "in") == 35_152
+    assert input_rows(batch, "feedback") == 701
+    # no source names its offsets (a progress of another shape): the query's own count
+    assert input_rows({"numInputRows": 12}, "in") == 12
+    assert input_rows({}, "in") is None
+    [read] = batches_of([batch], "in").values()
+    assert read.input_rows == 35_152 and read.duration_s == 4.0
 
 
 def test_total_lag_counts_unprocessed_partitions_fully_and_never_negative():

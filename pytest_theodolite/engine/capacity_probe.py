@@ -26,7 +26,12 @@ from pytest_theodolite.core.capacity import (
     estimate_capacity,
     two_phase_capacity,
 )
-from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
+from pytest_theodolite.core.contention import (
+    SERIES_LIMITED_INSTANCE_CPU,
+    HostUsage,
+    check_instance_quota,
+    host_usage,
+)
 from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.engine import monitor
@@ -104,13 +109,14 @@ class CapacityMeasurement:
         }
 
 
-def batches_of(progresses: list[dict[str, Any]]) -> dict[int, MicroBatch]:
-    """The finished micro-batches in query progresses, by id."""
+def batches_of(progresses: list[dict[str, Any]], topic: str) -> dict[int, MicroBatch]:
+    """The finished micro-batches in query progresses, by id, with the rows each read from `topic` (the
+    input topic: the cap is its source's, and the load is counted in its records)."""
     batches = {}
     for progress in progresses:
         batch, start = progress.get("batchId"), monitor.batch_start_s(progress)
         duration = (progress.get("durationMs") or {}).get("triggerExecution")
-        rows = progress.get("numInputRows")
+        rows = monitor.input_rows(progress, topic)
         if batch is None or start is None or duration is None or rows is None:
             continue
         batches[int(batch)] = MicroBatch(int(batch), start, float(duration) / 1000.0, int(rows))
@@ -176,7 +182,7 @@ def measure_capacity(
                         break
                     time.sleep(interval_s)
                     _check_running(job, executors)
-                    batches.update(batches_of(monitor.all_progress(job.query)))
+                    batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
                 runner.spark.limit_instances(runner.settings.instance_cpu)
                 timings["prime_s"] = time.monotonic() - t_start - timings["setup_s"]
             limited_from = time.time()
@@ -241,6 +247,13 @@ def measure_capacity(
     phases = {"large": large_estimate}
     if small_records is not None:
         phases["small"] = small_estimate
+    host_use = _host_usage(host_samples, host, runner, instances)
+    if status in (CERTAIN, UNCERTAIN) and estimate is not None and host_use is not None:
+        # offered more than they take, the instances should run at their quota: a saturated capacity read while
+        # the host starved them is the host's (its batches stay in the results; the search runs the lag trend)
+        quota = check_instance_quota(host_use, Outcome.FAIL if estimate.saturated else Outcome.PASS)
+        if quota is not None and quota.outcome is Outcome.INVALID:
+            status, reason = Outcome.INVALID.value, quota.detail
     return CapacityMeasurement(
         instances,
         load,
@@ -256,7 +269,7 @@ def measure_capacity(
         small_from,
         rule,
         attempt,
-        _host_usage(host_samples, host, runner, instances),
+        host_use,
     )
 
 
@@ -325,7 +338,7 @@ def _measure_phase(
     while True:
         time.sleep(interval_s)
         _check_running(job, executors)
-        batches.update(batches_of(monitor.all_progress(job.query)))
+        batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
         check_capped(batches.values(), largest_cap or batch_records, from_s)
         estimate = estimate_capacity(
             batches.values(),

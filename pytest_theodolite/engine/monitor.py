@@ -152,6 +152,26 @@ class LagSample:
     state_rows: int | None = None  # rows in the state stores after the last finished batch (stateful jobs)
 
 
+def input_rows(progress: Mapping[str, Any], topic: str) -> int | None:
+    """Rows the progress's micro-batch read from ``topic``: the sum over the sources that read it (UC4 reads its
+    feedback topic through a source of its own, whose rows are not the load); the query's ``numInputRows``
+    where no source names its offsets."""
+    found = None
+    for source in progress.get("sources") or []:
+        offsets = source.get("endOffset") or source.get("startOffset")
+        if isinstance(offsets, str):
+            try:
+                offsets = json.loads(offsets)
+            except ValueError:
+                continue
+        if isinstance(offsets, Mapping) and topic in offsets and source.get("numInputRows") is not None:
+            found = (found or 0) + int(source["numInputRows"])
+    if found is None:
+        total = progress.get("numInputRows")
+        return None if total is None else int(total)
+    return found
+
+
 def batch_start_s(progress: Mapping[str, Any]) -> float | None:
     """Epoch seconds at which the progress's micro-batch started (its ISO-8601 ``timestamp``)."""
     stamp = progress.get("timestamp")
