@@ -38,7 +38,7 @@ from pytest_theodolite.core.slo import SloVerdict
 #: the name of the check among a repetition's verdicts
 INSTANCE_QUOTA = "instance-quota"
 
-#: cumulative series over the measurement window (seconds of CPU, or counts of quota periods)
+#: cumulative series from the instances' CPU limit on (seconds of CPU, or counts of quota periods)
 SERIES_HOST_BUSY = "host-busy-cpu"
 #: the instances' CPU seconds from the limit on (cost.py's instance-cpu is written while measuring only)
 SERIES_LIMITED_INSTANCE_CPU = "limited-instance-cpu"
@@ -61,9 +61,9 @@ ROLE_SERIES: Mapping[str, str] = {
     "driver": SERIES_DRIVER_CPU,
 }
 
-#: below this share of their quota, instances that fell behind did not get what they were given ...
+#: below this share of its quota, the busiest instance of a job that fell behind did not get what it was given
 STARVED_SHARE = 0.85
-#: ... where the host's cores were at least this busy (the busiest instance of a job that falls behind on a quiet
+#: where the host's cores were at least this busy (the busiest instance of a job that falls behind on a quiet
 #: host used 92-98 % of its quota; starved by other processes, 61-77 %: docs/lab-notes/contention.md)
 HOST_BUSY_SHARE = 0.95
 
