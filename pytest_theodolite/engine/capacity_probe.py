@@ -26,12 +26,7 @@ from pytest_theodolite.core.capacity import (
     estimate_capacity,
     two_phase_capacity,
 )
-from pytest_theodolite.core.contention import (
-    SERIES_LIMITED_INSTANCE_CPU,
-    HostUsage,
-    check_instance_quota,
-    host_usage,
-)
+from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
 from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.engine import monitor
@@ -72,8 +67,9 @@ class CapacityMeasurement:
     rule: CapacityRule = field(default_factory=CapacityRule)
     #: > 0: repeated at a higher rate, the instances having taken all they were offered (its series' index)
     attempt: int = 0
-    #: where the host's CPU went from the CPU limit on (reported: a capacity read while the host starved the
-    #: instances is the host's); None where not read
+    #: where the host's CPU went from the CPU limit on; reported, not judged: between micro-batches the
+    #: instances wait for the driver, and on a quiet host their busiest ran at 81-91 % of its quota
+    #: (docs/lab-notes/contention.md), too near what starvation leaves them; None where not read
     host: HostUsage | None = None
 
     def progress_text(self) -> str:
@@ -247,13 +243,6 @@ def measure_capacity(
     phases = {"large": large_estimate}
     if small_records is not None:
         phases["small"] = small_estimate
-    host_use = _host_usage(host_samples, host, runner, instances)
-    if status in (CERTAIN, UNCERTAIN) and estimate is not None and host_use is not None:
-        # offered more than they take, the instances should run at their quota: a saturated capacity read while
-        # the host starved them is the host's (its batches stay in the results; the search runs the lag trend)
-        quota = check_instance_quota(host_use, Outcome.FAIL if estimate.saturated else Outcome.PASS)
-        if quota is not None and quota.outcome is Outcome.INVALID:
-            status, reason = Outcome.INVALID.value, quota.detail
     return CapacityMeasurement(
         instances,
         load,
@@ -269,7 +258,7 @@ def measure_capacity(
         small_from,
         rule,
         attempt,
-        host_use,
+        _host_usage(host_samples, host, runner, instances),
     )
 
 
