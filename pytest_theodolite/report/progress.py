@@ -42,7 +42,7 @@ def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
             f"teardown {last.teardown_s:.0f} s]"
         )
     host = protocol.get("host")
-    if host:  # where the host's CPU went while measuring: a FAIL the host caused is not the job's
+    if host:  # where the host's CPU went from the CPU limit on: a FAIL the host caused is not the job's
         phases += f" [{HostUsage.from_dict(host).describe()}]"
     return (
         f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}{trend})"

@@ -123,13 +123,6 @@ class CpuLimitedGroup:
         except (OSError, KeyError, ValueError):
             return None
 
-    def pids(self) -> list[int]:
-        """The processes now in the group."""
-        try:
-            return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            return []
-
     def join_current_process(self) -> None:
         """Move the calling process into the group (used between fork and exec)."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))

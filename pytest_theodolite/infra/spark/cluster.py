@@ -260,10 +260,8 @@ class SparkCluster:
     def instance_cpu_seconds(self) -> float | None:
         """CPU seconds the instances (their cgroups) used so far; None where the cluster has no groups to read
         (a remote master) or one cannot be read."""
-        if not self.instance_groups:
-            return None
-        used = [group.cpu_seconds() for group in self.instance_groups]
-        return None if any(u is None for u in used) else sum(u for u in used if u is not None)
+        each = self.instance_cpu_seconds_each()
+        return None if each is None else sum(each)
 
     def instance_cpu_seconds_each(self) -> list[float] | None:
         """CPU seconds each instance's group used so far, in the groups' order; None where one is unreadable."""
@@ -276,10 +274,6 @@ class SparkCluster:
         if not counts or any(c is None for c in counts):
             return None
         return sum(c[0] for c in counts if c), sum(c[1] for c in counts if c)
-
-    def instance_pids(self) -> set[int]:
-        """The processes of the instances (their workers and executors), where the cluster has groups."""
-        return {pid for group in self.instance_groups for pid in group.pids()}
 
     def limit_instances(self, instance_cpu: float | str | None = "default") -> None:
         """Apply the instances' CPU limit inside a running session (one started with ``instance_cpu=None``,
