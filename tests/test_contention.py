@@ -115,6 +115,17 @@ def test_a_fail_with_idle_host_cpu_or_the_full_quota_is_the_job_s_own():
     )
 
 
+def three_quarter_core_instances(series: dict[str, TimeSeries]):
+    """Three instances of a quarter core each on the 2-core host."""
+    return host_usage(
+        series,
+        instance_cpu=series[SERIES_LIMITED_INSTANCE_CPU],
+        host_cores=2,
+        quota_cores=0.75,
+        instance_quota_cores=0.25,
+    )
+
+
 def test_a_fail_whose_busiest_instance_was_held_at_its_quota_is_the_job_s_own():
     """Four partitions over three instances: one reads two and is held at its quota while the others wait --
     together they used 74 % of their quota (UC1 at 20 000 on three, a quiet host), yet the job was limited by
@@ -123,13 +134,7 @@ def test_a_fail_whose_busiest_instance_was_held_at_its_quota_is_the_job_s_own():
     series = window_series(busy=2.0, instances=0.555, t=t)
     for index, cores in enumerate((0.245, 0.155, 0.155)):
         series[instance_series(index)] = cumulative(cores, t, start=1.0)
-    usage = host_usage(
-        series,
-        instance_cpu=series[SERIES_LIMITED_INSTANCE_CPU],
-        host_cores=2,
-        quota_cores=0.75,
-        instance_quota_cores=0.25,
-    )
+    usage = three_quarter_core_instances(series)
     assert usage is not None and usage.quota_share == pytest.approx(0.74)
     assert usage.busiest_instance_cores == pytest.approx(0.245) and usage.busiest_share == pytest.approx(0.98)
     assert "the busiest 98% of its 0.25" in usage.describe()
@@ -138,13 +143,7 @@ def test_a_fail_whose_busiest_instance_was_held_at_its_quota_is_the_job_s_own():
     # the same instances each starved below their quota: the host's doing
     for index in range(3):
         series[instance_series(index)] = cumulative(0.185, t, start=1.0)
-    starved = host_usage(
-        series,
-        instance_cpu=series[SERIES_LIMITED_INSTANCE_CPU],
-        host_cores=2,
-        quota_cores=0.75,
-        instance_quota_cores=0.25,
-    )
+    starved = three_quarter_core_instances(series)
     assert starved is not None
     verdict = check_instance_quota(starved, Outcome.FAIL)
     assert verdict is not None and verdict.outcome is Outcome.INVALID and verdict.value == pytest.approx(0.74)
