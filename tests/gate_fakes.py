@@ -122,7 +122,8 @@ def scripted_record(
         else 1e6 / capacity_per_instance
     )
     counters = {"instance_cpu_ms": round(us), "records_measured": 1000, "cost_window_ms": 20_000}
-    half = float(os.environ.get("SCRIPTED_CPU_HALF_WIDTH", "0"))
+    # a real window's interval, +-2 % by default ("0": none, as a window too short for one gives)
+    half = float(os.environ.get("SCRIPTED_CPU_HALF_WIDTH", us * 0.02))
     cost = {"cpu_us_per_record": us, "low": us - half, "high": us + half, "blocks": 5} if half else {}
     return SubExperimentRecord.from_repetitions(
         load, resources, float(load), [RepetitionRecord(0, verdicts, counters, protocol, cost)]

@@ -143,8 +143,8 @@ def test_that_slowdown_fails_against_ref_by_default(project, monkeypatch):
     result.stdout.fnmatch_lines(
         [
             "*scripted load 2000: measured 2 instances, REF main (*) 2 instances: cost regression: CPU per "
-            "record +20% (tolerance 10%)",
-            "CPU per record at 2 instances: REF main (*) 833.0 us, measured 1000.0 us (+20%)*",
+            "record +20% (tolerance 10%, p *)",
+            "CPU per record at 2 instances: REF main (*) 833.3 us [[]*[]], measured 1000.0 us [[]*[]] (+20%)*",
             "*2000 | * |      2 | COST REGRESSION | 833.0 -> 1000.0 us (+20%)",
         ]
     )

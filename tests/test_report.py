@@ -443,6 +443,37 @@ def test_a_cost_check_that_could_not_fail_is_reported_as_not_made():
     assert "theodolite.cost_not_judged.5000" not in properties
 
 
+def test_a_cost_check_without_an_interval_is_reported_as_not_made():
+    from pytest_theodolite.core.cost import NOT_COMPARED, CostEstimate, PointCost
+
+    short = compare_sides(
+        "uc1-pr",
+        300,
+        1,
+        1,
+        ref_cost=PointCost(1, CostEstimate(1335.8)),
+        change_cost=PointCost(1, CostEstimate(1525.0)),
+        cost_tolerance=0.1,
+    )
+    assert short.cost is not None and short.cost.status == NOT_COMPARED and short.verdict.label == "PASS"
+    report = BenchmarkReport(
+        "uc1-pr",
+        Comparison(benchmark="uc1-pr", points=(short,), cost_tolerance=0.1),
+        DemandResult(demand={300: 1}, loads=(300,), resources=(1, 2)),
+        None,
+        reference="REF main (abc1234)",
+        costs={300: CostFigure(1335.8, 1525.0, 0.142)},
+    )
+    lines = [line.strip() for line in terminal_summary([report])]
+    assert "cost not judged at load 300: the reference's and this run's figure has no interval" in "\n".join(
+        lines
+    )
+    assert not any("quota" in line for line in lines)  # not the saturated instances' sentence
+    properties = dict(junit_properties("uc1-pr", report.comparison))
+    assert "duration=12" in properties["theodolite.cost_not_judged.300"]
+    assert properties["theodolite.verdict.300"] == "pass"
+
+
 def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_tolerance() -> None:
     from pytest_theodolite.core.cost import BlindSpot, CostEstimate, PointCost
     from pytest_theodolite.report.junit import cost_junit_properties

@@ -46,6 +46,9 @@ SERIES_INPUT_RECORDS = "input-records"
 #: each, so that a block does not end mid-batch by chance), at most this many
 BLOCK_S = 4.0
 MAX_BLOCKS = 6
+#: fewer blocks give no interval, and a figure without one is reported, not judged (a CI run judged unchanged
+#: code +14 % dearer from two 8 s windows without one: per-batch work over few records)
+MIN_BLOCKS = 3
 CONFIDENCE = 0.95
 #: how far two calibrations' CPU per reference row may differ by the calibration's own noise: over 5 runs on
 #: one host it varied by a coefficient of variation of 10 % (max/min 1.27, calibration_spread.py), so two
@@ -109,6 +112,11 @@ class CostEstimate:
     high: float | None = None
     blocks: int = 0
 
+    @property
+    def has_interval(self) -> bool:
+        """Whether the figure's noise is known (an interval over at least two blocks or repetitions)."""
+        return self.low is not None and self.high is not None and self.blocks >= 2
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "cpu_us_per_record": _rounded(self.cpu_us_per_record),
@@ -149,7 +157,7 @@ def cost_estimate(
     figure = (cpu[-1] - cpu[0]) / (offered[-1] - offered[0]) * 1e6
     span = t[-1] - t[0]
     count = min(max_blocks, int(span // block_s))
-    if count < 3:
+    if count < MIN_BLOCKS:
         return CostEstimate(figure)
     edges = np.searchsorted(t, t[0] + span * np.arange(count + 1) / count)
     edges[-1] = len(t) - 1
@@ -158,7 +166,7 @@ def cost_estimate(
         for a, b in itertools.pairwise(edges)
         if b > a and offered[b] > offered[a]
     ]
-    if len(ratios) < 3:
+    if len(ratios) < MIN_BLOCKS:
         return CostEstimate(figure)
     half = (
         float(stats.t.ppf(0.5 + confidence / 2, len(ratios) - 1))
@@ -264,6 +272,11 @@ class CostCheck:
     ceiling: float | None = None
 
     @property
+    def not_judged(self) -> bool:
+        """A change was measured but a check with a tolerance could not be made (`reason` says why)."""
+        return self.status == NOT_COMPARED and self.relative is not None
+
+    @property
     def text(self) -> str:
         """'+9% (tolerance 5%, p 0.01)', '+9%', or why it was not compared."""
         if self.relative is None:
@@ -271,6 +284,8 @@ class CostCheck:
         text = f"{self.relative:+.0%}"
         if self.ceiling is not None:
             return text + f" (not judged: the reference spent {1 / (1 + self.ceiling):.0%} of its CPU quota)"
+        if self.not_judged:
+            return text + " (not judged: no interval)"
         details = [f"tolerance {self.tolerance:.0%}"] if self.tolerance is not None else []
         if self.tolerance is not None and self.p_value is not None:
             details.append(f"p {self.p_value:.2g}")
@@ -283,7 +298,8 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
     """A regression when the figure rose by more than `tolerance` and significantly (a one-sided Welch test,
     p < SIGNIFICANCE); only at the same instance count (otherwise the demand verdict says it all). Without a
     tolerance the change is reported, never judged; nor where the reference's CPU headroom is below the
-    tolerance (``rise_ceiling``): a check that could not fail is reported as not made.
+    tolerance (``rise_ceiling``): a check that could not fail is reported as not made; nor where either figure
+    has no interval (a window of fewer than MIN_BLOCKS blocks): a rise its noise could make is not a finding.
 
     Hosts whose calibrations differ by more than CALIBRATION_NOISE are compared with each figure divided by
     its calibration. Within it the calibrations cannot tell a slower host from their own noise, so the figures
@@ -316,11 +332,25 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
             ceiling=ceiling,
         )
 
+    without_interval = [side for side, e in (("the reference's", b), ("this run's", m)) if not e.has_interval]
+    if tolerance is not None and without_interval:
+        return CostCheck(
+            NOT_COMPARED,
+            m.cpu_us_per_record / b.cpu_us_per_record - 1,
+            False,
+            tolerance,
+            reason=(
+                f"not judged: {' and '.join(without_interval)} figure has no interval to tell a change from "
+                f"noise (a window shorter than {MIN_BLOCKS} blocks of {BLOCK_S:.0f} s; measure at least "
+                f"{MIN_BLOCKS * BLOCK_S:.0f} s: duration={MIN_BLOCKS * BLOCK_S:.0f})"
+            ),
+        )
+
     def reading(scale_b: float, scale_m: float) -> tuple[float, float | None, bool]:
         """(relative change, p-value, beyond the tolerance and significant) with the figures so scaled."""
         relative = (m.cpu_us_per_record * scale_m) / (b.cpu_us_per_record * scale_b) - 1
         p_value = rise_p_value(b, m, scale_b, scale_m, RUN_TO_RUN_CV)
-        significant = p_value is None or p_value < SIGNIFICANCE
+        significant = p_value is not None and p_value < SIGNIFICANCE
         return relative, p_value, tolerance is not None and relative > tolerance and significant
 
     reference_b, reference_m = baseline.reference_us_per_row, measured.reference_us_per_row
@@ -355,7 +385,7 @@ def rise_p_value(
     (a Student-t over its blocks), Welch-Satterthwaite degrees of freedom. `run_to_run_cv` adds to each
     figure's variance (cv x figure)^2, a variance taken as known (no degrees of freedom of its own). None where
     either has no interval."""
-    if None in (b.low, b.high, m.low, m.high) or b.blocks < 2 or m.blocks < 2:
+    if not (b.has_interval and m.has_interval):
         return None
     se_b = (b.high - b.cpu_us_per_record) * scale_b / float(stats.t.ppf(0.5 + CONFIDENCE / 2, b.blocks - 1))  # type: ignore[operator]
     se_m = (m.high - m.cpu_us_per_record) * scale_m / float(stats.t.ppf(0.5 + CONFIDENCE / 2, m.blocks - 1))  # type: ignore[operator]

@@ -86,7 +86,7 @@ def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -
             properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
         if point.cost is not None and point.cost.divided is not None:
             properties.append((f"theodolite.cpu_change_divided.{point.load}", f"{point.cost.divided:+.3f}"))
-        if point.cost is not None and point.cost.ceiling is not None:  # the check could not fail: not made
+        if point.cost is not None and point.cost.not_judged:  # could not fail, or could not tell: not made
             properties.append((f"theodolite.cost_not_judged.{point.load}", point.cost.reason))
     properties.append(("theodolite.tolerance", str(tolerance)))
     if isinstance(comparison, Comparison) and comparison.testbed_differs:

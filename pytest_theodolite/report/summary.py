@@ -9,7 +9,7 @@ NOT COMPARABLE or NEW LOAD (`Verdict.label`); a sub-experiment's mark is `ok`, `
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,6 +156,17 @@ def _loads_text(points: Sequence[PointComparison]) -> str:
     return ", ".join(str(p.load) for p in points)
 
 
+def _grouped(
+    points: Iterable[PointComparison], reason: Callable[[PointComparison], str]
+) -> dict[str, list[PointComparison]]:
+    """The points by their reason, in order: one sentence per reason (a testbed's speed makes every load not
+    comparable alike, uncertain verdicts each load for its own)."""
+    grouped: dict[str, list[PointComparison]] = {}
+    for point in points:
+        grouped.setdefault(reason(point), []).append(point)
+    return grouped
+
+
 def _improvement_sentence(points: Sequence[PointComparison], reference: str = "baseline") -> str:
     changes = ", ".join(
         f"load {p.load} needs {p.measured_text} ({reference} {p.baseline_text})" for p in points
@@ -177,12 +188,7 @@ def _commentary(report: BenchmarkReport) -> list[str]:
         sentences.append(
             f"unmeasured: load {_loads_text(comparison.unmeasured)} (an invalid or errored sub-experiment)"
         )
-    # one sentence per reason: a testbed's speed makes every load not comparable alike, uncertain verdicts
-    # each load for its own
-    by_reason: dict[str, list[PointComparison]] = {}
-    for point in comparison.not_comparable:
-        by_reason.setdefault(point.reason, []).append(point)
-    for reason, points in by_reason.items():
+    for reason, points in _grouped(comparison.not_comparable, lambda p: p.reason).items():
         sentences.append(f"not comparable: load {_loads_text(points)}: {reason}")
     blind = [p for p in comparison.points if p.cost is not None and p.cost.ceiling is not None]
     if blind:
@@ -192,6 +198,11 @@ def _commentary(report: BenchmarkReport) -> list[str]:
             "(a dearer record makes the micro-batches bigger instead); strategy=capacity measures what a record "
             "costs at capacity"
         )
+    unsure = {
+        p: p.cost.reason for p in comparison.points if p.cost and p.cost.not_judged and p.cost.ceiling is None
+    }
+    for reason, points in _grouped(unsure, lambda p: unsure[p].removeprefix("not judged: ")).items():
+        sentences.append(f"cost not judged at load {_loads_text(points)}: {reason}")
     if comparison.improvements:
         sentences.append(_improvement_sentence(comparison.improvements, report.reference))
     if report.baseline_comparison is not None:
