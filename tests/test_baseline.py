@@ -736,6 +736,58 @@ def test_not_comparable_replaces_pass_regression_and_improvement_but_not_unmeasu
     assert [p.load for p in comparison.not_comparable] == [1000, 2000] and not comparison.regressions
 
 
+def test_on_a_testbed_of_known_speed_order_a_verdict_its_direction_decides_stands() -> None:
+    baseline = make_baseline({1000: 2, 2000: 2})
+    slower, faster = 0.57, 1.6
+
+    def verdict(measured, speed):
+        return compare_point(1000, measured, baseline, not_comparable="host differs", host_speed=speed)
+
+    # slower: no more than the baseline's demand passes (fewer: an improvement), more may be the host's
+    assert verdict(2, slower).verdict is Verdict.PASS and verdict(2, slower).reason.startswith(
+        "judged one-sided"
+    )
+    assert "0.57x" in verdict(2, slower).reason
+    assert verdict(1, slower).verdict is Verdict.IMPROVEMENT
+    assert (
+        verdict(3, slower).verdict is Verdict.NOT_COMPARABLE and verdict(3, slower).reason == "host differs"
+    )
+    assert verdict(None, slower).verdict is Verdict.NOT_COMPARABLE
+    # faster: more than the baseline's demand is a regression, no more may be the host's
+    assert verdict(3, faster).verdict is Verdict.REGRESSION and "faster (1.60x" in verdict(3, faster).reason
+    assert verdict(None, faster).verdict is Verdict.REGRESSION
+    assert (
+        verdict(2, faster).verdict is Verdict.NOT_COMPARABLE
+        and verdict(1, faster).verdict is Verdict.NOT_COMPARABLE
+    )
+    # unordered testbeds (other CPU limits) stay not comparable; an uncertain regression is never one
+    assert verdict(2, None).verdict is Verdict.NOT_COMPARABLE
+    uncertain = compare_point(
+        1000, 3, baseline, not_comparable="host differs", host_speed=faster, uncertain="FAIL not certain"
+    )
+    assert uncertain.verdict is Verdict.NOT_COMPARABLE and uncertain.reason == "FAIL not certain"
+    # a comparable testbed is judged as ever, whatever the speed ratio says
+    assert compare_point(1000, 3, baseline, host_speed=0.9).verdict is Verdict.REGRESSION
+    assert compare_point(1000, 2, baseline, host_speed=0.9).reason == ""
+
+
+def test_a_cost_regression_on_a_slower_testbed_is_not_comparable() -> None:
+    def figure(us: float) -> PointCost:
+        return PointCost(2, CostEstimate(us, us * 0.98, us * 1.02, 5))
+
+    baseline = Baseline("uc1", {1000: 2}, {}, TESTBED, cost={1000: figure(40.0)})
+    point = compare_point(
+        1000,
+        2,
+        baseline,
+        not_comparable="host differs",
+        host_speed=0.57,
+        measured_cost=figure(60.0),
+        cost_tolerance=0.1,
+    )
+    assert point.verdict is Verdict.NOT_COMPARABLE and point.reason == "host differs"
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The CPU per record beside the demand
 # ------------------------------------------------------------------------------------------------------------

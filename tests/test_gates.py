@@ -462,6 +462,39 @@ def test_a_baseline_from_a_testbed_of_another_speed_is_not_comparable_never_a_re
     assert "REGRESSION" not in result.stdout.str()
 
 
+def test_on_a_slower_testbed_a_demand_no_higher_than_the_baseline_passes_one_sided(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", "228000")  # the fresh machine: 0.57x
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 4}, calibration=400000))
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "900")  # 2 / 3 / 4 instances: 1000 and 2000 above the baseline
+    result = project.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=2)
+    assert result.ret == 7  # two loads without a verdict
+    result.stdout.fnmatch_lines(
+        [
+            "scripted: NOT COMPARABLE (2 loads not comparable)",
+            "*not comparable: load 1000, 2000: this testbed runs the reference job at 0.57x*a demand above the "
+            "baseline's may be this host's*",
+            "*load 3000: judged one-sided: this testbed is slower (0.57x the baseline's), and a slower host can "
+            "only raise the demand",
+        ]
+    )
+
+
+def test_on_a_faster_testbed_a_demand_above_the_baseline_is_a_regression(gate_project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", "800000")
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000))
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")  # 1 / 2 / 3: as the baseline, which may be this host's
+    project.runpytest().assert_outcomes(skipped=3)
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 2 / 3 / none
+    result = project.runpytest("--junitxml=junit.xml")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["*load 1000, 2000, 3000: judged one-sided: this testbed is faster (2.00x*"])
+    xml = ElementTree.parse(project.path / "junit.xml")
+    properties = {p.get("name"): p.get("value") for p in xml.iter("property")}
+    assert properties["theodolite.verdict.1000"] == "regression"
+    assert "faster (2.00x" in properties["theodolite.one_sided.1000"]
+
+
 def test_a_regression_whose_fail_was_not_certain_is_not_comparable_never_a_regression(
     gate_project, monkeypatch
 ):

@@ -69,6 +69,18 @@ def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 4) -> Ca
     return Calibration(best, (best - min(runs)) / best, cpu, min(cpu_per_row) if cpu_per_row else None)
 
 
+def speed_ratio(
+    baseline_rows_per_s: float | None,
+    measured: Calibration | None,
+    baseline_cpu: float | None = REFERENCE_CPU,
+) -> float | None:
+    """This testbed's calibration over the baseline's (0.57: it runs the reference job at 0.57x), or None where
+    the two cannot be ordered (one is missing, or they ran on different CPU limits)."""
+    if baseline_rows_per_s is None or measured is None or baseline_cpu != measured.instance_cpu:
+        return None
+    return measured.rows_per_s / baseline_rows_per_s
+
+
 def calibration_mismatch(
     baseline_rows_per_s: float | None,
     measured: Calibration | None,
@@ -86,9 +98,15 @@ def calibration_mismatch(
     ratio = measured.rows_per_s / baseline_rows_per_s
     if abs(ratio - 1) <= margin:
         return None
+    # the direction, unlike the size, is beyond the calibration's noise: comparison.one_sided_verdict
+    what = (
+        "a demand above the baseline's may be this host's, not the job's"
+        if ratio < 1
+        else "a demand at or below the baseline's may be this host's, not the job's"
+    )
     return (
         f"this testbed runs the reference job at {ratio:.2f}x the baseline's speed "
         f"({measured.rows_per_s:,.0f} vs {baseline_rows_per_s:,.0f} rows/s), beyond the {margin:.0%} margin: "
-        "demand measured here says nothing about a regression; record a baseline on this testbed "
-        "(--theodolite-update-baselines) or run where the baseline was recorded"
+        f"{what}; record a baseline on this testbed (--theodolite-update-baselines) or run where the baseline "
+        "was recorded"
     )

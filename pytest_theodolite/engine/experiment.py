@@ -129,7 +129,9 @@ class BenchmarkExperiment:
         spot = self.blind_spots({load: cost})[load]
         capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
         judged = same_cost_figure(baseline, self.settings.strategy)
-        return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities)
+        return GatePoint(
+            spec, point, judged, not_comparable, cost, spot, capacities, session.host_speed(baseline)
+        )
 
     def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None]:
         """Every measured load's CPU per record, as a baseline records it."""
@@ -163,6 +165,7 @@ class BenchmarkExperiment:
             measured_testbed=measured_testbed,
             benchmark=name,
             not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
+            host_speed=session.host_speed(baseline),
             costs=costs,
             cost_tolerance=cost_tolerance,
             uncertain={

@@ -51,6 +51,8 @@ class GatePoint:
     blind_spot: BlindSpot | None = None
     #: the capacity strategy's capacity per instance count (records/s), shown beside the demand
     capacities: Mapping[int, CapacityEstimate] = field(default_factory=dict)
+    #: this testbed's speed over the baseline's (calibration.speed_ratio), where they are not comparable
+    host_speed: float | None = None
 
     @property
     def reference(self) -> str:
@@ -74,6 +76,7 @@ class GatePoint:
             self.spec.tolerance,
             skipped=self.point.status == STEP_SKIPPED,
             not_comparable=self.not_comparable,
+            host_speed=self.host_speed,
             measured_cost=self.cost,
             cost_tolerance=self.spec.cost_tolerance,
             uncertain=self.point.uncertain_against(self.baseline, self.spec.tolerance),

@@ -15,7 +15,13 @@ from typing import Any
 from pytest_theodolite.core.cost import PointCost, point_cost
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
-from pytest_theodolite.engine.calibration import REFERENCE_CPU, Calibration, calibrate, calibration_mismatch
+from pytest_theodolite.engine.calibration import (
+    REFERENCE_CPU,
+    Calibration,
+    calibrate,
+    calibration_mismatch,
+    speed_ratio,
+)
 from pytest_theodolite.engine.experiment import BenchmarkExperiment, SubExperimentListener
 from pytest_theodolite.engine.gate import GateExperiment
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
@@ -76,6 +82,13 @@ class TheodoliteSession:
             return None
         reference_cpu = REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
         return calibration_mismatch(baseline.testbed.calibration_rows_per_s, self.calibration, reference_cpu)
+
+    def host_speed(self, baseline: Baseline | None) -> float | None:
+        """This testbed's speed over `baseline`'s by the calibrations (None: unknown, or not comparable)."""
+        if baseline is None:
+            return None
+        reference_cpu = REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
+        return speed_ratio(baseline.testbed.calibration_rows_per_s, self.calibration, reference_cpu)
 
     def close(self) -> None:
         """Stop what the experiments keep running (pull-request mode's driver processes)."""

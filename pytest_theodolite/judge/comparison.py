@@ -34,7 +34,8 @@ class PointComparison:
     verdict: Verdict
     tolerance: int = 0
     skipped: bool = False  # "none" without running (lower-bound restriction after an unsolvable load)
-    reason: str = ""  # why the point is NOT_COMPARABLE
+    #: why the point is NOT_COMPARABLE, or why its verdict holds on a testbed that is not (one_sided_verdict)
+    reason: str = ""
     #: the CPU per record against the baseline's (None: no figure on either side was looked at)
     cost: CostCheck | None = None
 
@@ -105,6 +106,27 @@ def _verdict(measured: MeasuredDemand, baseline: int | None, in_baseline: bool, 
     return Verdict.IMPROVEMENT if measured < baseline else Verdict.PASS
 
 
+def one_sided_verdict(verdict: Verdict, host_speed: float | None) -> str | None:
+    """Why `verdict` holds on a testbed whose speed, as a share of the baseline's, is `host_speed` -- however
+    far off the calibration reads its size -- or None where it does not. A job needs at least as many
+    instances on a slower host as on a faster one: on a slower testbed, needing no more than the baseline is a
+    pass (fewer: an improvement); on a faster one, needing more is a regression. The other verdicts could be
+    the host's doing."""
+    if host_speed is None or host_speed == 1:
+        return None
+    if host_speed < 1 and verdict in (Verdict.PASS, Verdict.IMPROVEMENT):
+        return (
+            f"judged one-sided: this testbed is slower ({host_speed:.2f}x the baseline's), and a slower host "
+            "can only raise the demand"
+        )
+    if host_speed > 1 and verdict is Verdict.REGRESSION:
+        return (
+            f"judged one-sided: this testbed is faster ({host_speed:.2f}x the baseline's), and a faster host "
+            "can only lower the demand"
+        )
+    return None
+
+
 def compare_point(
     load: int,
     measured: MeasuredDemand,
@@ -113,6 +135,7 @@ def compare_point(
     *,
     skipped: bool = False,
     not_comparable: str | None = None,
+    host_speed: float | None = None,
     measured_cost: PointCost | None = None,
     cost_tolerance: float | None = None,
     uncertain: str | None = None,
@@ -120,8 +143,10 @@ def compare_point(
     """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED.
 
     `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
-    NOT_COMPARABLE that has a baseline value. Where the demand passed, `measured_cost` is checked against the
-    baseline's figure (cost.check_cost): beyond `cost_tolerance` the point is a COST_REGRESSION. `uncertain`
+    NOT_COMPARABLE that has a baseline value -- except a demand verdict the testbeds' speed order alone
+    decides (`host_speed`, this testbed's over the baseline's; one_sided_verdict). Where the demand passed,
+    `measured_cost` is checked against the baseline's figure (cost.check_cost): beyond `cost_tolerance` the
+    point is a COST_REGRESSION. `uncertain`
     (certainty.uncertain_regression: why the verdicts behind a regression were not certain) makes a
     REGRESSION NOT_COMPARABLE."""
     _check_tolerance(tolerance)
@@ -140,7 +165,8 @@ def compare_point(
         cost = check_cost(baseline.cost.get(load), measured_cost, cost_tolerance)  # type: ignore[union-attr]
         if verdict is Verdict.PASS and cost.status == COST_REGRESSION_STATUS:
             verdict = Verdict.COST_REGRESSION
-    if not_comparable and verdict not in (Verdict.UNMEASURED, Verdict.NEW_LOAD):
+    one_sided = one_sided_verdict(verdict, host_speed) if not_comparable else None
+    if not_comparable and verdict not in (Verdict.UNMEASURED, Verdict.NEW_LOAD) and one_sided is None:
         verdict = Verdict.NOT_COMPARABLE
     elif uncertain and verdict is Verdict.REGRESSION:
         verdict, not_comparable = Verdict.NOT_COMPARABLE, uncertain
@@ -152,7 +178,7 @@ def compare_point(
         verdict=verdict,
         tolerance=tolerance,
         skipped=skipped and measured is None,
-        reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else "",
+        reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else (one_sided or ""),
         cost=cost,
     )
 
@@ -226,6 +252,7 @@ def compare(
     measured_testbed: Testbed | None,
     benchmark: str | None = None,
     not_comparable: str | None = None,
+    host_speed: float | None = None,
     costs: Mapping[int, PointCost | None] | None = None,
     cost_tolerance: float | None = None,
     uncertain: Mapping[int, str | None] | None = None,
@@ -250,6 +277,7 @@ def compare(
             tolerance,
             skipped=load in measured.skipped,
             not_comparable=not_comparable,
+            host_speed=host_speed,
             measured_cost=(costs or {}).get(load),
             cost_tolerance=cost_tolerance,
             uncertain=(uncertain or {}).get(load),

@@ -356,7 +356,13 @@ class PairedExperiment:
         baseline's where there is one."""
         paired = self.measure(load, baseline, spec.tolerance)
         return PairedGatePoint(
-            spec, paired.sides[CHANGE], baseline, not_comparable, paired=paired, label=self.reference
+            spec,
+            paired.sides[CHANGE],
+            baseline,
+            not_comparable,
+            host_speed=session.host_speed(baseline),
+            paired=paired,
+            label=self.reference,
         )
 
     def baseline_costs(self, session: TheodoliteSession) -> None:
@@ -396,6 +402,7 @@ class PairedExperiment:
                 measured_testbed=None,
                 benchmark=name,
                 not_comparable=session.not_comparable(baseline),
+                host_speed=session.host_speed(baseline),
                 uncertain={
                     load: point.sides[CHANGE].uncertain_against(baseline, tolerance)
                     for load, point in self.points.items()

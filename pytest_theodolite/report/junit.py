@@ -65,7 +65,8 @@ def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -
     """(name, value) pairs for JUnit XML: theodolite.demand.<load> is the measured value, 'none' or
     'unmeasured'; theodolite.baseline.<load> the baseline value, 'none' or 'missing';
     theodolite.cpu_change.<load> the CPU per record's change against the baseline's (0.1 = 10 % dearer);
-    theodolite.cost_not_judged.<load> why that change was not judged."""
+    theodolite.cost_not_judged.<load> why that change was not judged; theodolite.one_sided.<load> why a verdict
+    holds on a testbed that is not comparable."""
     properties = [("theodolite.benchmark", benchmark)]
     tolerance = comparison.tolerance
     for point in points_of(comparison):
@@ -86,6 +87,8 @@ def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -
             properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
         if point.cost is not None and point.cost.divided is not None:
             properties.append((f"theodolite.cpu_change_divided.{point.load}", f"{point.cost.divided:+.3f}"))
+        if point.reason and point.verdict is not Verdict.NOT_COMPARABLE:  # a verdict the speed order decided
+            properties.append((f"theodolite.one_sided.{point.load}", point.reason))
         if point.cost is not None and point.cost.not_judged:  # could not fail, or could not tell: not made
             properties.append((f"theodolite.cost_not_judged.{point.load}", point.cost.reason))
     properties.append(("theodolite.tolerance", str(tolerance)))

@@ -190,6 +190,9 @@ def _commentary(report: BenchmarkReport) -> list[str]:
         )
     for reason, points in _grouped(comparison.not_comparable, lambda p: p.reason).items():
         sentences.append(f"not comparable: load {_loads_text(points)}: {reason}")
+    one_sided = [p for p in comparison.points if p.verdict is not Verdict.NOT_COMPARABLE and p.reason]
+    for reason, points in _grouped(one_sided, lambda p: p.reason).items():
+        sentences.append(f"load {_loads_text(points)}: {reason}")
     blind = [p for p in comparison.points if p.cost is not None and p.cost.ceiling is not None]
     if blind:
         sentences.append(
