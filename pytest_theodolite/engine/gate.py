@@ -51,7 +51,8 @@ class GatePoint:
     blind_spot: BlindSpot | None = None
     #: the capacity strategy's capacity per instance count (records/s), shown beside the demand
     capacities: Mapping[int, CapacityEstimate] = field(default_factory=dict)
-    #: this testbed's speed over the baseline's (calibration.speed_ratio), where they are not comparable
+    #: this testbed's speed over the baseline's (calibration.speed_ratio): what decides one-sided verdicts where
+    #: the two are not comparable
     host_speed: float | None = None
 
     @property

@@ -146,9 +146,8 @@ def compare_point(
     NOT_COMPARABLE that has a baseline value -- except a demand verdict the testbeds' speed order alone
     decides (`host_speed`, this testbed's over the baseline's; one_sided_verdict). Where the demand passed,
     `measured_cost` is checked against the baseline's figure (cost.check_cost): beyond `cost_tolerance` the
-    point is a COST_REGRESSION. `uncertain`
-    (certainty.uncertain_regression: why the verdicts behind a regression were not certain) makes a
-    REGRESSION NOT_COMPARABLE."""
+    point is a COST_REGRESSION. `uncertain` (certainty.uncertain_regression: why the verdicts behind a
+    regression were not certain) makes a REGRESSION NOT_COMPARABLE."""
     _check_tolerance(tolerance)
     if measured is not None and measured is not UNMEASURED and (not is_whole(measured) or measured < 1):
         raise ValueError(
