@@ -432,3 +432,22 @@ def test_batches_above_the_cap_mean_the_job_ignores_it():
     check_capped([MicroBatch(0, 50.0, 1.0, 40_000), *capped], 10_000, 100.0)
     with pytest.raises(RunAborted, match="read 25000 records, above the cap of 10000: the job ignores"):
         check_capped([*capped, MicroBatch(9, 110.0, 3.0, 25_000)], 10_000, 100.0)
+
+
+def test_an_instance_count_without_a_capacity_below_one_that_fails_the_load_is_not_run():
+    # UC3's gate: one instance gave no estimate; two and three were predicted to fail 16 000, four to pass it.
+    # Fewer instances take no more: the lag-trend FAIL of one instance (195 s) said nothing new
+    uncertain = CapacityMeasurement(1, 20_000, 25_000.0, 20_000, None, "uncertain", "not certain after 60 s")
+    search = search_with(
+        uncertain, measured(2, 5_277, 220), measured(3, 6_552, 280), measured(4, 18_548, 880)
+    )
+    runs = Runs({})
+    step, ran = search.demand(16000, runs)
+    assert (step.optimum, step.status, ran, runs.asked) == (4, STEP_MEASURED, (), [])
+    # where the count above it passes, the lag trend still decides whether one instance does too
+    runs = Runs({1: Outcome.FAIL})
+    assert search.demand(2000, runs)[0].optimum == 2 and runs.asked == [(2000, 1)]
+    # a lag-trend FAIL above it says so as well as a prediction: 6 000 lies within two and three instances' bands
+    runs = Runs({2: Outcome.FAIL, 3: Outcome.PASS})
+    step, _ = search.demand(6000, runs)
+    assert (step.optimum, runs.asked) == (3, [(6000, 2), (6000, 3)])

@@ -244,7 +244,8 @@ def derived_demand(
     `reference_demand` (the baseline's, or REF's) rests on a lag-trend FAIL there, never on a prediction alone.
     Instance counts without a capacity (a measurement that gave none, or never measured) are searched upwards
     by the lag trend below the derived demand, and above the measured counts where none of them takes the
-    load."""
+    load -- except below a count that fails the load already: as the derived demand assumes, fewer instances
+    take no more (UC3's gate ran 16 000 on one instance for 195 s where two were predicted to fail it)."""
     unprobed = [r for r in resources if r not in capacities]
     runs: list[SubExperimentRecord] = []
     certified: dict[int, bool] = {}
@@ -281,11 +282,27 @@ def derived_demand(
                 return step(None, STEP_UNMEASURED)
             continue
         break
+
     # counts with no capacity below the derived demand (or above the measured ones, where none takes the
     # load) are run upwards: the first that passes is the demand
+    def fails_with_more(r: int) -> bool:
+        """Whether more than r instances fail the load, by the lag trend or the capacities' prediction."""
+        return any(
+            (
+                certified[more]
+                if more in certified
+                else predicted_pass(capacities[more], rate, threshold_share, guard)
+            )
+            is False
+            for more in capacities
+            if more > r
+        )
+
     for r in unprobed:
         if result.resources is not None and r > result.resources:
             break
+        if r not in certified and fails_with_more(r):
+            continue
         if r not in certified and not certify(r):
             return step(None, STEP_UNMEASURED)
         if certified[r]:
