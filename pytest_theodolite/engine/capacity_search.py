@@ -283,8 +283,6 @@ def derived_demand(
             continue
         break
 
-    # counts with no capacity below the derived demand (or above the measured ones, where none takes the
-    # load) are run upwards: the first that passes is the demand
     def fails_with_more(r: int) -> bool:
         """Whether more than r instances fail the load, by the lag trend or the capacities' prediction."""
         return any(
@@ -298,6 +296,8 @@ def derived_demand(
             if more > r
         )
 
+    # counts with no capacity below the derived demand (or above the measured ones, where none takes the
+    # load) are run upwards: the first that passes is the demand
     for r in unprobed:
         if result.resources is not None and r > result.resources:
             break
