@@ -9,7 +9,10 @@ from 20 s until the batch-aligned lag slope's 95 % interval lies on one side of 
 120 s). Theodolite's: 60 s warm-up under the limit, 300 s measured, OLS over every lag sample. Both judge the
 lag trend against 5 % of the load, on instances limited to 0.25 CPU, as the shipped gates do.
 ``--protocol theodolite`` runs Theodolite's alone (to check verdicts a gate reached another way, e.g. the
-capacity strategy's).
+capacity strategy's). ``--gate-slos`` adds the shipped gate's own micro-batch bound (UC3's 7.5 s, read from
+benchmarks/test_scalability_gates.py) to both, so that the long protocol judges the gate's verdict definition:
+
+    python experiments/protocol_reference.py --protocol theodolite --gate-slos --pair 3:8000:1
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parents[1] / "benchmarks")
 )  # the gates' use cases (usecases.py)
 
+import test_scalability_gates
 from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
 from pytest_theodolite.core.evaluation import SloSettings
@@ -51,6 +55,16 @@ PROTOCOLS = {
 }
 
 
+def gate_batch_bound(benchmark: object) -> float | None:
+    """The shipped gate's ``max_batch_duration`` for `benchmark` (None: its gate has none)."""
+    for name in dir(test_scalability_gates):
+        for mark in getattr(getattr(test_scalability_gates, name), "pytestmark", []):
+            if mark.name == "theodolite" and mark.args[0] is benchmark:
+                bound = mark.kwargs.get("max_batch_duration")
+                return None if bound is None else float(bound)
+    return None
+
+
 def parse_pair(text: str) -> tuple[int, int, int]:
     try:
         uc, load, resources = (int(part) for part in text.split(":"))
@@ -69,6 +83,11 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None)
     parser.add_argument(
         "--protocol", choices=sorted(PROTOCOLS), action="append", help="run only these (default: both)"
+    )
+    parser.add_argument(
+        "--gate-slos",
+        action="store_true",
+        help="judge the gate's micro-batch bound too (UC3), not the lag alone",
     )
     args = parser.parse_args()
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-reference-"))
@@ -89,6 +108,7 @@ def main() -> None:
                         warmup_s=plan.warmup_s or 0.0,
                         lag_trend_threshold=parse_threshold("5%"),
                         slope_method=method,
+                        max_batch_duration_s=gate_batch_bound(benchmark) if args.gate_slos else None,
                     ),
                     plan=plan,
                     instance_cpu=0.25,
@@ -101,8 +121,10 @@ def main() -> None:
                 lag = next(v for v in record.verdicts if v.name == "lag-trend")
                 verdicts[name] = record.outcome.value
                 slope = "-" if lag.value is None else f"{lag.value:+.0f}"
+                failed = [v.name for v in record.verdicts if v.outcome.value == "fail"]
+                which = f" ({', '.join(failed)})" if failed else ""
                 print(
-                    f"uc{uc} load={load} r={resources} {name}: {record.outcome.value.upper()} slope {slope} "
+                    f"uc{uc} load={load} r={resources} {name}: {record.outcome.value.upper()}{which} slope {slope} "
                     f"(threshold {lag.threshold:.0f}) in {time.monotonic() - started:.0f} s; "
                     f"{lag.detail}",
                     flush=True,
