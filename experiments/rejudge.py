@@ -18,7 +18,12 @@ from pathlib import Path
 
 from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.core.scalability import DemandResult
-from pytest_theodolite.engine.calibration import REFERENCE_CPU, Calibration, calibration_mismatch, speed_ratio
+from pytest_theodolite.engine.calibration import (
+    Calibration,
+    baseline_reference_cpu,
+    calibration_mismatch,
+    speed_ratio,
+)
 from pytest_theodolite.judge.comparison import compare
 from pytest_theodolite.store.baseline import baseline_path, load_baseline
 from pytest_theodolite.store.results import list_experiment_ids
@@ -40,7 +45,7 @@ def judge(run: Path, baselines: Path) -> list[tuple[str, int, str, str, float | 
         calibration = (
             None if rows_per_s is None else Calibration(float(rows_per_s), 0.0, testbed.get("instance_cpu"))
         )
-        reference_cpu = REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
+        reference_cpu = baseline_reference_cpu(baseline)
         mismatch = calibration_mismatch(baseline.testbed.calibration_rows_per_s, calibration, reference_cpu)
         speed = speed_ratio(baseline.testbed.calibration_rows_per_s, calibration, reference_cpu)
         measured = DemandResult(

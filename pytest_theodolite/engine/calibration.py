@@ -69,6 +69,12 @@ def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 4) -> Ca
     return Calibration(best, (best - min(runs)) / best, cpu, min(cpu_per_row) if cpu_per_row else None)
 
 
+def baseline_reference_cpu(baseline: Any) -> float | None:
+    """The CPU the reference job ran on where `baseline` (a store.baseline.Baseline) was calibrated: a limited
+    testbed calibrates on REFERENCE_CPU, an unlimited one on whole cores (None)."""
+    return REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
+
+
 def speed_ratio(
     baseline_rows_per_s: float | None,
     measured: Calibration | None,

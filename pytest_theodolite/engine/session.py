@@ -16,8 +16,8 @@ from pytest_theodolite.core.cost import PointCost, point_cost
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.calibration import (
-    REFERENCE_CPU,
     Calibration,
+    baseline_reference_cpu,
     calibrate,
     calibration_mismatch,
     speed_ratio,
@@ -80,15 +80,17 @@ class TheodoliteSession:
         """Why `baseline` cannot be compared with what this session measures, or None."""
         if baseline is None:
             return None
-        reference_cpu = REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
-        return calibration_mismatch(baseline.testbed.calibration_rows_per_s, self.calibration, reference_cpu)
+        return calibration_mismatch(
+            baseline.testbed.calibration_rows_per_s, self.calibration, baseline_reference_cpu(baseline)
+        )
 
     def host_speed(self, baseline: Baseline | None) -> float | None:
         """This testbed's speed over `baseline`'s by the calibrations (None: unknown, or not comparable)."""
         if baseline is None:
             return None
-        reference_cpu = REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
-        return speed_ratio(baseline.testbed.calibration_rows_per_s, self.calibration, reference_cpu)
+        return speed_ratio(
+            baseline.testbed.calibration_rows_per_s, self.calibration, baseline_reference_cpu(baseline)
+        )
 
     def close(self) -> None:
         """Stop what the experiments keep running (pull-request mode's driver processes)."""

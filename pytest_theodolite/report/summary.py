@@ -201,10 +201,10 @@ def _commentary(report: BenchmarkReport) -> list[str]:
             "(a dearer record makes the micro-batches bigger instead); strategy=capacity measures what a record "
             "costs at capacity"
         )
-    unsure = {
-        p: p.cost.reason for p in comparison.points if p.cost and p.cost.not_judged and p.cost.ceiling is None
-    }
-    for reason, points in _grouped(unsure, lambda p: unsure[p].removeprefix("not judged: ")).items():
+    unsure = [p for p in comparison.points if p.cost and p.cost.not_judged and p.cost.ceiling is None]
+    for reason, points in _grouped(
+        unsure, lambda p: p.cost.reason.removeprefix("not judged: ") if p.cost else ""
+    ).items():
         sentences.append(f"cost not judged at load {_loads_text(points)}: {reason}")
     if comparison.improvements:
         sentences.append(_improvement_sentence(comparison.improvements, report.reference))
