@@ -89,6 +89,8 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
                 }
             )
         )
+        checkpoints = pytester.path.parent / "operator-checkpoints"  # a mount all the cluster's hosts share
+        checkpoints.mkdir()
         # as a CI secret would be given: environment variables, no file
         monkeypatch.setenv("THEODOLITE_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
         monkeypatch.setenv("THEODOLITE_KAFKA_SASL_MECHANISM", "PLAIN")
@@ -100,6 +102,10 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
             "--kafka=external",
             f"--kafka-bootstrap={broker.bootstrap_servers}",
             f"--spark-master={spark.master_url}",
+            # the cluster's executors reach the driver here (its workers listen on 127.0.0.1 only)
+            f"--spark-driver-host={LOOPBACK}",
+            f"--theodolite-checkpoint-root={checkpoints}",
+            "--kafka-topic-prefix=gate.",
             "--theodolite-max-instances=2",
             "--theodolite-results=results",
             "--junitxml=junit.xml",
@@ -111,7 +117,8 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
         result.stdout.fnmatch_lines(
             [
                 f"theodolite: kafka=external ({broker.bootstrap_servers}*",
-                f"*instance CPU: unlimited ({spark.master_url}: per-instance cgroups need the plugin's standalone*",
+                f"*instance CPU: unlimited ({spark.master_url}: this cluster manager enforces no CPU share*",
+                "theodolite: cluster: topics gate.*, replication the brokers* count, up to 3, *checkpoints under *",
                 "*theodolite: uc1-external load=300 instances=1: *",
                 "uc1-external: *",
             ]
@@ -128,7 +135,12 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
         assert broker.process is not None and broker.process.alive()
         topics = set(operator.admin.list_topics())
         assert "operator-data" in topics
-        assert not [t for t in topics if t.startswith("theodolite-")], topics
+        assert not [t for t in topics if t.startswith(("gate.", "theodolite-"))], topics
+        # each repetition's checkpoint was written under the root, and deleted with its repetition
+        results = json.loads(next(pytester.path.rglob("*_results.json")).read_text())
+        counters = results["sub_experiments"][0]["repetitions"][0]["counters"]
+        assert counters["records_in_input_topic"] >= counters["records_acknowledged"] > 0, counters
+        assert list(checkpoints.iterdir()) == []
     operator.close()
 
 

@@ -47,7 +47,80 @@ def test_bad_instance_cpu_is_a_usage_error(pytester, value, message):
 def test_bad_spark_master_is_a_usage_error(pytester):
     result = pytester.runpytest("--spark-master", "my-laptop")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--spark-master 'my-laptop' is neither 'standalone', 'local-cluster' nor*"])
+    result.stderr.fnmatch_lines(["*--spark-master 'my-laptop' is not a master the gates can size: use*"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--spark-master", "sc://connect:15002"],
+            "*is a Spark Connect server: a Connect client cannot choose*",
+        ),
+        (["--spark-master", "local[4]"], "*runs the job inside the driver, without executors to count*"),
+        (
+            ["--spark-master", "k8s://https://api:6443"],
+            "*needs the executors' container image: pass --spark-kubernetes-image*",
+        ),
+        (
+            ["--spark-master", "yarn"],
+            "*--spark-master yarn needs the cluster's configuration: set HADOOP_CONF_DIR*",
+        ),
+        (
+            ["--spark-master", "spark://m:7077"],
+            "*is a cluster not started here*--theodolite-checkpoint-root*",
+        ),
+        (
+            ["--kafka-replication-factor", "1", "--kafka-min-insync-replicas", "2"],
+            "*--kafka-min-insync-replicas 2 exceeds --kafka-replication-factor 1*",
+        ),
+        (["--kafka-topic-prefix", "gate topics/"], "*a Kafka topic name holds only letters, digits*"),
+    ],
+)
+def test_a_cluster_setting_that_cannot_work_is_refused_before_anything_starts(
+    pytester, monkeypatch, args, message
+):
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_cluster_settings_reach_the_settings_object():
+    values = {
+        "--spark-master": "k8s://https://api:6443",
+        "--spark-kubernetes-image": "registry.example/spark-py:4.0.0",
+        "--spark-kubernetes-namespace": "gates",
+        "--spark-driver-host": "10.1.2.3",
+        "--theodolite-checkpoint-root": "s3a://bucket/theodolite",
+        "--kafka-topic-prefix": "team-a.gates.",
+        "--kafka-replication-factor": "3",
+        "--kafka-min-insync-replicas": "2",
+    }
+    settings = build(values.get, [], environ={})
+    assert settings.spark_kind.value == "k8s"
+    assert (settings.spark_access.k8s_image, settings.spark_access.k8s_namespace) == (
+        "registry.example/spark-py:4.0.0",
+        "gates",
+    )
+    assert settings.spark_access.driver_host == "10.1.2.3"
+    assert settings.checkpoint_root == "s3a://bucket/theodolite"
+    assert (
+        settings.kafka_topic_prefix,
+        settings.kafka_replication_factor,
+        settings.kafka_min_insync_replicas,
+    ) == (
+        "team-a.gates.",
+        3,
+        2,
+    )
+    defaults = build({}.get, [], environ={})
+    assert (defaults.kafka_topic_prefix, defaults.kafka_replication_factor, defaults.checkpoint_root) == (
+        "theodolite-",
+        None,
+        None,
+    )
 
 
 def test_bad_isolation_mode_is_a_usage_error_on_the_command_line_and_in_the_ini_file(pytester):

@@ -51,7 +51,9 @@ from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings, experiment_settings_dict
 from pytest_theodolite.engine.host_sampler import HOST_SERIES, HostSampler
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.spark import shipping
 from pytest_theodolite.infra.spark.cluster import SparkCluster, driver_jvm_pid, executor_addresses
+from pytest_theodolite.infra.waiting import wait_until
 from pytest_theodolite.store.results import ResultsWriter
 
 RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
@@ -159,6 +161,24 @@ class RunningJob:
     checkpoint: str = ""
     options: dict[str, Any] = field(default_factory=dict)  # the job's keyword options besides the topics
 
+    def lost_records(self) -> str | None:
+        """Why the input topic holds fewer records than the broker acknowledged to the generator (a replica
+        that lost acknowledged writes, e.g. a broker killed with a replication the topic's min.insync.replicas
+        did not protect), or None -- also where either count could not be read."""
+        acknowledged = self.counters.get("records_acknowledged")
+        in_topic = self.counters.get("records_in_input_topic")
+        if acknowledged is None or in_topic is None or in_topic >= acknowledged:
+            return None
+        return (
+            f"the input topic holds {in_topic} records, but the broker acknowledged {acknowledged} to the "
+            f"generator: {acknowledged - in_topic} acknowledged records were lost"
+        )
+
+
+#: how long a repetition's teardown waits for the cluster to count the input topic's records: a replicated
+#: cluster that lost a broker elects new partition leaders within its broker session timeout (9 s by default)
+RECORDS_COUNT_WAIT_S = 30.0
+
 
 @dataclass
 class ExperimentRunner:
@@ -230,15 +250,28 @@ class ExperimentRunner:
         On exit, whatever happened, the reverse: generator, query (its counters and late rows kept in `job`),
         session, topics, checkpoint. Raises `RunAborted` where the job does not start (ERRORED) or the
         generator refuses the load (INVALID)."""
-        checkpoint = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{job.run_id}-"))
+        # where the executors share this machine: a temporary directory; else under the cluster's root
+        root = self.spark.checkpoint_root
+        scratch = Path(tempfile.mkdtemp(prefix=f"theodolite-checkpoint-{job.run_id}-"))
+        checkpoint = (
+            str(scratch)
+            if root is None
+            else shipping.checkpoint_location(root, self.kafka.gate_topic_name(job.run_id, "checkpoint"))
+        )
         try:
             for name in job.topics.values():
-                self.kafka.create_topic(name, self.benchmark.input_partitions)
+                self.kafka.create_gate_topic(name, self.benchmark.input_partitions)
+            py_files = (
+                []
+                if self.spark.kind.started_here
+                else [shipping.job_archive(self.benchmark.start_query.__module__, scratch)]
+            )
             with self.spark.session(
                 instances=resources,
                 conf=self.settings.spark_conf,
                 instance_cpu=instance_cpu,
                 app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
+                py_files=py_files,
             ) as spark:
                 job.spark = spark
                 try:
@@ -253,7 +286,7 @@ class ExperimentRunner:
                             for k, v in self.kafka.spark_options().items()
                             if k != "kafka.bootstrap.servers"
                         }
-                    job.checkpoint, job.options = str(checkpoint), options
+                    job.checkpoint, job.options = checkpoint, options
                     self._start_query(job)
                     job.generator = LoadGenerator(
                         self.kafka.bootstrap_servers,
@@ -271,12 +304,57 @@ class ExperimentRunner:
                     job.teardown_started = time.monotonic()
                     if job.generator is not None:
                         job.generator.stop()
+                        job.counters["records_acknowledged"] = job.generator.totals.acknowledged
                     if job.query is not None:
                         stopped, job.late_rows = self._stop_query(job.query)
                         job.counters.update(stopped)
+                    self._delete_checkpoint(spark, checkpoint)
         finally:
+            if "records_acknowledged" in job.counters:
+                try:
+                    job.counters["records_in_input_topic"] = self.kafka.total_end_offset(job.topics["input"])
+                except (
+                    Exception
+                ):  # whatever the client raises: a broker gone has made the run ERRORED already
+                    pass
             self._delete_topics(job.topics.values(), load, resources)
-            shutil.rmtree(checkpoint, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _records_in(self, topic: str) -> int | None:
+        """The records in `topic` now; None where the cluster does not say within RECORDS_COUNT_WAIT_S (a
+        replicated cluster that lost a broker answers again once its partitions have new leaders)."""
+        try:
+            (count,) = wait_until(
+                lambda: (self.kafka.total_end_offset(topic),),  # a 1-tuple: a count of 0 is an answer too
+                timeout_s=RECORDS_COUNT_WAIT_S,
+                interval_s=1.0,
+                transient=(Exception,),
+                what=f"the end offsets of {topic}",
+            )
+            return count
+        except Exception:  # no answer: a broker gone has made the run ERRORED already
+            return None
+
+    def _delete_checkpoint(self, spark: Any, checkpoint: str) -> None:
+        """A checkpoint under the cluster's root, deleted while the session can still reach it; one that cannot
+        be is named in a warning (it would pile up), the verdict left as measured."""
+        if self.spark.checkpoint_root is None:
+            return  # the scratch directory, removed with it
+        try:
+            if shipping.is_local_path(checkpoint):
+                shutil.rmtree(checkpoint.removeprefix("file://"), ignore_errors=False)
+            else:
+                shipping.delete_checkpoint(spark, checkpoint)
+        except FileNotFoundError:
+            pass  # the job never wrote one
+        except Exception as exc:  # whatever the file system raises, the checkpoint is left
+            warnings.warn(
+                TheodoliteLeakWarning(
+                    f"{self.benchmark.name}: the checkpoint {checkpoint} could not be deleted "
+                    f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); delete it by hand"
+                ),
+                stacklevel=2,
+            )
 
     def _start_query(self, job: RunningJob) -> None:
         try:
@@ -308,10 +386,10 @@ class ExperimentRunner:
         """A job's fresh names: ``theodolite-<id>-input``, ``-output`` and the benchmark's extra topics."""
         run_id = uuid.uuid4().hex[:8]
         self.run_ids.append(run_id)
-        topics = {"input": f"theodolite-{run_id}-input", "output": f"theodolite-{run_id}-output"}
+        topics = {role: self.kafka.gate_topic_name(run_id, role) for role in ("input", "output")}
         topics.update(
             {
-                option: f"theodolite-{run_id}-{option.replace('_', '-')}"
+                option: self.kafka.gate_topic_name(run_id, option.replace("_", "-"))
                 for option in self.benchmark.extra_topics
             }
         )
@@ -360,7 +438,10 @@ class ExperimentRunner:
                 load,
                 resources,
                 workload,
-                instance_cpu=None if plan.prime_unlimited else self.settings.instance_cpu,
+                # primed unlimited only where the limit can be set inside the session (not: Kubernetes pods)
+                instance_cpu=None
+                if plan.prime_unlimited and self.spark.can_limit_cpu
+                else self.settings.instance_cpu,
             ):
                 phases["setup_s"] = time.monotonic() - t_start
                 assert job.spark is not None and job.query is not None and job.generator is not None
@@ -386,6 +467,8 @@ class ExperimentRunner:
             lag_writer.close()
             for writer in series_writers.values():
                 writer.close()
+        if abort is None and (lost := job.lost_records()) is not None:
+            abort = RunAborted(Outcome.ERRORED, lost)
         if job.late_rows:
             late_rows = TimeSeries.of([t for t, _ in job.late_rows], [n for _, n in job.late_rows])
             self.writer.write_series(load, resources, SERIES_LATE_ROWS, repetition, late_rows)

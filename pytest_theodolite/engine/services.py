@@ -19,6 +19,15 @@ from pytest_theodolite.infra.shared import SharedRecord, acquire
 from pytest_theodolite.infra.spark import cgroups
 from pytest_theodolite.infra.spark.cluster import STANDALONE_SESSION_CONF, SparkCluster, StandaloneCluster
 from pytest_theodolite.infra.spark.jars import connector_jars
+from pytest_theodolite.infra.spark.masters import MasterKind
+
+
+def _gate_topics(cluster: KafkaCluster, settings: TheodoliteSettings) -> KafkaCluster:
+    """The cluster with the gate topics' prefix and replication settings of `settings`."""
+    cluster.topic_prefix = settings.kafka_topic_prefix
+    cluster.replication_factor = settings.kafka_replication_factor
+    cluster.min_insync_replicas = settings.kafka_min_insync_replicas
+    return cluster
 
 
 @contextmanager
@@ -27,7 +36,7 @@ def open_kafka(settings: TheodoliteSettings) -> Iterator[KafkaCluster]:
         with kafka_container(
             settings.kafka_image, settings.cache_dir, max(120.0, settings.kafka_timeout_s)
         ) as cluster:
-            yield cluster
+            yield _gate_topics(cluster, settings)
         return
     if settings.kafka_provider == "external":
         cluster = external_kafka(settings)
@@ -44,7 +53,7 @@ def open_kafka(settings: TheodoliteSettings) -> Iterator[KafkaCluster]:
         )
         cluster.broker = broker  # type: ignore[attr-defined]  # lets tests see the broker process
     try:
-        yield cluster
+        yield _gate_topics(cluster, settings)
     finally:
         cluster.close()
         if settings.kafka_provider == "embedded":
@@ -54,7 +63,10 @@ def open_kafka(settings: TheodoliteSettings) -> Iterator[KafkaCluster]:
 def external_kafka(settings: TheodoliteSettings) -> KafkaCluster:
     assert settings.kafka_bootstrap, "settings.build() checks that external has a bootstrap address"
     wait_for_metadata(settings.kafka_bootstrap, settings.kafka_timeout_s, settings.kafka_properties)
-    return KafkaCluster(settings.kafka_bootstrap, provider="external", properties=settings.kafka_properties)
+    return _gate_topics(
+        KafkaCluster(settings.kafka_bootstrap, provider="external", properties=settings.kafka_properties),
+        settings,
+    )
 
 
 def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
@@ -78,9 +90,10 @@ def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
         )
 
     record = acquire(root, "kafka", start)
-    return KafkaCluster(
+    cluster = KafkaCluster(
         record.info["bootstrap_servers"], provider="embedded", local_pids=tuple(record.process_groups)
     )
+    return _gate_topics(cluster, settings)
 
 
 def _shared_kafka_container(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
@@ -91,13 +104,19 @@ def _shared_kafka_container(settings: TheodoliteSettings, root: Path) -> KafkaCl
         return SharedRecord(info={"bootstrap_servers": bootstrap}, containers=[container.get_container_id()])
 
     record = acquire(root, "kafka", start)
-    return KafkaCluster(record.info["bootstrap_servers"], provider="testcontainers")
+    return _gate_topics(KafkaCluster(record.info["bootstrap_servers"], provider="testcontainers"), settings)
 
 
 def cpu_limit_note(settings: TheodoliteSettings) -> str:
-    if settings.spark_master != "standalone":
+    kind = settings.spark_kind
+    if kind is MasterKind.KUBERNETES:
+        if settings.instance_cpu is None:
+            return "unlimited by default (k8s: --theodolite-instance-cpu sets the executor pods' CPU limit)"
+        return f"{settings.instance_cpu:g} CPU per instance by default (the executor pods' CPU limit)"
+    if kind is not MasterKind.MANAGED:
         return (
-            f"unlimited ({settings.spark_master}: per-instance cgroups need the plugin's standalone cluster)"
+            f"unlimited ({settings.spark_master}: this cluster manager enforces no CPU share per executor; "
+            "per-instance cgroups need the plugin's standalone cluster)"
         )
     support = cgroups.detect()
     if not support.available:
@@ -117,18 +136,23 @@ def _spark_cluster(
         instance_groups=list(groups or []),  # a copy: the cluster's own list is cleared on stop
         # only where the plugin started the workers: a remote cluster's Python may not have the plugin
         base_conf=STANDALONE_SESSION_CONF if settings.spark_master == "standalone" else {},
+        kind=settings.spark_kind,
+        access=settings.spark_access,
+        checkpoint_root=settings.checkpoint_root,
     )
 
 
-def _prepare_driver_environment() -> None:
+def _prepare_driver_environment(settings: TheodoliteSettings) -> None:
     # pyspark reads these when it launches the driver JVM; without SPARK_LOCAL_IP Spark binds to the
-    # machine's first non-loopback address, which a sandboxed CI machine may not route.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # machine's first non-loopback address, which a sandboxed CI machine may not route. A remote cluster's
+    # executors must reach the driver on an address of theirs: there Spark (or --spark-driver-host) chooses.
+    if settings.spark_kind.started_here:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 @contextmanager
 def open_spark(settings: TheodoliteSettings) -> Iterator[SparkCluster]:
-    _prepare_driver_environment()
+    _prepare_driver_environment(settings)
     if settings.spark_master != "standalone":
         yield _spark_cluster(settings, settings.spark_master)
         return
@@ -138,7 +162,7 @@ def open_spark(settings: TheodoliteSettings) -> Iterator[SparkCluster]:
 
 
 def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
-    _prepare_driver_environment()
+    _prepare_driver_environment(settings)
     if settings.spark_master != "standalone":
         return _spark_cluster(settings, settings.spark_master)
 

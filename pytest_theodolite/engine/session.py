@@ -116,7 +116,7 @@ class TheodoliteSession:
         calibration = self.calibrate()
         testbed = {
             **self.testbed,
-            "instance_cpu": settings.instance_cpu if self.spark.can_limit_cpu else None,
+            "instance_cpu": settings.instance_cpu if self.spark.limits_instance_cpu else None,
             "calibration_rows_per_s": round(calibration.rows_per_s),
             "calibration_cpu_us_per_row": calibration.cpu_us_per_row,
         }

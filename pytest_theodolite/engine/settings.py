@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,13 @@ from typing import Any
 from pytest_theodolite.engine.markers import MARKER_HELP
 from pytest_theodolite.infra.kafka import client_properties
 from pytest_theodolite.infra.maven import default_cache_dir
+from pytest_theodolite.infra.spark.masters import (
+    ClusterAccess,
+    MasterError,
+    MasterKind,
+    check_access,
+    master_kind,
+)
 from pytest_theodolite.store import host
 
 KAFKA_PROVIDERS = ("embedded", "testcontainers", "external")
@@ -34,6 +42,16 @@ class TheodoliteSettings:
     #: what --kafka testcontainers starts; None: the image this plugin builds here (kafka/image.py)
     kafka_image: str | None = None
     spark_master: str = "standalone"
+    #: what a Spark cluster the plugin did not start needs: the driver's address, Kubernetes' image
+    spark_access: ClusterAccess = field(default_factory=ClusterAccess)
+    #: where the jobs' checkpoints go (a path or URI every executor can reach); None: a local temporary
+    #: directory, only on a cluster started here
+    checkpoint_root: str | None = None
+    #: topics the gates create: their name prefix, replication factor and min.insync.replicas (None: the
+    #: cluster's own default -- for the replication factor its brokers, up to 3)
+    kafka_topic_prefix: str = "theodolite-"
+    kafka_replication_factor: int | None = None
+    kafka_min_insync_replicas: int | None = None
     max_instances: int = 4
     instance_cpu: float | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
@@ -52,6 +70,10 @@ class TheodoliteSettings:
     @property
     def manages_spark(self) -> bool:
         return self.spark_master in MANAGED_SPARK_MASTERS
+
+    @property
+    def spark_kind(self) -> MasterKind:
+        return master_kind(self.spark_master)
 
 
 # (dest, ini name, type, default, help) -- the CLI flag is derived from dest, the ini key is `theodolite_<...>`
@@ -83,7 +105,51 @@ OPTIONS: list[tuple[str, str, str, str]] = [
         "theodolite_spark_master",
         "standalone",
         "standalone (a local cluster started here), "
-        "local-cluster, or the URL of an existing master (spark://..., k8s://..., yarn)",
+        "local-cluster, or the URL of an existing master (spark://..., k8s://..., yarn); docs/clusters.md",
+    ),
+    (
+        "--spark-driver-host",
+        "theodolite_spark_driver_host",
+        "",
+        "on a cluster not started here: the address of this machine its executors reach the driver at "
+        "(default: Spark's choice, this machine's first non-loopback address)",
+    ),
+    (
+        "--spark-kubernetes-image",
+        "theodolite_spark_kubernetes_image",
+        "",
+        "k8s:// masters: the executors' container image (the driver's Python and pyspark version)",
+    ),
+    (
+        "--spark-kubernetes-namespace",
+        "theodolite_spark_kubernetes_namespace",
+        "",
+        "k8s:// masters: the executors' namespace",
+    ),
+    (
+        "--theodolite-checkpoint-root",
+        "theodolite_checkpoint_root",
+        "",
+        "where the jobs' checkpoints go: a path or URI every executor reaches (hdfs://..., s3a://..., a shared "
+        "mount); needed on a cluster not started here (default there: none; here: a temporary directory)",
+    ),
+    (
+        "--kafka-topic-prefix",
+        "theodolite_kafka_topic_prefix",
+        "theodolite-",
+        "prefix of the topics the gates create and delete (a prefix your ACLs allow)",
+    ),
+    (
+        "--kafka-replication-factor",
+        "theodolite_kafka_replication_factor",
+        "",
+        "replication factor of the topics the gates create (default: the cluster's brokers, up to 3)",
+    ),
+    (
+        "--kafka-min-insync-replicas",
+        "theodolite_kafka_min_insync_replicas",
+        "",
+        "min.insync.replicas of the topics the gates create (default: the broker's)",
     ),
     (
         "--theodolite-max-instances",
@@ -216,11 +282,40 @@ def build(
         else None
     )
     spark_master = text("--spark-master") or "standalone"
-    if spark_master not in MANAGED_SPARK_MASTERS and "://" not in spark_master and spark_master != "yarn":
+    try:
+        kind = master_kind(spark_master)
+    except MasterError as exc:
+        raise SettingsError(str(exc)) from None
+    access = ClusterAccess(
+        driver_host=text("--spark-driver-host") or None,
+        k8s_image=text("--spark-kubernetes-image") or None,
+        k8s_namespace=text("--spark-kubernetes-namespace") or None,
+    )
+    try:
+        check_access(kind, access, environ)
+    except MasterError as exc:
+        raise SettingsError(str(exc)) from None
+    checkpoint_root = text("--theodolite-checkpoint-root") or None
+    if checkpoint_root is None and not kind.started_here:
         raise SettingsError(
-            f"--spark-master {spark_master!r} is neither 'standalone', 'local-cluster' nor a master "
-            "URL such as spark://host:7077"
+            f"--spark-master {spark_master} is a cluster not started here: its executors keep the job's state "
+            "in its checkpoint, which they must all reach. Pass --theodolite-checkpoint-root with a shared "
+            "location (hdfs://namenode/theodolite, s3a://bucket/theodolite, or a path mounted on every host)"
         )
+    prefix = text("--kafka-topic-prefix")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", prefix):
+        raise SettingsError(
+            f"--kafka-topic-prefix / {ini_name('--kafka-topic-prefix')} = {prefix!r}: a Kafka topic name "
+            "holds only letters, digits, '.', '_' and '-'"
+        )
+    replication = text("--kafka-replication-factor")
+    min_insync = text("--kafka-min-insync-replicas")
+    if replication and min_insync and min_insync.isdigit() and replication.isdigit():
+        if int(min_insync) > int(replication):
+            raise SettingsError(
+                f"--kafka-min-insync-replicas {min_insync} exceeds --kafka-replication-factor {replication}: no "
+                "write to such a topic would ever be acknowledged"
+            )
     isolation = text("--theodolite-isolation")
     if isolation not in ISOLATION_MODES:
         raise SettingsError(
@@ -241,6 +336,15 @@ def build(
         kafka_timeout_s=_number(text("--kafka-timeout"), "--kafka-timeout", float, low=1, high=3600),
         kafka_image=text("--kafka-image") or None,
         spark_master=spark_master,
+        spark_access=access,
+        checkpoint_root=checkpoint_root,
+        kafka_topic_prefix=prefix,
+        kafka_replication_factor=(
+            _number(replication, "--kafka-replication-factor", int, low=1, high=32) if replication else None
+        ),
+        kafka_min_insync_replicas=(
+            _number(min_insync, "--kafka-min-insync-replicas", int, low=1, high=32) if min_insync else None
+        ),
         max_instances=_number(
             text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64
         ),

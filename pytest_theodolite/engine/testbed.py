@@ -25,7 +25,7 @@ def testbed(
     current = Testbed.current(
         kafka_provider=settings.kafka_provider,
         spark_master=settings.spark_master,
-        instance_cpu=instance_cpu if spark.can_limit_cpu else None,
+        instance_cpu=instance_cpu if spark.limits_instance_cpu else None,
     )
     current = replace(current, extra=dict(extra or {}))
     if calibration is None:

@@ -31,6 +31,8 @@ def report_header(config: pytest.Config, settings: TheodoliteSettings) -> list[s
         f"{platform.platform(terse=True)}; "
         f"instance CPU: {services.cpu_limit_note(settings)}",
     ]
+    if not settings.spark_kind.started_here or settings.kafka_provider == "external":
+        lines.append(f"theodolite: cluster: {cluster_note(settings)}")
     # pytest registers the session as a plugin named "session"; xdist's checks take a session or a request
     if xdist.is_xdist_controller(config.pluginmanager.get_plugin("session")):
         lines.append(
@@ -42,3 +44,17 @@ def report_header(config: pytest.Config, settings: TheodoliteSettings) -> list[s
             )
         )
     return lines
+
+
+def cluster_note(settings: TheodoliteSettings) -> str:
+    """Where a cluster the plugin did not start gets the gates' topics, checkpoints and driver address."""
+    replication = settings.kafka_replication_factor or "the brokers' count, up to 3"
+    isr = settings.kafka_min_insync_replicas or "the broker's"
+    parts = [
+        f"topics {settings.kafka_topic_prefix}*, replication {replication}, min.insync.replicas {isr}",
+    ]
+    if not settings.spark_kind.started_here:
+        parts.append(f"checkpoints under {settings.checkpoint_root}")
+        parts.append(f"driver address {settings.spark_access.driver_host or 'chosen by Spark'}")
+        parts.append("the job's package shipped to the executors")
+    return "; ".join(parts)

@@ -30,6 +30,11 @@ class KafkaCluster:
     #: the broker's processes where it runs on this host as a process of ours (the embedded broker): their CPU
     #: is reported beside the instances' (core/contention.py); empty: in a container or elsewhere
     local_pids: tuple[int, ...] = ()
+    #: the topics a gate creates: their names' prefix (one an ACL can allow), replication factor (None: the
+    #: cluster's brokers, up to 3) and min.insync.replicas (None: the broker's default)
+    topic_prefix: str = "theodolite-"
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
     _admin: KafkaAdminClient | None = field(default=None, init=False, repr=False)
 
     # -- clients -------------------------------------------------------------------------------------
@@ -65,6 +70,37 @@ class KafkaCluster:
             self._admin = None
 
     # -- topics --------------------------------------------------------------------------------------
+    def gate_topic_name(self, run_id: str, role: str) -> str:
+        """The name of a repetition's topic: ``<prefix><run id>-<role>``."""
+        return f"{self.topic_prefix}{run_id}-{role}"
+
+    def broker_count(self) -> int:
+        return len(self.admin.describe_cluster().get("brokers") or [])
+
+    def gate_topic_replication(self) -> int:
+        """The replication factor of a gate's topics: the one asked for, else the brokers, up to 3 (a cluster
+        that enforces a minimum of 3 gets it; one broker gets 1)."""
+        if self.replication_factor is not None:
+            return self.replication_factor
+        return max(1, min(3, self.broker_count()))
+
+    def create_gate_topic(self, name: str, partitions: int) -> None:
+        """Create a repetition's topic with the cluster's replication settings (see the fields above); a
+        cluster that refuses them says why, with the option to change."""
+        configs = {}
+        if self.min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(self.min_insync_replicas)
+        replication = self.gate_topic_replication()
+        try:
+            self.create_topic(name, partitions, replication_factor=replication, configs=configs)
+        except KafkaError as exc:
+            raise TheodoliteSetupError(
+                f"Kafka at {self.bootstrap_servers} refused topic {name!r} ({partitions} partitions, replication "
+                f"factor {replication}{', ' + str(configs) if configs else ''}): {exc}. Set "
+                "--kafka-replication-factor / --kafka-min-insync-replicas to what the cluster allows, or "
+                "--kafka-topic-prefix to a prefix your ACLs let this client create and delete"
+            ) from exc
+
     def create_topic(
         self,
         name: str,
@@ -107,11 +143,26 @@ class KafkaCluster:
         )
 
     def delete_topic(self, name: str, timeout_s: float = 30.0) -> None:
-        """Delete ``name`` and wait until the cluster no longer lists it (missing topics are fine)."""
-        try:
-            self.admin.delete_topics([name], timeout_ms=int(timeout_s * 1000))
-        except UnknownTopicOrPartitionError:
-            return
+        """Delete ``name`` and wait until the cluster no longer lists it (missing topics are fine). A request
+        that fails on a broker that is gone is sent again, by a new client, to the brokers left."""
+
+        def delete() -> bool:
+            try:
+                self.admin.delete_topics([name], timeout_ms=int(min(timeout_s, 10) * 1000))
+            except UnknownTopicOrPartitionError:
+                pass
+            except (KafkaError, OSError):
+                self.close()  # its connections may point at the dead broker: the next attempt asks anew
+                raise
+            return True
+
+        wait_until(
+            delete,
+            timeout_s=timeout_s,
+            interval_s=1.0,
+            transient=(KafkaError, OSError),
+            what=f"topic {name!r} could not be deleted within {timeout_s:.0f} s",
+        )
         wait_until(
             lambda: name not in self.list_topics(),
             timeout_s=timeout_s,

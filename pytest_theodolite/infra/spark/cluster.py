@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +29,9 @@ from pytest_theodolite.core.errors import TheodoliteSetupError
 from pytest_theodolite.infra.maven import java_executable
 from pytest_theodolite.infra.ports import LOOPBACK, free_port
 from pytest_theodolite.infra.process import ManagedProcess
-from pytest_theodolite.infra.spark import cgroups
+from pytest_theodolite.infra.spark import cgroups, masters
 from pytest_theodolite.infra.spark.jars import pyspark_home
+from pytest_theodolite.infra.spark.masters import ClusterAccess, MasterKind
 from pytest_theodolite.infra.waiting import wait_until
 
 EXECUTOR_MEMORY = "1g"
@@ -39,17 +40,13 @@ DRIVER_MEMORY = "2g"
 
 #: defaults for benchmark sessions; users override any of them through ``session(conf=...)``
 DEFAULT_SESSION_CONF = {
-    "spark.executor.cores": "1",
     "spark.executor.memory": EXECUTOR_MEMORY,
     "spark.driver.memory": DRIVER_MEMORY,
-    "spark.driver.host": LOOPBACK,
-    "spark.driver.bindAddress": LOOPBACK,
     # small benchmark jobs: 200 shuffle partitions would be 200 tiny tasks per micro-batch
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    # an instance means an executor: no speculative copies, no dynamic scaling behind our back
-    "spark.dynamicAllocation.enabled": "false",
+    # an instance means an executor: no speculative copies (masters.sizing_settings turns dynamic allocation off)
     "spark.speculation": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     # query.stop() waits for the running micro-batch, by default forever: a batch stuck on a dead broker or a
@@ -240,6 +237,10 @@ class SparkCluster:
     session_lock: Path | None = None
     base_conf: Mapping[str, str] = field(default_factory=dict)
     register_timeout_s: float = 120.0
+    kind: MasterKind = MasterKind.MANAGED
+    access: ClusterAccess = field(default_factory=ClusterAccess)
+    #: where jobs' checkpoints go (infra/spark/shipping.py); None: a temporary directory of this machine
+    checkpoint_root: str | None = None
 
     def master_for(self, instances: int) -> str:
         # local-cluster[workers, cores per worker, MiB per worker] starts its workers inside the driver
@@ -249,7 +250,14 @@ class SparkCluster:
 
     @property
     def can_limit_cpu(self) -> bool:
+        """The instances' CPU share can be set and lifted inside a running session (the plugin's cgroups)."""
         return bool(self.instance_groups)
+
+    @property
+    def limits_instance_cpu(self) -> bool:
+        """An instance's CPU share is enforced at all: by cgroups, or by the cluster (Kubernetes pod limits,
+        fixed for a session's lifetime)."""
+        return self.can_limit_cpu or self.kind is MasterKind.KUBERNETES
 
     def set_instance_cpu(self, cpus: float | None) -> None:
         # written every time, not only when this object last set another value: pull-request mode's two
@@ -291,13 +299,16 @@ class SparkCluster:
         conf: Mapping[str, str] | None = None,
         app_name: str = "theodolite",
         instance_cpu: float | str | None = "default",
+        py_files: Sequence[Path] = (),
     ) -> Iterator[Any]:
         """A SparkSession with exactly ``instances`` one-core executors registered; stopped on exit.
 
         ``instance_cpu`` (cores per instance, None = unlimited) applies where the cluster's workers run in
         cgroups; by default the cluster's own setting (``--theodolite-instance-cpu``). The limit is set once
         the executors have registered: starting a JVM is setup, not the processing under test, and at a
-        quarter core it alone takes three times as long."""
+        quarter core it alone takes three times as long. On Kubernetes it is the pods' CPU limit, for the
+        session's lifetime. ``py_files`` (.py or .zip) are shipped to the executors: the job's code, where
+        they do not share this machine's Python path."""
         from pyspark.sql import SparkSession
 
         if not 1 <= instances <= self.max_instances:
@@ -307,27 +318,36 @@ class SparkCluster:
             )
         if SparkSession.getActiveSession() is not None:
             raise RuntimeError("another SparkSession is still active in this process; stop it first")
-        settings = {**DEFAULT_SESSION_CONF, **self.base_conf, **(conf or {})}
-        settings.update(
-            {
-                "spark.master": self.master_for(instances),
-                "spark.app.name": app_name,
-                # standalone mode ignores spark.executor.instances: a core cap of r with 1-core executors gives r
-                "spark.cores.max": str(instances),
-                "spark.jars": ",".join(str(j) for j in self.jars),
-            }
-        )
+        cpu = self._cpu(instance_cpu)
+        settings = {
+            **DEFAULT_SESSION_CONF,
+            **masters.access_settings(self.kind, self.access),
+            **self.base_conf,
+            **(conf or {}),
+            # how many instances, and how big, is what the gate measures: no setting of a job overrides it
+            **masters.sizing_settings(self.kind, instances, cpu),
+            "spark.master": self.master_for(instances),
+            "spark.app.name": app_name,
+            "spark.jars": ",".join(str(j) for j in self.jars),
+        }
         builder = SparkSession.builder
         for key, value in settings.items():
             builder = builder.config(key, value)
         with FileLock(str(self.session_lock)) if self.session_lock else nullcontext():
             self.set_instance_cpu(None)  # under the lock: another worker's session may be using the instances
             spark = _without_pyspark_sigint_handler(builder.getOrCreate)
+            driver_path = list(sys.path)
             try:
-                wait_for_executors(spark, instances, self.register_timeout_s)
-                self.set_instance_cpu(self._cpu(instance_cpu))
+                wait_for_executors(spark, instances, self.register_timeout_s, self.kind)
+                for path in py_files:
+                    spark.sparkContext.addPyFile(str(path))
+                # addPyFile also puts each file on this process's path (for local mode): the driver imports the
+                # job from its own tree, and the copies go with the session
+                sys.path[:] = driver_path
+                self.set_instance_cpu(cpu)
                 yield spark
             finally:
+                sys.path[:] = driver_path
                 spark.stop()
 
 
@@ -359,7 +379,11 @@ def registered_executors(spark) -> int:
     return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
 
 
-def wait_for_executors(spark, instances: int, timeout_s: float) -> None:
+def wait_for_executors(
+    spark, instances: int, timeout_s: float, kind: MasterKind = MasterKind.MANAGED
+) -> None:
+    """Wait until `instances` executors registered, then check that no more did: a gate that measured r
+    instances on more would report a demand the job does not have."""
     wait_until(
         lambda: registered_executors(spark) >= instances,
         timeout_s=timeout_s,
@@ -367,6 +391,32 @@ def wait_for_executors(spark, instances: int, timeout_s: float) -> None:
         error=TheodoliteSetupError,
         what=lambda: (
             f"Only {registered_executors(spark)} of {instances} Spark executors registered within "
-            f"{timeout_s:.0f} s. Check that the cluster has enough free one-core workers and memory."
+            f"{timeout_s:.0f} s. {_REGISTRATION_HINTS[kind]}"
         ),
     )
+    registered = registered_executors(spark)
+    if registered != instances:
+        raise TheodoliteSetupError(
+            f"The {kind.value} cluster gave {registered} Spark executors where {instances} were asked for: a "
+            "gate measures exactly that many instances. Check that nothing else sizes the application "
+            "(spark-defaults.conf: spark.executor.instances, dynamic allocation) and that each executor "
+            "has one core."
+        )
+
+
+_REGISTRATION_HINTS = {
+    MasterKind.MANAGED: "Check that the cluster has enough free one-core workers and memory.",
+    MasterKind.LOCAL_CLUSTER: "Check that this machine has the memory for that many executor JVMs.",
+    MasterKind.STANDALONE: (
+        "Check that the master has that many free cores on its workers, and that the workers can reach this "
+        "driver (--spark-driver-host: an address of this machine the workers can connect to)."
+    ),
+    MasterKind.KUBERNETES: (
+        "Check the executor pods (kubectl get pods -l spark-role=executor): an image that cannot be pulled, "
+        "a namespace quota, or a driver address the pods cannot reach (--spark-driver-host)."
+    ),
+    MasterKind.YARN: (
+        "Check the application in YARN's ResourceManager: the queue's free vcores and memory, and that the "
+        "NodeManagers can reach this driver (--spark-driver-host)."
+    ),
+}
