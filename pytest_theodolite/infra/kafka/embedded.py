@@ -9,6 +9,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,11 +70,27 @@ class EmbeddedKafka:
     server_properties: Mapping[str, str] = field(default_factory=dict)
     #: what a client needs to talk to it (Kafka's dotted names), used to check that it serves
     client_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: one node of a cluster (EmbeddedKafkaCluster): its id, the cluster's id and its controller quorum;
+    #: None: a cluster of its own
+    node_id: int = 1
+    cluster_id: str | None = None
+    quorum_voters: str | None = None
     bootstrap_servers: str = field(default="", init=False)
     process: ManagedProcess | None = field(default=None, init=False)
     _own_work_dir: bool = field(default=False, init=False)
 
     def start(self) -> EmbeddedKafka:
+        self.launch()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def launch(self) -> EmbeddedKafka:
+        """Format the storage and start the JVM, without waiting: a node of a cluster serves only once a
+        majority of its controller quorum runs."""
         java = maven.java_executable()
         port = port_or_free(self.port, "the embedded Kafka broker")
         controller_port = port_or_free(self.controller_port, "the embedded Kafka controller")
@@ -85,8 +102,11 @@ class EmbeddedKafka:
             self._own_work_dir = True
         self.work_dir.mkdir(parents=True, exist_ok=True)
         props = self.work_dir / "server.properties"
+        voters = self.quorum_voters or f"{self.node_id}@{LOOPBACK}:{controller_port}"
         props.write_text(
-            _server_properties(port, controller_port, self.work_dir / "data", self.server_properties)
+            _server_properties(
+                port, controller_port, self.work_dir / "data", self.server_properties, self.node_id, voters
+            )
         )
         log4j = self.work_dir / "log4j2.properties"
         log4j.write_text(LOG4J2_PROPERTIES)
@@ -108,16 +128,11 @@ class EmbeddedKafka:
             [*jvm, "kafka.Kafka", str(props)], log_path, die_with_parent=self.die_with_parent
         ).start()
         self.bootstrap_servers = f"{LOOPBACK}:{port}"
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def _format_storage(self, jvm: list[str], props: Path, log_path: Path) -> None:
         # Static voters (controller.quorum.voters) need no --standalone flag.
-        cluster_id = new_cluster_id()
+        cluster_id = self.cluster_id or new_cluster_id()
         cmd = [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -129,7 +144,7 @@ class EmbeddedKafka:
                 "Formatting the embedded broker's storage failed:\n" + (proc.stdout + proc.stderr)[-2000:]
             )
 
-    def _wait_ready(self) -> None:
+    def wait_ready(self) -> None:
         assert self.process is not None
         process = self.process
         deadline = time.monotonic() + self.start_timeout_s
@@ -208,12 +223,17 @@ SINGLE_NODE_SETTINGS = {
 
 
 def _server_properties(
-    port: int, controller_port: int, data_dir: Path, overrides: Mapping[str, str] | None = None
+    port: int,
+    controller_port: int,
+    data_dir: Path,
+    overrides: Mapping[str, str] | None = None,
+    node_id: int = 1,
+    voters: str | None = None,
 ) -> str:
     settings = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters or f"{node_id}@{LOOPBACK}:{controller_port}",
         "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
         "controller.listener.names": "CONTROLLER",
@@ -225,3 +245,79 @@ def _server_properties(
     }
     # a .properties file reads a backslash as an escape (a JAAS password may hold one)
     return "".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n" for k, v in settings.items())
+
+
+@dataclass
+class EmbeddedKafkaCluster:
+    """A Kafka cluster of ``nodes`` KRaft nodes (each broker and controller, its own JVM) on 127.0.0.1, from
+    the embedded broker's jars: what a replicated production cluster does when a broker dies, on one machine.
+
+    Internal topics are replicated ``min(3, nodes)`` times; topics get ``default.replication.factor`` 1
+    unless created with more. ``with EmbeddedKafkaCluster(3) as cluster: cluster.bootstrap_servers``."""
+
+    nodes: int = 3
+    cache_dir: Path | None = None
+    heap: str = "512m"
+    start_timeout_s: float = 180.0
+    work_dir: Path | None = None
+    brokers: list[EmbeddedKafka] = field(default_factory=list, init=False)
+    _own_work_dir: bool = field(default=False, init=False)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.bootstrap_servers for b in self.brokers)
+
+    def start(self) -> EmbeddedKafkaCluster:
+        if self.nodes < 1:
+            raise ValueError(f"a cluster needs at least one node, got {self.nodes}")
+        if self.work_dir is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="theodolite-kafka-cluster-"))
+            self._own_work_dir = True
+        ports = [
+            (port_or_free(0, "a Kafka broker"), port_or_free(0, "a Kafka controller"))
+            for _ in range(self.nodes)
+        ]
+        voters = ",".join(f"{i + 1}@{LOOPBACK}:{controller}" for i, (_, controller) in enumerate(ports))
+        replicas = str(min(3, self.nodes))
+        cluster_id = new_cluster_id()
+        try:
+            for index, (port, controller) in enumerate(ports):
+                broker = EmbeddedKafka(
+                    port=port,
+                    controller_port=controller,
+                    cache_dir=self.cache_dir,
+                    heap=self.heap,
+                    start_timeout_s=self.start_timeout_s,
+                    work_dir=self.work_dir / f"node-{index + 1}",
+                    node_id=index + 1,
+                    cluster_id=cluster_id,
+                    quorum_voters=voters,
+                    server_properties={
+                        "offsets.topic.replication.factor": replicas,
+                        "transaction.state.log.replication.factor": replicas,
+                        "transaction.state.log.min.isr": "1",
+                        "share.coordinator.state.topic.replication.factor": replicas,
+                    },
+                )
+                self.brokers.append(broker)
+                broker.launch()
+            for broker in self.brokers:
+                broker.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        # all at once: a node stopped after the others has no controller quorum left for its controlled
+        # shutdown and waits out its whole stop timeout
+        with ThreadPoolExecutor(max_workers=max(1, len(self.brokers))) as pool:
+            list(pool.map(EmbeddedKafka.stop, self.brokers))
+        if self._own_work_dir and self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedKafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

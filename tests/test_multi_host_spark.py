@@ -1,0 +1,249 @@
+"""A gate on a Spark standalone cluster of several hosts: the master and two workers each in a network
+namespace of its own with its own address (tests/netns_hosts.py), reached only at those addresses; the
+workers in mount namespaces where the project's packages show empty, so that the job's code reaches the
+executors only by being shipped. The driver runs in pytest's namespace, the Kafka broker listens on its
+address there. A gate sub-experiment runs end to end; a worker host removed mid-run makes it ERRORED, never a
+pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import generator
+import pytest_theodolite
+import spark_jobs
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra.maven import java_executable
+from pytest_theodolite.infra.ports import free_port
+from pytest_theodolite.infra.spark.jars import pyspark_home
+from pytest_theodolite.infra.waiting import wait_until
+
+sys.path.insert(0, str(Path(__file__).parent))  # netns_hosts
+from netns_hosts import HostNetwork, can_make_namespaces
+
+pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
+
+_WHY_NOT = can_make_namespaces() if os.geteuid() == 0 else "needs root for network namespaces"
+needs_namespaces = pytest.mark.skipif(_WHY_NOT is not None, reason=f"no network namespaces here: {_WHY_NOT}")
+
+MASTER, WORKERS = 0, (1, 2)
+
+# A job package of the user's, not installed anywhere: its Python UDF lives in its own module, which the
+# executors import when they run it -- possible only where the package was shipped to them.
+JOB_INIT = ""
+JOB_MODULE = """
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+from clickjob.scoring import score
+
+
+def start_query(spark, *, bootstrap_servers, input_topic, output_topic, checkpoint_dir, **options):
+    rows = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", input_topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    scored = rows.select(
+        F.col("key"), F.udf(score, LongType())(F.col("value")).cast("string").alias("value")
+    )
+    return (
+        scored.writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", output_topic)
+        .option("checkpointLocation", checkpoint_dir)
+        .start()
+    )
+"""
+JOB_SCORING = """
+def score(value):
+    return len(value or b"")
+"""
+GATE = """
+import pytest
+from generator import Workload
+from pytest_theodolite import Benchmark
+from clickjob.job import start_query
+
+CLICKS = Benchmark("clicks-multi-host", start_query, lambda keys: Workload(keys=keys), input_partitions=2)
+
+@pytest.mark.theodolite(CLICKS, loads=[200], resources=[{resources}], threshold="20%", max_duration=40)
+def test_clicks(theodolite_gate):
+    theodolite_gate.check()
+"""
+
+
+def _spark_env(network: HostNetwork, host: int, work: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "SPARK_HOME": str(pyspark_home()),
+        "SPARK_LOCAL_IP": network.address(host),
+        "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_LOG_DIR": str(work / "logs"),
+        "SPARK_WORKER_DIR": str(work / "work"),
+        "SPARK_LOCAL_DIRS": str(work / "local"),
+        "JAVA_HOME": str(Path(os.path.realpath(java_executable())).parent.parent),
+        "PYTHONPATH": "",
+    }
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    """The network, a master on host 0 and a one-core worker on hosts 1 and 2 (project packages hidden), and
+    a broker on this process's address; all stopped and deleted afterwards."""
+    project_packages = [Path(module.__file__).parent for module in (spark_jobs, pytest_theodolite, generator)]
+    spark_class = str(pyspark_home() / "bin" / "spark-class")
+    with HostNetwork(hosts=3) as network:
+        master_url = f"spark://{network.address(MASTER)}:7077"
+        network.run(
+            MASTER,
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                network.address(MASTER),
+                "--port",
+                "7077",
+                "--webui-port",
+                "8080",
+            ],
+            tmp_path / "master.log",
+            _spark_env(network, MASTER, tmp_path / "master"),
+        )
+        for host in WORKERS:
+            network.run(
+                host,
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    network.address(host),
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "2g",
+                    "--webui-port",
+                    "8081",
+                    master_url,
+                ],
+                tmp_path / f"worker-{host}.log",
+                _spark_env(network, host, tmp_path / f"worker-{host}"),
+                hidden=project_packages,
+            )
+        port, controller = free_port(), free_port()
+        broker = EmbeddedKafka(
+            port=port,
+            controller_port=controller,
+            work_dir=tmp_path / "kafka",
+            server_properties={
+                "listeners": f"PLAINTEXT://0.0.0.0:{port},CONTROLLER://127.0.0.1:{controller}",
+                "advertised.listeners": f"PLAINTEXT://{network.local_address}:{port}",
+            },
+        )
+        with broker:
+            wait_until(
+                lambda: _alive_workers(network) == len(WORKERS),
+                timeout_s=120,
+                interval_s=0.5,
+                transient=(OSError, ValueError),
+                what=lambda: f"{len(WORKERS)} workers registered; logs in {tmp_path}",
+            )
+            yield network, master_url, f"{network.local_address}:{port}"
+    assert network.leftovers() == []
+
+
+def _alive_workers(network: HostNetwork) -> int:
+    import urllib.request
+
+    url = f"http://{network.address(MASTER)}:8080/json/"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.load(response).get("aliveworkers", 0)
+
+
+def _run_gate(pytester, master_url: str, bootstrap: str, network: HostNetwork, resources: int):
+    job = pytester.path / "clickjob"
+    job.mkdir()
+    (job / "__init__.py").write_text(JOB_INIT)
+    (job / "job.py").write_text(JOB_MODULE)
+    (job / "scoring.py").write_text(JOB_SCORING)
+    pytester.makepyfile(test_clicks_gate=GATE.format(resources=resources))
+    checkpoints = pytester.path.parent / "shared-checkpoints"  # a path every host mounts
+    checkpoints.mkdir(exist_ok=True)
+    args = (
+        "-p",
+        "no:cacheprovider",
+        "--kafka=external",
+        f"--kafka-bootstrap={bootstrap}",
+        f"--spark-master={master_url}",
+        f"--spark-driver-host={network.local_address}",
+        f"--theodolite-checkpoint-root={checkpoints}",
+        "--theodolite-max-instances=2",
+        "--theodolite-results=results",
+        "--theodolite-update-baselines",  # a first run on this cluster: it measures and records
+        "-rA",
+    )
+    return pytester.runpytest_subprocess(*args, timeout=900), checkpoints
+
+
+@needs_namespaces
+def test_a_gate_runs_on_a_cluster_of_hosts_that_share_no_python_path(pytester, hosts, monkeypatch):
+    network, master_url, bootstrap = hosts
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    started = time.monotonic()
+    result, checkpoints = _run_gate(pytester, master_url, bootstrap, network, resources=2)
+    took = time.monotonic() - started
+    output = result.stdout.str() + result.stderr.str()
+    print(output, f"\n(took {took:.0f} s)")
+    recorded = json.loads(next((pytester.path / "results").glob("*_results.json")).read_text())
+    [sub] = recorded["sub_experiments"]
+    # a verdict of the job: its UDF ran on the executors, from the shipped package
+    assert sub["resources"] == 2 and sub["outcome"] in ("pass", "fail"), sub
+    assert "ModuleNotFoundError" not in output
+    assert result.parseoutcomes().get("passed", 0) + result.parseoutcomes().get("failed", 0) == 1, output
+    assert recorded["settings"]["job"] == "clickjob.job.start_query"
+    assert list(checkpoints.iterdir()) == []  # each repetition's checkpoint deleted under the shared root
+    operator = KafkaCluster(bootstrap, provider="external")
+    assert not [t for t in operator.list_topics() if t.startswith("theodolite-")]
+    operator.close()
+
+
+@needs_namespaces
+def test_a_worker_host_removed_mid_run_makes_the_point_errored_never_a_pass(pytester, hosts, monkeypatch):
+    network, master_url, bootstrap = hosts
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    results = pytester.path / "results"
+    removed = threading.Event()
+
+    def remove_when_measuring() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            for path in results.glob("*_lag-trend_*.csv") if results.is_dir() else ():
+                if len(path.read_text().splitlines()) > 8:
+                    network.remove_host(WORKERS[-1])
+                    removed.set()
+                    return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=remove_when_measuring, daemon=True)
+    watcher.start()
+    result, _ = _run_gate(pytester, master_url, bootstrap, network, resources=2)
+    watcher.join(timeout=5)
+    output = result.stdout.str() + result.stderr.str()
+    print(output)
+    assert removed.is_set(), "no sub-experiment measured: the host was never removed"
+    recorded = json.loads(next(results.glob("*_results.json")).read_text())
+    [sub] = recorded["sub_experiments"]
+    assert sub["outcome"] == "errored", sub
+    details = " ".join(v.get("detail", "") for v in sub["verdicts"])
+    assert "executor was lost" in details or "query stopped" in details, details
+    assert result.parseoutcomes().get("passed", 0) == 0, output

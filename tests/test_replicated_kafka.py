@@ -1,0 +1,158 @@
+"""A gate against a replicated Kafka cluster that pytest did not start: three KRaft brokers, each its own JVM
+(the embedded broker's jars), topics at replication factor 3 and min.insync.replicas 2. One broker is
+SIGKILLed while a sub-experiment measures: the sub-experiment completes or is ERRORED -- never loses a record
+the broker acknowledged to the generator (the runner counts both and errors a repetition that did) -- and the
+gate's topics are deleted on the two brokers left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kafka.admin import ConfigResource, ConfigResourceType
+
+from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.kafka.embedded import EmbeddedKafkaCluster
+
+# kills a broker while measuring: nothing else may run beside it under pytest-xdist
+pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
+
+GATE = """
+import pytest
+from generator import Workload
+from pytest_theodolite.engine.runner import Benchmark
+from spark_jobs import uc1
+
+UC1 = Benchmark("uc1-replicated", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=3)
+
+@pytest.mark.theodolite(UC1, loads=[500], resources=[1, 2], threshold="20%", max_duration=40)
+def test_uc1(theodolite_gate):
+    theodolite_gate.check()
+"""
+
+
+BASELINE = {
+    "benchmark": "uc1-replicated",
+    "format_version": 1,
+    "settings": {},
+    "demand": {"500": 1},
+    "testbed": {
+        "cores": None,
+        "memory_gib": None,
+        "instance_cpu": None,
+        "kafka_provider": "external",
+        "spark_master": "standalone",
+        "pyspark_version": None,
+        "python_version": "3.11",
+    },
+}
+
+
+def _kill_when_measuring(
+    results: Path, broker_pid: int, killed: threading.Event, stop: threading.Event
+) -> None:
+    """SIGKILL the broker once a sub-experiment has sampled 8 lags (past its priming)."""
+    while not stop.is_set():
+        for path in results.glob("*_lag-trend_*.csv") if results.is_dir() else ():
+            if len(path.read_text().splitlines()) > 8:
+                os.killpg(broker_pid, signal.SIGKILL)
+                killed.set()
+                return
+        time.sleep(0.2)
+
+
+def test_a_gate_on_a_replicated_cluster_survives_a_killed_broker_without_losing_acknowledged_records(
+    pytester, tmp_path
+):
+    with EmbeddedKafkaCluster(3, work_dir=tmp_path / "operator-kafka") as cluster:
+        operator = KafkaCluster(cluster.bootstrap_servers, provider="external")
+        assert operator.broker_count() == 3
+        victim = cluster.brokers[1]
+        assert victim.process is not None
+        pytester.makepyfile(test_uc1_replicated=GATE)
+        (pytester.path / "baselines").mkdir()
+        (pytester.path / "baselines" / "uc1-replicated.json").write_text(json.dumps(BASELINE))
+        results = pytester.path / "results"
+        killed, stop = threading.Event(), threading.Event()
+        watcher = threading.Thread(
+            target=_kill_when_measuring, args=(results, victim.process.pid, killed, stop), daemon=True
+        )
+        watcher.start()
+        started = time.monotonic()
+        try:
+            result = pytester.runpytest_subprocess(
+                "-p",
+                "no:cacheprovider",
+                "--kafka=external",
+                f"--kafka-bootstrap={cluster.bootstrap_servers}",
+                "--kafka-min-insync-replicas=2",
+                "--theodolite-max-instances=2",
+                "--theodolite-results=results",
+                "-rA",
+            )
+        finally:
+            stop.set()
+            watcher.join(timeout=5)
+        took = time.monotonic() - started
+        output = result.stdout.str() + result.stderr.str()
+        print(output)  # what the user sees (pytest -rP shows it)
+        assert killed.is_set(), "the broker was never killed: no sub-experiment measured"
+        assert not victim.process.alive()
+        outcomes = result.parseoutcomes()
+        # a verdict, or a point the plugin could not measure because the broker went away -- never a crash
+        if outcomes.get("errors", outcomes.get("error", 0)):
+            assert "could not measure the demand of uc1-replicated" in output, output
+            assert "the broker did not answer" in output or "the query stopped" in output, output
+        else:
+            assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, output
+        assert "Traceback" not in output, output
+        recorded = json.loads(next(results.glob("*_results.json")).read_text())
+        repetitions = [r for sub in recorded["sub_experiments"] for r in sub["repetitions"]]
+        assert repetitions
+        for repetition in repetitions:
+            assert repetition["outcome"] in ("pass", "fail", "errored"), repetition
+            details = " ".join(v.get("detail", "") for v in repetition["verdicts"])
+            assert "acknowledged records were lost" not in details, details
+            # counted after the generator stopped, on the two brokers left (new leaders within ~10 s)
+            counters = repetition["counters"]
+            assert counters["records_in_input_topic"] >= counters["records_acknowledged"] > 0, counters
+        # the topics were created at replication factor 3, min ISR 2, and deleted on the brokers left
+        assert "replication factor 3" not in output  # no refusal
+        assert not [t for t in operator.list_topics() if t.startswith("theodolite-")]
+        assert all(b.process is not None and b.process.alive() for b in cluster.brokers if b is not victim)
+        assert took < 600, took
+        operator.close()
+
+
+def test_gate_topics_are_replicated_as_the_cluster_allows(tmp_path):
+    with EmbeddedKafkaCluster(3, work_dir=tmp_path / "kafka") as cluster:
+        kafka = KafkaCluster(cluster.bootstrap_servers, provider="external", min_insync_replicas=2)
+        try:
+            assert kafka.gate_topic_replication() == 3  # the brokers, up to 3
+            name = kafka.gate_topic_name("r1", "input")
+            kafka.create_gate_topic(name, 3)
+            [described] = kafka.admin.describe_topics([name])
+            assert [len(p["replica_nodes"]) for p in described["partitions"]] == [3, 3, 3]
+            config = kafka.admin.describe_configs(
+                config_resources=[
+                    ConfigResource(ConfigResourceType.TOPIC, name, configs=["min.insync.replicas"])
+                ]
+            )
+            setting = config["topic"][name]["min.insync.replicas"]
+            assert (setting["value"], setting["config_source"]) == ("2", "DYNAMIC_TOPIC_CONFIG"), setting
+            # a replication the cluster cannot give is refused with the options that change it
+            four = KafkaCluster(cluster.bootstrap_servers, provider="external", replication_factor=4)
+            with pytest.raises(
+                TheodoliteSetupError, match=r"replication factor 4.*--kafka-replication-factor"
+            ):
+                four.create_gate_topic(four.gate_topic_name("r2", "input"), 1)
+            four.close()
+            kafka.delete_topic(name)
+        finally:
+            kafka.close()
