@@ -462,6 +462,28 @@ def test_a_baseline_from_a_testbed_of_another_speed_is_not_comparable_never_a_re
     assert "REGRESSION" not in result.stdout.str()
 
 
+def test_a_baseline_of_limited_instances_is_not_comparable_on_a_cluster_that_enforces_no_share(
+    gate_project, monkeypatch
+):
+    """A remote standalone or YARN cluster gives its executors whole cores: a baseline recorded with quarter-core
+    instances cannot judge what it measures, whatever the demands (equal ones too)."""
+    monkeypatch.setenv("SCRIPTED_UNLIMITED_CLUSTER", "1")
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", "400000")  # the same speed: only the instances' size differs
+    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000)).runpytest(
+        "-rs"
+    )
+    result.assert_outcomes(skipped=3)
+    assert result.ret == 7
+    result.stdout.fnmatch_lines(
+        [
+            "scripted: NOT COMPARABLE (3 loads not comparable)",
+            "SKIPPED*scripted load 1000: *not comparable: the baseline's instances were limited to 0.25 CPU each, "
+            "and spark://scripted:7077 enforces no CPU share per instance*",
+        ]
+    )
+    assert "REGRESSION" not in result.stdout.str()
+
+
 def test_on_a_slower_testbed_a_demand_no_higher_than_the_baseline_passes_one_sided(gate_project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CALIBRATION", "228000")  # the issue's fresh machine: 0.57x
     project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 4}, calibration=400000))

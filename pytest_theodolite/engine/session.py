@@ -77,9 +77,19 @@ class TheodoliteSession:
         return point_cost(point.sub_experiments, point.resources, instance_cpu, reference)
 
     def not_comparable(self, baseline: Baseline | None) -> str | None:
-        """Why `baseline` cannot be compared with what this session measures, or None."""
+        """Why `baseline` cannot be compared with what this session measures, or None: its instances were
+        limited to a CPU share that this cluster does not enforce (a demand would count instances of another
+        size), or its testbed ran at another speed."""
         if baseline is None:
             return None
+        limited = baseline.testbed.instance_cpu
+        if limited is not None and not self.spark.limits_instance_cpu:
+            return (
+                f"the baseline's instances were limited to {limited:g} CPU each, and "
+                f"{self.spark.master_url} enforces no CPU share per instance: a demand here counts instances "
+                "of another size. Compare on a cluster that enforces it (the plugin's own, or Kubernetes), or "
+                "record a baseline on this one (--theodolite-update-baselines)"
+            )
         return calibration_mismatch(
             baseline.testbed.calibration_rows_per_s, self.calibration, baseline_reference_cpu(baseline)
         )
@@ -165,3 +175,4 @@ def summarise(
         for name, experiment in sorted(session.experiments.items())
     ]
     return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports)}
+
