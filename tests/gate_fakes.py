@@ -170,7 +170,9 @@ class FakeSpark:
     can_limit_cpu: bool = False
     #: the scripted testbed enforces its instances' share (its calibration ran limited); False: a cluster
     #: that does not (SCRIPTED_UNLIMITED_CLUSTER)
-    limits_instance_cpu: bool = field(default_factory=lambda: not os.environ.get("SCRIPTED_UNLIMITED_CLUSTER"))
+    limits_instance_cpu: bool = field(
+        default_factory=lambda: not os.environ.get("SCRIPTED_UNLIMITED_CLUSTER")
+    )
     master_url: str = "spark://scripted:7077"
 
 

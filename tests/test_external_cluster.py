@@ -28,11 +28,27 @@ def test_uc1(theodolite_gate):
     theodolite_gate.check()
 """
 
+UC1_BASELINE = {
+    "benchmark": "uc1-external",
+    "format_version": 1,
+    "settings": {},
+    "demand": {"300": 1},
+    "testbed": {
+        "cores": None,
+        "memory_gib": None,
+        "instance_cpu": None,
+        "kafka_provider": "external",
+        "spark_master": "external",
+        "pyspark_version": None,
+        "python_version": "3.11",
+    },
+}
 
-@pytest.fixture
-def sasl_broker(tmp_path):
+
+def _sasl_broker(work_dir, authorizer: bool = False) -> tuple[EmbeddedKafka, str, dict, str]:
     """A single-node broker whose clients must log in (SASL/PLAIN as user 'gate'); its own internal listener
-    needs no login."""
+    needs no login (and, with `authorizer`, is the only super user: 'gate' may do what ACLs grant it, nothing
+    more). Returns the broker, the password, the client properties and the internal listener's address."""
     password = "pw-" + secrets.token_hex(12)
     port = free_port()
     login = "org.apache.kafka.common.security.plain.PlainLoginModule required"
@@ -43,10 +59,18 @@ def sasl_broker(tmp_path):
         "sasl.jaas.config": f'{login} username="gate" password="{password}";',
     }
     internal, controller = free_port(), free_port()
+    acl_settings = (
+        {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",  # the internal and controller listeners' principal
+        }
+        if authorizer
+        else {}
+    )
     broker = EmbeddedKafka(
         port=port,
         controller_port=controller,
-        work_dir=tmp_path / "operator-kafka",
+        work_dir=work_dir,
         server_properties={
             "listeners": f"SASL_PLAINTEXT://{LOOPBACK}:{port},INTERNAL://{LOOPBACK}:{internal},"
             f"CONTROLLER://{LOOPBACK}:{controller}",
@@ -56,9 +80,16 @@ def sasl_broker(tmp_path):
             "inter.broker.listener.name": "INTERNAL",
             "sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            **acl_settings,
         },
         client_properties=client,
     )
+    return broker, password, client, f"{LOOPBACK}:{internal}"
+
+
+@pytest.fixture
+def sasl_broker(tmp_path):
+    broker, password, client, _ = _sasl_broker(tmp_path / "operator-kafka")
     with broker:
         yield broker, password, client
 
@@ -70,25 +101,7 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
     with StandaloneCluster(workers=2, work_dir=pytester.path.parent / "operator-spark") as spark:
         pytester.makepyfile(test_uc1_external=GATE)
         (pytester.path / "baselines").mkdir()
-        (pytester.path / "baselines" / "uc1-external.json").write_text(
-            json.dumps(
-                {
-                    "benchmark": "uc1-external",
-                    "format_version": 1,
-                    "settings": {},
-                    "demand": {"300": 1},
-                    "testbed": {
-                        "cores": None,
-                        "memory_gib": None,
-                        "instance_cpu": None,
-                        "kafka_provider": "external",
-                        "spark_master": "external",
-                        "pyspark_version": None,
-                        "python_version": "3.11",
-                    },
-                }
-            )
-        )
+        (pytester.path / "baselines" / "uc1-external.json").write_text(json.dumps(UC1_BASELINE))
         checkpoints = pytester.path.parent / "operator-checkpoints"  # a mount all the cluster's hosts share
         checkpoints.mkdir()
         # as a CI secret would be given: environment variables, no file
@@ -152,3 +165,102 @@ def test_the_broker_refuses_clients_without_the_login(sasl_broker):
     broker, _, _ = sasl_broker
     with pytest.raises(TheodoliteSetupError):
         wait_for_metadata(broker.bootstrap_servers, 5.0)
+
+
+def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
+    pytester, tmp_path, monkeypatch
+):
+    """A locked-down cluster: user 'gate' may read, write and delete records of two topics an operator made,
+    and create nothing. With --kafka-topics the gate runs there; its topics stay, emptied; records written before
+    the gate are not read by it."""
+    from kafka.admin import (
+        ACL,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    broker, password, client, internal = _sasl_broker(tmp_path / "locked-kafka", authorizer=True)
+    with broker:
+        operator = KafkaCluster(internal, provider="external")  # the super user
+        for name in ("gates.in", "gates.out"):
+            operator.create_topic(name, partitions=2)
+        gate_user = "User:gate"
+        grants = [
+            ResourcePattern(ResourceType.TOPIC, name, ACLResourcePatternType.LITERAL)
+            for name in ("gates.in", "gates.out")
+        ]
+        acls = [
+            ACL(gate_user, "*", operation, ACLPermissionType.ALLOW, pattern)
+            for pattern in grants
+            for operation in (
+                ACLOperation.READ,
+                ACLOperation.WRITE,
+                ACLOperation.DESCRIBE,
+                ACLOperation.DELETE,
+            )
+        ]
+        # Spark's Kafka source reads in consumer groups of its own naming
+        groups = ResourcePattern(ResourceType.GROUP, "spark-kafka-source", ACLResourcePatternType.PREFIXED)
+        acls.append(ACL(gate_user, "*", ACLOperation.READ, ACLPermissionType.ALLOW, groups))
+        created = operator.admin.create_acls(acls)
+        assert not created["failed"], created
+        old = KafkaCluster(internal, provider="external")
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=[internal])
+        for i in range(500):  # written before the gate: not part of its load
+            producer.send("gates.in", key=b"old-%d" % i, value=b"{}")
+        producer.flush()
+        producer.close()
+        assert old.records_in("gates.in") == 500
+        old.close()
+
+        # without the existing topics the gate cannot create its own
+        locked = KafkaCluster(broker.bootstrap_servers, provider="external", properties=client)
+        with pytest.raises(Exception, match="refused topic"):
+            locked.create_gate_topic("theodolite-x-input", 2)
+        locked.close()
+
+        pytester.makepyfile(test_uc1_external=GATE)
+        (pytester.path / "baselines").mkdir()
+        (pytester.path / "baselines" / "uc1-external.json").write_text(json.dumps(UC1_BASELINE))
+        monkeypatch.setenv("THEODOLITE_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_MECHANISM", "PLAIN")
+        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_USERNAME", "gate")
+        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_PASSWORD", password)
+        result = pytester.runpytest_subprocess(
+            "-p",
+            "no:cacheprovider",
+            "--kafka=external",
+            f"--kafka-bootstrap={broker.bootstrap_servers}",
+            "--kafka-topics=input=gates.in,output=gates.out",
+            "--theodolite-max-instances=2",
+            "--theodolite-results=results",
+            "-k",
+            "uc1",
+        )
+        output = result.stdout.str() + result.stderr.str()
+        print(output)
+        result.stdout.fnmatch_lines(
+            [
+                "theodolite: cluster: existing topics input=gates.in, output=gates.out (emptied before and after*",
+                "*theodolite: uc1-external load=300 instances=1: *",
+            ]
+        )
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, output
+        recorded = json.loads(next((pytester.path / "results").glob("*_results.json")).read_text())
+        for sub in recorded["sub_experiments"]:
+            for repetition in sub["repetitions"]:
+                counters = repetition["counters"]
+                # this repetition's records only: the 500 old ones were deleted before it began
+                assert counters["records_in_input_topic"] >= counters["records_acknowledged"] > 0, counters
+                assert counters["records_total"] <= counters["records_in_input_topic"], counters
+        topics = operator.list_topics()
+        assert {"gates.in", "gates.out"} <= topics  # the operator's topics stay ...
+        assert not [t for t in topics if t.startswith("theodolite-")], topics  # ... and no other was made
+        assert operator.records_in("gates.in") == 0 and operator.records_in("gates.out") == 0  # ... emptied
+        operator.close()

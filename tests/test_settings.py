@@ -75,6 +75,8 @@ def test_bad_spark_master_is_a_usage_error(pytester):
             "*--kafka-min-insync-replicas 2 exceeds --kafka-replication-factor 1*",
         ),
         (["--kafka-topic-prefix", "gate topics/"], "*a Kafka topic name holds only letters, digits*"),
+        (["--kafka-topics", "input=gates.in,output"], "*--kafka-topics entry 'output' is not ROLE=TOPIC*"),
+        (["--kafka-topics", "input=x,output=x"], "*--kafka-topics gives one topic to several roles*"),
     ],
 )
 def test_a_cluster_setting_that_cannot_work_is_refused_before_anything_starts(
@@ -97,8 +99,10 @@ def test_cluster_settings_reach_the_settings_object():
         "--kafka-topic-prefix": "team-a.gates.",
         "--kafka-replication-factor": "3",
         "--kafka-min-insync-replicas": "2",
+        "--kafka-topics": "input=team-a.in, output=team-a.out",
     }
     settings = build(values.get, [], environ={})
+    assert settings.kafka_topics == {"input": "team-a.in", "output": "team-a.out"}
     assert settings.spark_kind.value == "k8s"
     assert (settings.spark_access.k8s_image, settings.spark_access.k8s_namespace) == (
         "registry.example/spark-py:4.0.0",

@@ -164,9 +164,7 @@ class BenchmarkExperiment:
             tolerance,
             measured_testbed=measured_testbed,
             benchmark=name,
-            not_comparable=None
-            if settings.update_baselines
-            else session.not_comparable(baseline),
+            not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
             host_speed=session.host_speed(baseline),
             costs=costs,
             cost_tolerance=cost_tolerance,

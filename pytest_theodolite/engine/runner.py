@@ -256,7 +256,7 @@ class ExperimentRunner:
         checkpoint = (
             str(scratch)
             if root is None
-            else shipping.checkpoint_location(root, self.kafka.gate_topic_name(job.run_id, "checkpoint"))
+            else shipping.checkpoint_location(root, f"{self.kafka.topic_prefix}{job.run_id}-checkpoint")
         )
         try:
             for name in job.topics.values():
@@ -325,7 +325,7 @@ class ExperimentRunner:
         replicated cluster that lost a broker answers again once its partitions have new leaders)."""
         try:
             (count,) = wait_until(
-                lambda: (self.kafka.total_end_offset(topic),),  # a 1-tuple: a count of 0 is an answer too
+                lambda: (self.kafka.records_in(topic),),  # a 1-tuple: a count of 0 is an answer too
                 timeout_s=RECORDS_COUNT_WAIT_S,
                 interval_s=1.0,
                 transient=(Exception,),
@@ -596,12 +596,13 @@ class ExperimentRunner:
         return {"warmup_s": warmup, "measurement_s": max(0.0, elapsed - warmup)}
 
     def _delete_topics(self, names: Iterable[str], load: int, resources: int) -> None:
-        """Delete a repetition's topics; those that cannot be deleted are named in a warning (they would pile up
-        on a real cluster), and the verdict is left as measured (a dead broker has already made it ERRORED)."""
+        """Delete a repetition's topics (empty those that existed before it); those that cannot be are named in
+        a warning (they would pile up on a real cluster), and the verdict is left as measured (a dead broker has
+        already made it ERRORED)."""
         left = []
         for name in names:
             try:
-                self.kafka.delete_topic(name)
+                self.kafka.release_gate_topic(name)
             except Exception as exc:  # whatever the admin client raises, the topic is left
                 left.append(f"{name} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
         if left:

@@ -27,6 +27,7 @@ def _gate_topics(cluster: KafkaCluster, settings: TheodoliteSettings) -> KafkaCl
     cluster.topic_prefix = settings.kafka_topic_prefix
     cluster.replication_factor = settings.kafka_replication_factor
     cluster.min_insync_replicas = settings.kafka_min_insync_replicas
+    cluster.fixed_topics = dict(settings.kafka_topics)
     return cluster
 
 

@@ -175,4 +175,3 @@ def summarise(
         for name, experiment in sorted(session.experiments.items())
     ]
     return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports)}
-

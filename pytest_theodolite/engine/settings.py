@@ -52,6 +52,8 @@ class TheodoliteSettings:
     kafka_topic_prefix: str = "theodolite-"
     kafka_replication_factor: int | None = None
     kafka_min_insync_replicas: int | None = None
+    #: existing topics by role (input, output, ...) used instead of topics the gates create (--kafka-topics)
+    kafka_topics: Mapping[str, str] = field(default_factory=dict)
     max_instances: int = 4
     instance_cpu: float | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
@@ -152,6 +154,14 @@ OPTIONS: list[tuple[str, str, str, str]] = [
         "min.insync.replicas of the topics the gates create (default: the broker's)",
     ),
     (
+        "--kafka-topics",
+        "theodolite_kafka_topics",
+        "",
+        "ROLE=TOPIC,...: existing topics to use instead of creating and deleting topics (a cluster that lets "
+        "the gates create none), e.g. input=gates.in,output=gates.out; their records are deleted before and "
+        "after each repetition",
+    ),
+    (
         "--theodolite-max-instances",
         "theodolite_max_instances",
         "4",
@@ -242,6 +252,24 @@ def parse_job_options(entries: list[str]) -> dict[str, dict[str, Any]]:
     return options
 
 
+def parse_topic_roles(text: str) -> dict[str, str]:
+    """``"input=gates.in,output=gates.out"`` -> ``{"input": "gates.in", "output": "gates.out"}``."""
+    roles: dict[str, str] = {}
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        role, equals, topic = (part.strip() for part in entry.partition("="))
+        if not (equals and role and re.fullmatch(r"[A-Za-z0-9._-]+", topic)):
+            raise SettingsError(
+                f"--kafka-topics entry {entry!r} is not ROLE=TOPIC (a topic name of letters, digits, '.', '_' "
+                "and '-'), e.g. --kafka-topics input=gates.in,output=gates.out"
+            )
+        roles[role] = topic
+    if roles and len(set(roles.values())) < len(roles):
+        raise SettingsError(
+            f"--kafka-topics gives one topic to several roles ({text}): each role needs its own"
+        )
+    return roles
+
+
 def build(
     get: Callable[[str], Any],
     ini_properties: list[str],
@@ -310,6 +338,7 @@ def build(
         )
     replication = text("--kafka-replication-factor")
     min_insync = text("--kafka-min-insync-replicas")
+    kafka_topics = parse_topic_roles(text("--kafka-topics"))
     if replication and min_insync and min_insync.isdigit() and replication.isdigit():
         if int(min_insync) > int(replication):
             raise SettingsError(
@@ -345,6 +374,7 @@ def build(
         kafka_min_insync_replicas=(
             _number(min_insync, "--kafka-min-insync-replicas", int, low=1, high=32) if min_insync else None
         ),
+        kafka_topics=kafka_topics,
         max_instances=_number(
             text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64
         ),

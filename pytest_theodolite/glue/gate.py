@@ -169,9 +169,7 @@ def measure_gate_point(
         session.on_sub_experiment = sub_experiment_hook(request.config)
     state.session = session
     experiment = start(lambda: session.experiment(spec.benchmark, spec.settings))
-    not_comparable = (
-        None if settings.update_baselines else session.not_comparable(baseline)
-    )
+    not_comparable = None if settings.update_baselines else session.not_comparable(baseline)
     measured: GatePoint = start(lambda: experiment.gate_point(spec, load, baseline, session, not_comparable))
     if measured.unmeasured:
         request.node.user_properties.append(("theodolite.unmeasured", load))

@@ -51,7 +51,11 @@ def cluster_note(settings: TheodoliteSettings) -> str:
     replication = settings.kafka_replication_factor or "the brokers' count, up to 3"
     isr = settings.kafka_min_insync_replicas or "the broker's"
     parts = [
-        f"topics {settings.kafka_topic_prefix}*, replication {replication}, min.insync.replicas {isr}",
+        "existing topics "
+        + ", ".join(f"{role}={name}" for role, name in settings.kafka_topics.items())
+        + " (emptied before and after each repetition)"
+        if settings.kafka_topics
+        else f"topics {settings.kafka_topic_prefix}*, replication {replication}, min.insync.replicas {isr}",
     ]
     if not settings.spark_kind.started_here:
         parts.append(f"checkpoints under {settings.checkpoint_root}")

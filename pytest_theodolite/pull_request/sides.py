@@ -123,6 +123,7 @@ def spec_for(
             "topic_prefix": kafka.topic_prefix,
             "replication_factor": kafka.replication_factor,
             "min_insync_replicas": kafka.min_insync_replicas,
+            "fixed_topics": dict(kafka.fixed_topics),
         },
         spark=spark,
         results_dir=results_dir,

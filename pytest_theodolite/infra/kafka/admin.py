@@ -35,6 +35,10 @@ class KafkaCluster:
     topic_prefix: str = "theodolite-"
     replication_factor: int | None = None
     min_insync_replicas: int | None = None
+    #: topics that exist already, by role (input, output, ...): used instead of topics the gates create and
+    #: delete -- a cluster whose ACLs grant no topic creation -- their records deleted before and after each
+    #: repetition (DeleteRecords: the topic's Delete permission)
+    fixed_topics: Mapping[str, str] = field(default_factory=dict)
     _admin: KafkaAdminClient | None = field(default=None, init=False, repr=False)
 
     # -- clients -------------------------------------------------------------------------------------
@@ -71,8 +75,17 @@ class KafkaCluster:
 
     # -- topics --------------------------------------------------------------------------------------
     def gate_topic_name(self, run_id: str, role: str) -> str:
-        """The name of a repetition's topic: ``<prefix><run id>-<role>``."""
-        return f"{self.topic_prefix}{run_id}-{role}"
+        """The name of a repetition's topic: ``<prefix><run id>-<role>``, or the existing topic of that role."""
+        if not self.fixed_topics:
+            return f"{self.topic_prefix}{run_id}-{role}"
+        try:
+            return self.fixed_topics[role]
+        except KeyError:
+            raise TheodoliteSetupError(
+                f"--kafka-topics names no topic for the role {role!r} (it names "
+                f"{', '.join(sorted(self.fixed_topics))}): add {role}=TOPIC, a topic with the benchmark's "
+                "partitions that the gates may read, write and delete records of"
+            ) from None
 
     def broker_count(self) -> int:
         return len(self.admin.describe_cluster().get("brokers") or [])
@@ -86,7 +99,17 @@ class KafkaCluster:
 
     def create_gate_topic(self, name: str, partitions: int) -> None:
         """Create a repetition's topic with the cluster's replication settings (see the fields above); a
-        cluster that refuses them says why, with the option to change."""
+        cluster that refuses them says why, with the option to change. An existing topic (``fixed_topics``)
+        is checked and emptied instead."""
+        if name in self.fixed_topics.values():
+            found = self.partition_count(name)
+            if found != partitions:
+                raise TheodoliteSetupError(
+                    f"the existing topic {name!r} (--kafka-topics) has {found} partitions, the benchmark "
+                    f"{partitions}: create it with {partitions} (the lag is read from exactly those)"
+                )
+            self.delete_records(name)
+            return
         configs = {}
         if self.min_insync_replicas is not None:
             configs["min.insync.replicas"] = str(self.min_insync_replicas)
@@ -168,6 +191,34 @@ class KafkaCluster:
             timeout_s=timeout_s,
             what=f"topic {name!r} still listed {timeout_s:.0f} s after its deletion",
         )
+
+    def release_gate_topic(self, name: str) -> None:
+        """A repetition's topic after it: deleted, or, where it existed before (``fixed_topics``), emptied."""
+        if name in self.fixed_topics.values():
+            self.delete_records(name)
+        else:
+            self.delete_topic(name)
+
+    def delete_records(self, name: str) -> None:
+        """Delete every record of `name` (its log start moves to its end): a consumer from ``earliest`` reads
+        only what comes after."""
+        ends = self.end_offsets(name)
+        self.admin.delete_records(
+            {TopicPartition(name, p): offset for p, offset in ends.items()},
+            timeout_ms=int(self.request_timeout_s * 1000),
+        )
+
+    def records_in(self, name: str) -> int:
+        """The records `name` holds now: end offsets minus log start offsets, over its partitions."""
+        partitions = [TopicPartition(name, p) for p in range(self.partition_count(name))]
+        consumer = KafkaConsumer(**self.client_kwargs(), enable_auto_commit=False)
+        try:
+            timeout_ms = int(self.request_timeout_s * 1000)
+            ends = consumer.end_offsets(partitions, timeout_ms=timeout_ms)
+            starts = consumer.beginning_offsets(partitions, timeout_ms=timeout_ms)
+        finally:
+            consumer.close()
+        return sum(ends.values()) - sum(starts.values())
 
     def list_topics(self) -> set[str]:
         return set(self.admin.list_topics())
