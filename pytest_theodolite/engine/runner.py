@@ -311,12 +311,9 @@ class ExperimentRunner:
                     self._delete_checkpoint(spark, checkpoint)
         finally:
             if "records_acknowledged" in job.counters:
-                try:
-                    job.counters["records_in_input_topic"] = self.kafka.total_end_offset(job.topics["input"])
-                except (
-                    Exception
-                ):  # whatever the client raises: a broker gone has made the run ERRORED already
-                    pass
+                in_topic = self._records_in(job.topics["input"])
+                if in_topic is not None:
+                    job.counters["records_in_input_topic"] = in_topic
             self._delete_topics(job.topics.values(), load, resources)
             shutil.rmtree(scratch, ignore_errors=True)
 
