@@ -18,6 +18,7 @@ from pytest_theodolite.core.contention import (
     SERIES_QUOTA_PERIODS,
     SERIES_THROTTLED_PERIODS,
     HostUsage,
+    SlowSampling,
     check_instance_quota,
     host_usage,
     instance_series,
@@ -28,6 +29,7 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import SERIES_LAG, RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.search import UNMEASURED
+from pytest_theodolite.core.slo import SloVerdict
 from pytest_theodolite.infra import procfs
 from pytest_theodolite.judge.demand_points import demand_point
 from pytest_theodolite.report.progress import progress_line
@@ -204,6 +206,23 @@ def test_analyse_judges_the_host_again_from_the_raw_series(tmp_path):
     # the progress line says where the CPU went
     line = progress_line(again, {})
     assert "host 100% busy of 2 cores" in line and "generator 0.30" in line
+
+
+def test_a_sampler_that_could_not_keep_its_pace_says_so_and_one_that_did_says_nothing():
+    steady = [1000.0 + i * 1.02 for i in range(30)]
+    assert SlowSampling.of(steady, 1.0) is None
+    assert SlowSampling.of(steady[:2], 1.0) is None  # too few samples to tell
+    # a host (or a link to a remote cluster) that takes 2-3 s per sample, with one stall of 9 s
+    slow = [0.0, *np.cumsum([2.0, 2.5, 3.0, 2.2, 9.0, 2.4, 2.6])]
+    note = SlowSampling.of(slow, 1.0)
+    assert note is not None and note.median_gap_s == 2.5 and note.max_gap_s == 9.0
+    assert SlowSampling.from_dict(note.to_dict()) == note
+    verdict = SloVerdict("lag-trend", Outcome.PASS, 1.0, 100.0, "")
+    repetition = RepetitionRecord(0, (verdict,), protocol={"sampling": note.to_dict()})
+    line = progress_line(SubExperimentRecord.from_repetitions(1000, 1, 1000.0, [repetition]), {})
+    assert line.endswith(
+        "[lag sampled every 2.5 s (longest gap 9 s), not every 1 s: this host, or its link to the cluster, is slow]"
+    ), line
 
 
 def test_procfs_reads_the_host_and_this_process():

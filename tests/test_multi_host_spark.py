@@ -247,3 +247,61 @@ def test_a_worker_host_removed_mid_run_makes_the_point_errored_never_a_pass(pyte
     details = " ".join(v.get("detail", "") for v in sub["verdicts"])
     assert "executor was lost" in details or "query stopped" in details, details
     assert result.parseoutcomes().get("passed", 0) == 0, output
+
+
+BROKEN_SCORING = """
+def score(value):
+    raise RuntimeError("this version of the scoring breaks on the executors")
+"""
+
+
+@needs_namespaces
+def test_pull_request_mode_ships_each_sides_own_version_to_the_executors(pytester, hosts, monkeypatch):
+    """REF's scoring works, the working tree's raises on the executors: REF measures, the change's point
+    errors. Each side's executors ran that side's code -- the package shipped from its own tree."""
+    import subprocess
+
+    network, master_url, bootstrap = hosts
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(pytester.path), *args], check=True, capture_output=True)
+
+    job = pytester.path / "clickjob"
+    job.mkdir()
+    (job / "__init__.py").write_text(JOB_INIT)
+    (job / "job.py").write_text(JOB_MODULE)
+    (job / "scoring.py").write_text(JOB_SCORING)
+    pytester.makepyfile(test_clicks_gate=GATE.format(resources=1))
+    git("init", "-q", "-b", "main")
+    git("config", "user.email", "t@example.org")
+    git("config", "user.name", "t")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    (job / "scoring.py").write_text(BROKEN_SCORING)  # the change, uncommitted
+    checkpoints = pytester.path.parent / "shared-checkpoints"
+    checkpoints.mkdir(exist_ok=True)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--kafka=external",
+        f"--kafka-bootstrap={bootstrap}",
+        f"--spark-master={master_url}",
+        f"--spark-driver-host={network.local_address}",
+        f"--theodolite-checkpoint-root={checkpoints}",
+        "--theodolite-max-instances=2",
+        "--theodolite-results=results",
+        "--theodolite-compare-ref=main",
+        "-rA",
+        timeout=900,
+    )
+    output = result.stdout.str() + result.stderr.str()
+    print(output)
+    sides = {}
+    for side in ("ref", "change"):
+        recorded = json.loads(next((pytester.path / "results" / side).glob("*_results.json")).read_text())
+        sides[side] = {sub["outcome"] for sub in recorded["sub_experiments"]}
+    assert sides["ref"] <= {"pass", "fail"} and sides["ref"], sides  # REF's own scoring ran on the executors
+    assert sides["change"] == {"errored"}, sides  # the change's, shipped from the working tree, raised there
+    assert "this version of the scoring breaks on the executors" in output
+    assert result.parseoutcomes().get("passed", 0) == 0, output  # never a pass without the change measured

@@ -271,3 +271,41 @@ def check_instance_quota(
     else:
         why = "they got their quota"
     return SloVerdict(INSTANCE_QUOTA, Outcome.PASS, share, starved_share, f"{why} ({usage.describe()})")
+
+
+#: a lag sampler whose median gap is this many times its interval says so: the host measuring is the limit
+SLOW_SAMPLING_FACTOR = 1.5
+
+
+@dataclass(frozen=True)
+class SlowSampling:
+    """The lag was sampled markedly less often than asked: the pytest host, or its link to a cluster, could
+    not keep the sampler's pace (the fit then has fewer points; nothing about the job follows from it)."""
+
+    interval_s: float
+    median_gap_s: float
+    max_gap_s: float
+
+    @classmethod
+    def of(cls, timestamps_s: list[float], interval_s: float) -> SlowSampling | None:
+        """None where the median gap between samples stayed within SLOW_SAMPLING_FACTOR x `interval_s`."""
+        if len(timestamps_s) < 3 or interval_s <= 0:
+            return None
+        gaps = np.diff(np.asarray(timestamps_s, dtype=float))
+        median = float(np.median(gaps))
+        if median <= SLOW_SAMPLING_FACTOR * interval_s:
+            return None
+        return cls(interval_s, round(median, 2), round(float(gaps.max()), 2))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"interval_s": self.interval_s, "median_gap_s": self.median_gap_s, "max_gap_s": self.max_gap_s}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SlowSampling:
+        return cls(float(data["interval_s"]), float(data["median_gap_s"]), float(data["max_gap_s"]))
+
+    def describe(self) -> str:
+        return (
+            f"lag sampled every {self.median_gap_s:.1f} s (longest gap {self.max_gap_s:.0f} s), not every "
+            f"{self.interval_s:g} s: this host, or its link to the cluster, is slow"
+        )

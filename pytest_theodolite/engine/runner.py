@@ -27,6 +27,7 @@ from generator import LoadGenerator, Workload, WorkloadError
 from pytest_theodolite.core.contention import (
     SERIES_LIMITED_INSTANCE_CPU,
     HostUsage,
+    SlowSampling,
     host_usage,
     instance_series,
 )
@@ -486,6 +487,8 @@ class ExperimentRunner:
             abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows, usage
         )
         summary = protocol.summary()
+        if (slow := SlowSampling.of(sampled.lag_t, self.settings.sample_interval_s)) is not None:
+            summary["sampling"] = slow.to_dict()
         if usage is not None:  # for the report; analyse judges the host series again from its cores and quota
             summary["host"] = usage.to_dict()
         return RepetitionRecord(repetition, verdicts, counters, summary, sampled.cost())

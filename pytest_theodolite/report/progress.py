@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_theodolite.core.contention import HostUsage
+from pytest_theodolite.core.contention import HostUsage, SlowSampling
 from pytest_theodolite.core.slo import LAG_TREND, LATE_RECORDS
 
 
@@ -44,6 +44,9 @@ def progress_line(record: Any, timings: Mapping[Any, Any]) -> str:
     host = protocol.get("host")
     if host:  # where the host's CPU went from the CPU limit on: a FAIL the host caused is not the job's
         phases += f" [{HostUsage.from_dict(host).describe()}]"
+    sampling = protocol.get("sampling")
+    if sampling:  # the sampler could not keep its pace: the host measuring, not the job, was slow
+        phases += f" [{SlowSampling.from_dict(sampling).describe()}]"
     return (
         f"load={record.load} instances={record.resources}: {record.outcome.value.upper()} ({slos}{trend})"
         f"{phases}"
