@@ -89,7 +89,11 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
         else:
             assert host["quota_cores"] is None and not quota
         assert repetition.counters["records_malformed"] == 0
-        assert repetition.counters["records_total"] > 0.8 * record.load * settings.duration_s
+        # the job's own count of what it read: never more than the broker acknowledged to the generator, and
+        # where it kept up (how far a host lets it keep up is the host's) nearly all that was offered
+        assert 0 < repetition.counters["records_total"] <= repetition.counters["records_in_input_topic"]
+        if record.outcome is Outcome.PASS:
+            assert repetition.counters["records_total"] > 0.8 * record.load * settings.duration_s
         assert repetition.counters["setup_ms"] > 0 and repetition.counters["teardown_ms"] > 0
         if spark_cluster.can_limit_cpu:  # the instances' CPU over the measurement, per offered record
             assert repetition.counters["records_measured"] > 0.5 * record.load * settings.duration_s

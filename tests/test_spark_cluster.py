@@ -103,3 +103,18 @@ def test_executors_python_workers_import_pyspark_from_the_package_not_from_spark
         )
     assert pyspark_file == pyspark.__file__  # the installed package, not python/lib/pyspark.zip/pyspark
     assert archives == []
+
+
+def test_a_checkpoint_on_the_clusters_file_system_is_deleted_through_the_sessions_hadoop_client(
+    spark_cluster, tmp_path
+):
+    """The path --theodolite-checkpoint-root takes for hdfs:// or s3a:// roots, here on Hadoop's own local file
+    system (file://): the same FileSystem.delete call, a real session."""
+    from pytest_theodolite.infra.spark import shipping
+
+    checkpoint = tmp_path / "root" / "theodolite-1a2b3c4d-checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text("v1\n")
+    with spark_cluster.session(instances=1) as spark:
+        shipping.delete_checkpoint(spark, f"file://{checkpoint}")
+    assert not checkpoint.exists() and (tmp_path / "root").exists()
