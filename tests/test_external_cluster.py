@@ -8,6 +8,7 @@ import secrets
 
 import pytest
 
+from pytest_theodolite.core.errors import TheodoliteSetupError
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.infra.ports import LOOPBACK, free_port
@@ -159,7 +160,6 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
 
 def test_the_broker_refuses_clients_without_the_login(sasl_broker):
     """The SASL listener is real: without credentials no metadata comes back."""
-    from pytest_theodolite.core.errors import TheodoliteSetupError
     from pytest_theodolite.infra.kafka.admin import wait_for_metadata
 
     broker, _, _ = sasl_broker
@@ -220,7 +220,9 @@ def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
 
         # without the existing topics the gate cannot create its own
         locked = KafkaCluster(broker.bootstrap_servers, provider="external", properties=client)
-        with pytest.raises(Exception, match="refused topic"):
+        with pytest.raises(
+            TheodoliteSetupError, match=r"refused topic .*--kafka-topics to topics that exist"
+        ):
             locked.create_gate_topic("theodolite-x-input", 2)
         locked.close()
 

@@ -120,8 +120,9 @@ class KafkaCluster:
             raise TheodoliteSetupError(
                 f"Kafka at {self.bootstrap_servers} refused topic {name!r} ({partitions} partitions, replication "
                 f"factor {replication}{', ' + str(configs) if configs else ''}): {exc}. Set "
-                "--kafka-replication-factor / --kafka-min-insync-replicas to what the cluster allows, or "
-                "--kafka-topic-prefix to a prefix your ACLs let this client create and delete"
+                "--kafka-replication-factor / --kafka-min-insync-replicas to what the cluster allows, "
+                "--kafka-topic-prefix to a prefix your ACLs let this client create and delete, or, where it may "
+                "create none, --kafka-topics to topics that exist"
             ) from exc
 
     def create_topic(
