@@ -58,9 +58,9 @@ def judged(steps, tolerance=0):
 def test_sides_that_agree_run_the_same_pairs_in_abba_order():
     search = paired()
     needed = {REF: {4000: 1, 20000: 4}, CHANGE: {4000: 1, 20000: 4}}
-    steps = search.measure(4000, scripted(needed), guess=1)
+    steps = search.measure(4000, scripted(needed), guess=1, exact_change=True)
     assert {side: step.optimum for side, step in steps.items()} == {REF: 1, CHANGE: 1}
-    search.measure(20000, scripted(needed), guess=4)
+    search.measure(20000, scripted(needed), guess=4, exact_change=True)
     assert search.order == [
         (REF, 4000, 1),
         (CHANGE, 4000, 1),
@@ -99,8 +99,53 @@ def test_a_regressed_change_keeps_probing_after_ref_is_done():
 )
 def test_the_change_is_judged_against_ref_with_the_tolerance(ref, change, tolerance, verdict):
     needed = {REF: {1000: ref}, CHANGE: {1000: change}}
-    steps = paired().measure(1000, scripted(needed), guess=ref)
+    steps = paired().measure(1000, scripted(needed), guess=ref, exact_change=True)
     assert judged(steps, tolerance).verdict is verdict
+
+
+def test_the_change_does_not_step_below_an_instance_count_where_ref_failed():
+    search = paired()
+    needed = {REF: {20000: 4}, CHANGE: {20000: 4}}
+    steps = search.measure(20000, scripted(needed), guess=4)
+    # both passed at 4 and step down to 3: REF runs first, fails, and the change's failing run is saved
+    assert search.order == [(REF, 20000, 4), (CHANGE, 20000, 4), (REF, 20000, 3)]
+    assert (steps[REF].optimum, steps[REF].status) == (4, "measured")
+    assert (steps[CHANGE].optimum, steps[CHANGE].status) == (4, "at-most")
+    point = compare_sides(
+        "b", 20000, measured_demand(steps[REF]), measured_demand(steps[CHANGE]), at_most=True
+    )
+    assert point.verdict is Verdict.PASS and point.measured_text == "<=4"
+    assert "at most 4 instances (fewer not run)" in point.describe()
+
+
+def test_an_improvement_below_ref_is_seen_only_with_exact_change():
+    needed = {REF: {1000: 2}, CHANGE: {1000: 1}}
+    bounded = paired().measure(1000, scripted(needed), guess=2)
+    assert (bounded[CHANGE].optimum, bounded[CHANGE].status) == (2, "at-most")
+    assert judged(bounded).verdict is Verdict.PASS
+    exact = paired().measure(1000, scripted(needed), guess=2, exact_change=True)
+    assert judged(exact).verdict is Verdict.IMPROVEMENT
+
+
+def test_the_change_steps_down_beside_ref_while_ref_passes():
+    search = paired()
+    needed = {REF: {1000: 1}, CHANGE: {1000: 1}}
+    steps = search.measure(1000, scripted(needed), guess=2)
+    # REF runs first at 1 (the change waits for its verdict), passes, and the change follows
+    assert search.order == [(REF, 1000, 2), (CHANGE, 1000, 2), (REF, 1000, 1), (CHANGE, 1000, 1)]
+    assert {side: (s.optimum, s.status) for side, s in steps.items()} == {
+        REF: (1, "measured"),
+        CHANGE: (1, "measured"),
+    }
+
+
+def test_a_change_that_passes_where_ref_failed_is_an_improvement_without_stepping_further():
+    search = paired()
+    needed = {REF: {1000: 3}, CHANGE: {1000: 2}}
+    steps = search.measure(1000, scripted(needed), guess=2)
+    assert search.order == [(REF, 1000, 2), (CHANGE, 1000, 2), (REF, 1000, 3)]
+    assert (steps[CHANGE].optimum, steps[CHANGE].status) == (2, "at-most")
+    assert judged(steps).verdict is Verdict.IMPROVEMENT
 
 
 def test_none_on_the_change_side_where_ref_had_a_demand_is_a_regression():

@@ -162,13 +162,30 @@ def test_update_records_the_measured_demand_function(gate_project):
     project.runpytest().assert_outcomes(passed=3)
 
 
-def test_same_demand_passes_and_each_sub_experiment_is_shown_live(gate_project):
+def test_same_demand_passes_at_the_baseline_and_the_search_stops_there(gate_project):
     result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3})).runpytest()
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
             "theodolite: scripted load=1000 instances=1: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
-            # the default search starts at the baseline's demand and steps down to the first fail
+            # the default search starts at the baseline's demand; a pass there is all the gate needs
+            "theodolite: scripted load=2000 instances=2: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
+            "theodolite: scripted load=3000 instances=3: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
+            "*  2000 |        2 |      <=2 | PASS *",
+            "*<=N (loads 2000, 3000): passed at the baseline's demand, fewer instances not run*",
+        ]
+    )
+    assert "FAIL" not in result.stdout.str()
+
+
+def test_same_demand_passes_and_each_sub_experiment_is_shown_live(gate_project):
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    result = project.runpytest("--theodolite-exact-demand=true")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "theodolite: scripted load=1000 instances=1: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
+            # an exact search starts at the baseline's demand and steps down to the first fail
             "theodolite: scripted load=2000 instances=2: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
             "theodolite: scripted load=2000 instances=1: FAIL (lag-trend fail; lag slope 1000 vs 100 records/s)",
             "theodolite: scripted load=3000 instances=3: PASS (lag-trend pass; lag slope 0 vs 100 records/s)",
@@ -289,7 +306,14 @@ def test_improvement_passes_and_is_reported(gate_project, monkeypatch, tmp_path)
     monkeypatch.setenv("SCRIPTED_CAPACITY", "3000")
     summary_file = tmp_path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
-    result = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, cores=64)).runpytest()
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, cores=64))
+    bounded = (
+        project.runpytest()
+    )  # by default a pass at the baseline's demand ends the search: no improvement
+    bounded.assert_outcomes(passed=3)
+    bounded.stdout.fnmatch_lines(["scripted: PASS", "*  3000 |        3 |      <=3 | PASS *"])
+    summary_file.unlink()
+    result = project.runpytest("--theodolite-exact-demand=true")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
@@ -358,8 +382,8 @@ def test_a_plot_and_the_raw_demand_table_land_in_the_results_dir(gate_project):
     assert (project.path / "results" / "expscripted_demand.csv").read_text().splitlines() == [
         "load,resources",
         "1000,1",
-        "2000,2",
-        "3000,3",
+        "2000,<=2",
+        "3000,<=3",
     ]
 
 
@@ -604,9 +628,10 @@ def test_a_cpu_per_record_beyond_the_cost_tolerance_fails_at_an_unchanged_demand
                 "CPU per record at 1 instance: baseline 100.0 us [98.0, 102.0], measured 130.0 us [128.0, 132.0]*"
             ),
             "*scripted: COST REGRESSION (1 cost regression, cost tolerance 20%)",
-            literal("  1000 |*1 |*1 | COST REGRESSION | 130.0 us [128.0, 132.0] (+30%) | +0% (capacity)"),
-            literal("  2000 |*2 |*2 | PASS            | 130.0 us [128.0, 132.0] (+4%)  | +0% (capacity)"),
-            literal("  3000 |*3 |*3 | PASS            | 130.0 us [128.0, 132.0]        | n/a"),
+            # (no blind spot: the capacities it is read from come from failing runs, and none was needed)
+            literal("  1000 |*1 |*1 | COST REGRESSION | 130.0 us [128.0, 132.0] (+30%) | n/a"),
+            literal("  2000 |*2 |*<=2 | PASS            | 130.0 us [128.0, 132.0] (+4%)  | n/a"),
+            literal("  3000 |*3 |*<=3 | PASS            | 130.0 us [128.0, 132.0]        | n/a"),
         ]
     )
     junit = (project.path / "junit.xml").read_text()
@@ -776,3 +801,16 @@ def test_pull_request_mode_judges_the_cost_by_default_unless_the_gate_names_a_to
     assert tolerance({"cost_tolerance": "off"}, pull_request=True) is None
     assert tolerance({}, {"cost_tolerance": "off"}, pull_request=True) is None
     assert tolerance({"strategy": "capacity"}, pull_request=False) == JUDGED_COST_TOLERANCE
+
+
+def test_a_gate_stops_at_its_reference_unless_asked_for_exact_demands_and_a_recording_always_is_exact():
+    from gate_fakes import BENCH
+
+    from pytest_theodolite.engine.markers import GateSpecError, gate_spec
+
+    assert not gate_spec((BENCH,), {"loads": [1000]}, {}, {}).settings.exact_demand
+    assert gate_spec((BENCH,), {"loads": [1000], "exact_demand": True}, {}, {}).settings.exact_demand
+    assert gate_spec((BENCH,), {"loads": [1000]}, {"exact_demand": "true"}, {}).settings.exact_demand
+    assert gate_spec((BENCH,), {"loads": [1000]}, {}, {}, update_baselines=True).settings.exact_demand
+    with pytest.raises(GateSpecError, match="exact_demand 'maybe' is neither true nor false"):
+        gate_spec((BENCH,), {"loads": [1000]}, {"exact_demand": "maybe"}, {})

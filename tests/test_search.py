@@ -168,6 +168,47 @@ def test_baseline_guess_finds_a_regression_and_an_improvement_by_stepping_from_t
     assert ran(result) == [(100, 2), (100, 3), (100, 4), (200, 3), (200, 2), (200, 1)]
 
 
+def test_a_floor_ends_the_search_at_a_pass_there_as_at_most_and_saves_the_failing_run_below():
+    # The UC1 gate's shape again, as a gate runs it: a pass at the baseline's demand is all a gate needs.
+    needed = {4000: 1, 12000: 1, 20000: 4}  # 12 000 improved to 1: a floor cannot see that
+    baseline = {4000: 1, 12000: 2, 20000: 4}
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, True, (1, 2, 3, 4))
+    for load in needed:
+        search.search(load, monotonic_oracle(needed), guess=baseline[load], floor=baseline[load])
+    result = search.result()
+    assert ran(result) == [(4000, 1), (12000, 2), (20000, 4)]
+    assert dict(result.demand) == {4000: 1, 12000: 2, 20000: 4}
+    # 4 000 passed at the fewest instances there are: an exact demand, not a bound
+    assert result.at_most == (12000, 20000)
+    assert [result.status(load) for load in needed] == ["1", "<=2", "<=4"]
+
+
+def test_a_floor_does_not_stop_a_search_stepping_up_from_a_failure():
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, False, (1, 2, 3, 4))
+    step = search.search(100, monotonic_oracle({100: 3}), guess=2, floor=2)
+    assert (step.optimum, step.status) == (3, "measured")  # failed at 2, passed at 3: exact
+    assert ran(search.result()) == [(100, 2), (100, 3)]
+
+
+def test_an_at_most_demand_does_not_restrict_the_next_load_by_lower_bound():
+    # 100's demand is at most 3; its true demand may be 1, so 200 may still need only 2
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, True, (1, 2, 3, 4))
+    search.search(100, monotonic_oracle({100: 1}), guess=3, floor=3)
+    step = search.search(200, monotonic_oracle({200: 2}), guess=3)
+    assert (step.optimum, step.status) == (2, "measured")
+    assert ran(search.result()) == [(100, 3), (200, 3), (200, 2), (200, 1)]
+
+
+def test_stopping_at_most_is_refused_where_the_search_is_not_stepping_below_a_pass():
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, False, (1, 2, 3, 4))
+    running = search.start(100, guess=2)
+    with pytest.raises(RuntimeError, match="not stepping down"):
+        running.stop_at_most()  # nothing passed yet
+    running.record(F)
+    with pytest.raises(RuntimeError, match="not stepping down"):
+        running.stop_at_most()  # stepping up after a failure
+
+
 def test_baseline_guess_without_a_guess_starts_as_initial_guess():
     needed = {100: 3, 200: 2}
     for strategy in (Strategy.BASELINE_GUESS, Strategy.INITIAL_GUESS):

@@ -67,6 +67,9 @@ def instances_text(value: int | None, explain_none: bool = False) -> str:
 
 #: what one x (a load for demand, a resource amount for capacity) came to in a search (search.Step.status)
 STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, STEP_SKIPPED = "measured", "none", "unmeasured", "skipped"
+#: demand: passed at this many instances, fewer not run -- a gate needs no more to tell "not above its
+#: reference", and each failing run below a demand is the dearest sub-experiment there is
+STEP_AT_MOST = "at-most"
 
 #: a cost check's status (cost.CostCheck.status)
 COST_PASS, COST_REGRESSION, COST_NOT_COMPARED = "pass", "regression", "not-compared"

@@ -39,6 +39,7 @@ class DemandResult:
 
     `unmeasured` loads have no demand entry: an INVALID/ERRORED sub-experiment left them unjudged.
     `skipped` loads are in `demand` as None without having run (LowerBound after an unsolvable load).
+    `at_most` loads passed at their `demand` and fewer instances were not run: the demand is at most that.
     """
 
     demand: Mapping[int, int | None]
@@ -48,17 +49,20 @@ class DemandResult:
     strategy: str = ""
     loads: tuple[int, ...] = ()
     resources: tuple[int, ...] = ()
+    at_most: tuple[int, ...] = ()
 
     @property
     def metric(self) -> Metric:
         return Metric.DEMAND
 
     def status(self, load: int) -> str:
-        """'unmeasured', 'none' or the demand as text: one word per load for tables."""
+        """'unmeasured', 'none', the demand as text, or '<=2' where fewer were not run: one word per load."""
         if load in self.unmeasured:
             return "unmeasured"
         value = self.demand.get(load)
-        return "none" if value is None else str(value)
+        if value is None:
+            return "none"
+        return f"<={value}" if load in self.at_most else str(value)
 
 
 @dataclass(frozen=True)

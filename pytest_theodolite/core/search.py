@@ -16,6 +16,10 @@ Strategies (for demand; capacity mirrors them with loads and resources swapped):
   INITIAL_GUESS. On unchanged code it confirms the baseline with one passing sub-experiment and, below it, one
   failing one, the fewest that can tell "same demand" from "lower"; a linear search would also run every
   failing amount below (each a long one: a job falling behind needs minutes to be judged with certainty).
+- A demand search given a `floor` (a gate's reference demand) never steps below it: a pass at the floor ends
+  the load as AT_MOST that many instances. A gate needs no more to tell "not above the reference", and the
+  failing run one instance below a demand is the dearest sub-experiment of a search (a job falling behind is
+  judged only once its batches stop settling). An exact demand (recording a baseline) takes no floor.
 - `lower_bound=True` adds Theodolite's LowerBound restriction to any of them: the next load only tries
   resources >= the previous load's demand. A load that no resource amount could handle ends the demand search:
   larger loads are reported as "none" without running (they are listed in `skipped`). For capacity the
@@ -36,6 +40,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_theodolite.core.outcomes import STEP_AT_MOST as AT_MOST
 from pytest_theodolite.core.outcomes import STEP_MEASURED as MEASURED
 from pytest_theodolite.core.outcomes import STEP_NONE as NONE
 from pytest_theodolite.core.outcomes import STEP_SKIPPED as SKIPPED
@@ -44,6 +49,7 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
 
 __all__ = [
+    "AT_MOST",
     "CapacityResult",
     "DemandResult",
     "IncrementalSearch",
@@ -213,7 +219,7 @@ class Step:
 
     x: int
     optimum: int | None  # demand: fewest passing resources; capacity: largest passing load; None: "none"
-    status: str  # MEASURED, NONE, UNMEASURED or SKIPPED
+    status: str  # MEASURED, NONE, UNMEASURED, SKIPPED or AT_MOST (demand: passed at optimum, fewer not run)
     sub_experiments: tuple[SubExperiment, ...]  # the ones this x ran, in order
     #: the y values this x could try (LowerBound narrows them), for messages
     candidates: tuple[int, ...] = ()
@@ -222,10 +228,18 @@ class Step:
 class StepSearch:
     """One x being searched, one probe at a time: `next_probe` is the (load, resources) to run next, or None
     once the search is over; `record` takes its outcome. An INVALID or ERRORED outcome ends the search with
-    x unmeasured."""
+    x unmeasured. With a `floor` (demand only) a pass never leads below it: the search ends AT_MOST there."""
 
-    def __init__(self, x: int, demand: bool, candidates: tuple[int, ...], probes: Probes | None) -> None:
+    def __init__(
+        self,
+        x: int,
+        demand: bool,
+        candidates: tuple[int, ...],
+        probes: Probes | None,
+        floor: int | None = None,
+    ) -> None:
         self.x, self._demand, self.candidates, self._probes = x, demand, candidates, probes
+        self.floor = floor if demand else None
         self.sub_experiments: list[SubExperiment] = []
         self._step: Step | None = None
         self._y: int | None = None
@@ -254,12 +268,31 @@ class StepSearch:
             return
         self._advance(outcome is Outcome.PASS)
 
+    @property
+    def stepping_down(self) -> bool:
+        """Demand: the next probe has fewer resources than one that passed (it can only find a lower
+        demand)."""
+        passed = [s.resources for s in self.sub_experiments if s.outcome is Outcome.PASS]
+        probe = self.next_probe
+        return self._demand and probe is not None and bool(passed) and probe[1] < min(passed)
+
+    def stop_at_most(self) -> None:
+        """End a demand search that is stepping down: demand AT_MOST its fewest passing resources."""
+        if not self.stepping_down:
+            raise RuntimeError(
+                f"the search of {self.x} is not stepping down below a pass: it cannot stop here"
+            )
+        self._finish(min(s.resources for s in self.sub_experiments if s.outcome is Outcome.PASS), AT_MOST)
+
     def _advance(self, passed: bool | None) -> None:
         assert self._probes is not None
         try:
             self._y = next(self._probes) if passed is None else self._probes.send(passed)
         except StopIteration as stop:
             self._finish(stop.value, MEASURED if stop.value is not None else NONE)
+            return
+        if self.floor is not None and self._y < self.floor and self.stepping_down:
+            self.stop_at_most()
 
     def _finish(self, optimum: int | None, status: str) -> None:
         self._step = Step(self.x, optimum, status, tuple(self.sub_experiments), self.candidates)
@@ -297,15 +330,16 @@ class IncrementalSearch:
         below = [step for x_, step in self.steps.items() if x_ < x and step.status != UNMEASURED]
         return max(below, key=lambda step: step.x, default=None)
 
-    def search(self, x: int, oracle: Oracle, guess: int | None = None) -> Step:
+    def search(self, x: int, oracle: Oracle, guess: int | None = None, floor: int | None = None) -> Step:
         """Search x (once: a second call returns the first result). `guess` is where BASELINE_GUESS starts
-        (other strategies ignore it); without one it starts as INITIAL_GUESS does."""
-        running = self.start(x, guess)
+        (other strategies ignore it); without one it starts as INITIAL_GUESS does. A demand search does not
+        step below `floor` once a probe passed (AT_MOST)."""
+        running = self.start(x, guess, floor)
         while running.next_probe is not None:
             running.record(_outcome_of(oracle(*running.next_probe), *running.next_probe))
         return self.finish(running)
 
-    def start(self, x: int, guess: int | None = None) -> StepSearch:
+    def start(self, x: int, guess: int | None = None, floor: int | None = None) -> StepSearch:
         """Begin searching x one probe at a time (`StepSearch`); `finish` keeps its result. `search` drives
         one; two driven alternately compare two versions of a job probe by probe."""
         if x in self.steps:
@@ -313,7 +347,13 @@ class IncrementalSearch:
         demand = self.metric is Metric.DEMAND
         previous = self.previous(x)
         candidates = self.ys
-        if self.lower_bound and previous is not None and previous.optimum is not None:
+        if (
+            self.lower_bound
+            and previous is not None
+            and previous.optimum is not None
+            and previous.status != AT_MOST
+        ):
+            # (an AT_MOST demand is only an upper bound of the previous load's: it cannot restrict this one)
             candidates = tuple(y for y in self.ys if y >= previous.optimum)
         if self.stop_on_unmeasured and any(s.status == UNMEASURED for s in self.steps.values()):
             return StepSearch.done(Step(x, None, UNMEASURED, (), candidates))
@@ -322,7 +362,7 @@ class IncrementalSearch:
             return StepSearch.done(Step(x, None, SKIPPED, (), candidates))
         if self.strategy is not Strategy.BASELINE_GUESS or guess is None:
             guess = previous.optimum if previous is not None else None
-        return StepSearch(x, demand, candidates, _probes(self.strategy, candidates, demand, guess))
+        return StepSearch(x, demand, candidates, _probes(self.strategy, candidates, demand, guess), floor)
 
     def finish(self, running: StepSearch) -> Step:
         """Keep a finished `StepSearch`'s result (once per x)."""
@@ -355,7 +395,14 @@ class IncrementalSearch:
         optimum = {x: self.steps[x].optimum for x in searched if self.steps[x].status != UNMEASURED}
         all_xs = tuple(sorted(set(xs) | set(searched)))
         if self.metric is Metric.DEMAND:
-            return DemandResult(demand=optimum, loads=all_xs, resources=self.ys, **common)  # type: ignore[arg-type]
+            at_most = tuple(x for x in searched if self.steps[x].status == AT_MOST)
+            return DemandResult(
+                demand=optimum,
+                loads=all_xs,
+                resources=self.ys,
+                at_most=at_most,
+                **common,  # type: ignore[arg-type]
+            )
         return CapacityResult(capacity=optimum, loads=self.ys, resources=all_xs, **common)  # type: ignore[arg-type]
 
 

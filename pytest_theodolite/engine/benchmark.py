@@ -39,6 +39,8 @@ class ExperimentSettings:
     slo: SloSettings = field(default_factory=SloSettings)
     strategy: Strategy = Strategy.LINEAR
     lower_bound: bool = True
+    #: False: a demand search does not step below its reference's demand once that passed (search.AT_MOST)
+    exact_demand: bool = True
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     instance_cpu: float | None = (
         None  # CPU cores per instance where the cluster can limit it; None: unlimited
@@ -97,6 +99,7 @@ def experiment_settings_dict(
         "sample_interval_s": settings.sample_interval_s,
         "repetitions": settings.repetitions,
         "strategy": settings.strategy_name,
+        "exact_demand": settings.exact_demand,
         "spark_conf": dict(settings.spark_conf),
         "instance_cpu": settings.instance_cpu,
         "testbed": dict(testbed),

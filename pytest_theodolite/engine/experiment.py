@@ -21,7 +21,7 @@ from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note, testbed
-from pytest_theodolite.judge.comparison import compare
+from pytest_theodolite.judge.comparison import at_most_note, compare
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import BenchmarkReport
@@ -76,8 +76,12 @@ class BenchmarkExperiment:
             found, _ = self.capacity_search.demand(load, self._run, reference)
             step = self.search.keep(found)
         else:
+            reference = baseline.demand.get(load) if baseline is not None else None
             step = self.search.search(
-                load, self._run, baseline_guess(baseline, load, self.settings.resources)
+                load,
+                self._run,
+                baseline_guess(baseline, load, self.settings.resources),
+                floor=None if self.settings.exact_demand else reference,
             )
         runs = tuple(self.records[(s.load, s.resources)] for s in step.sub_experiments)
         point = demand_point(step, runs, self.search.previous(load))
@@ -184,6 +188,9 @@ class BenchmarkExperiment:
             notes = ()
         if comparison.improvements and not settings.update_baselines:
             notes += ("lower the baseline with --theodolite-update-baselines",)
+        bounded = at_most_note(measured)
+        if bounded:
+            notes += (bounded,)
         if self.capacity_search is not None and self.capacity_search.measurements:
             notes += (capacity_note(self.capacity_search.measurements),)
             if plot is not None:  # matplotlib is there

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
-from pytest_theodolite.core.outcomes import STEP_SKIPPED, STEP_UNMEASURED, UNMEASURED, Verdict, count_text
+from pytest_theodolite.core.outcomes import (
+    STEP_AT_MOST,
+    STEP_SKIPPED,
+    STEP_UNMEASURED,
+    UNMEASURED,
+    Verdict,
+    count_text,
+)
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.markers import GateSpec
@@ -76,6 +83,7 @@ class GatePoint:
             self.baseline,
             self.spec.tolerance,
             skipped=self.point.status == STEP_SKIPPED,
+            at_most=self.point.status == STEP_AT_MOST,
             not_comparable=self.not_comparable,
             host_speed=self.host_speed,
             measured_cost=self.cost,

@@ -31,6 +31,9 @@ GATE_DEFAULTS: dict[str, Any] = {
     "slope_method": "batch-aligned",
     "threshold": "2000",
     "strategy": "baseline-guess+lower-bound",
+    # a pass at the reference's demand ends a load's search (its demand is at most that); recording a baseline
+    # always searches below it
+    "exact_demand": False,
     "repetitions": 1,
     "tolerance": 0,
     # e.g. "20%"; None: the CPU per record is reported, not judged (cost.py); pull-request mode and the capacity
@@ -70,6 +73,9 @@ MARKER_HELP: dict[str, str] = {
         "demand search: linear, binary, initial-guess, baseline-guess, full, optionally +lower-bound; or capacity "
         "(each instance count's capacity measured, the demand derived, the lag trend run only at its boundary)"
     ),
+    "exact_demand": "true: search below the reference's demand too, so that a lower demand (an improvement) is "
+    "found, at the price of a failing sub-experiment per load; false: a pass at the reference's demand ends a "
+    "load's search (reported as <=N). Recording a baseline always searches below it",
     "repetitions": "repetitions per sub-experiment (the median slope decides)",
     "tolerance": "instances a load's demand may exceed its reference before failing",
     "cost_tolerance": "fail a load whose CPU per record rose beyond this share of the reference's (e.g. 20%) "
@@ -124,10 +130,12 @@ def gate_spec(
     job_options: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     pull_request: bool = False,
+    update_baselines: bool = False,
 ) -> GateSpec:
     """Build a gate from ``@pytest.mark.theodolite(benchmark, loads=[...], ...)`` and the option overrides;
     ``job_options`` (benchmark name -> options) override the benchmark's job options. In `pull_request` mode a
-    gate that names no cost tolerance gets JUDGED_COST_TOLERANCE."""
+    gate that names no cost tolerance gets JUDGED_COST_TOLERANCE; `update_baselines` makes every demand
+    exact."""
     if len(args) != 1 or not isinstance(args[0], Benchmark):
         raise GateSpecError(
             "the theodolite marker takes one positional argument, a pytest_theodolite.Benchmark, "
@@ -182,6 +190,7 @@ def gate_spec(
             plan=plan,
             strategy=strategy,
             lower_bound=lower_bound,
+            exact_demand=update_baselines or _flag(values["exact_demand"], "exact_demand"),
             spark_conf=dict(values["spark_conf"] or {}),
             instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
         )

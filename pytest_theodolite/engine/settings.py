@@ -217,6 +217,7 @@ GATE_OPTION_KEYS: tuple[str, ...] = (
     "slope_method",
     "threshold",
     "strategy",
+    "exact_demand",
     "max_batch_duration",
     "max_late_rate",
     "repetitions",

@@ -148,6 +148,7 @@ def measure_gate_point(
         settings.gate_overrides,
         settings.job_options,
         pull_request=bool(settings.compare_ref),
+        update_baselines=settings.update_baselines,
     )
     name = spec.benchmark.name
     if name not in state.baselines:

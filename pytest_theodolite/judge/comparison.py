@@ -34,6 +34,9 @@ class PointComparison:
     verdict: Verdict
     tolerance: int = 0
     skipped: bool = False  # "none" without running (lower-bound restriction after an unsolvable load)
+    at_most: bool = (
+        False  # passed at `measured` instances, fewer not run (the search stopped at the reference)
+    )
     #: why the point is NOT_COMPARABLE, or why its verdict holds on a testbed that is not (one_sided_verdict)
     reason: str = ""
     #: the CPU per record against the baseline's (None: no figure on either side was looked at)
@@ -52,12 +55,12 @@ class PointComparison:
 
     @property
     def measured_text(self) -> str:
-        """'3', 'none', 'none (skipped)' or 'unmeasured'."""
+        """'3', '<=3' (fewer not run), 'none', 'none (skipped)' or 'unmeasured'."""
         if self.measured is UNMEASURED:
             return "unmeasured"
         if self.measured is None:
             return "none (skipped)" if self.skipped else "none"
-        return str(self.measured)
+        return f"<={self.measured}" if self.at_most else str(self.measured)
 
     def describe(self, benchmark: str = "", reference: str = "baseline") -> str:
         """One sentence for a test message, e.g. 'uc1 load 1000: measured 4 instances, baseline 3: regression'
@@ -67,6 +70,8 @@ class PointComparison:
             measured = "nothing (unmeasured)"
         else:
             measured = instances_text(self.measured, explain_none=True)
+            if self.at_most and self.measured is not None:
+                measured = f"at most {measured} (fewer not run)"
         if not self.in_baseline:
             baseline = f"no {reference} value"
         else:
@@ -134,13 +139,16 @@ def compare_point(
     tolerance: int = 0,
     *,
     skipped: bool = False,
+    at_most: bool = False,
     not_comparable: str | None = None,
     host_speed: float | None = None,
     measured_cost: PointCost | None = None,
     cost_tolerance: float | None = None,
     uncertain: str | None = None,
 ) -> PointComparison:
-    """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED.
+    """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED; `at_most`:
+    it passed there and fewer were not run (a demand at most `measured`: judged as that, it can pass or
+    regress, and an improvement is seen only below the reference).
 
     `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
     NOT_COMPARABLE that has a baseline value -- except a demand verdict the testbeds' speed order alone
@@ -177,6 +185,7 @@ def compare_point(
         verdict=verdict,
         tolerance=tolerance,
         skipped=skipped and measured is None,
+        at_most=at_most and is_whole(measured),
         reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else (one_sided or ""),
         cost=cost,
     )
@@ -275,6 +284,7 @@ def compare(
             baseline,
             tolerance,
             skipped=load in measured.skipped,
+            at_most=load in measured.at_most,
             not_comparable=not_comparable,
             host_speed=host_speed,
             measured_cost=(costs or {}).get(load),
@@ -297,4 +307,16 @@ def compare(
         not_run=not_run,
         has_baseline=baseline is not None,
         cost_tolerance=cost_tolerance,
+    )
+
+
+def at_most_note(measured: DemandResult, reference: str = "baseline") -> str | None:
+    """What '<=N' in a table means, where a load's search stopped at a pass at the reference's demand."""
+    if not measured.at_most:
+        return None
+    loads = ", ".join(str(load) for load in measured.at_most)
+    return (
+        f"<=N (loads {loads}): passed at the {reference}'s demand, fewer instances not run -- a gate needs no "
+        "more, and the failing run below a demand is the dearest there is; exact_demand=true (or "
+        "--theodolite-exact-demand=true) searches below it and finds improvements"
     )

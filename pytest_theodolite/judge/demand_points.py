@@ -19,7 +19,9 @@ class DemandPoint:
 
     load: int
     resources: int | None  # fewest instances that met every SLO; None: none did (or not measured)
-    status: str  # MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment) or SKIPPED (lower bound)
+    #: MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment), SKIPPED (lower bound) or AT_MOST (passed at
+    #: `resources`, fewer not run)
+    status: str
     sub_experiments: tuple[SubExperimentRecord, ...] = ()
     reason: str = ""
 

@@ -20,7 +20,7 @@ from pytest_theodolite.core.cost import PointCost, point_cost
 from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
-from pytest_theodolite.core.search import SKIPPED, IncrementalSearch, Step, Strategy
+from pytest_theodolite.core.search import AT_MOST, SKIPPED, IncrementalSearch, Step, Strategy
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan
@@ -36,7 +36,7 @@ from pytest_theodolite.engine.runner import PhaseTimings
 from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSession
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note
-from pytest_theodolite.judge.comparison import Comparison, PointComparison, compare
+from pytest_theodolite.judge.comparison import Comparison, PointComparison, at_most_note, compare
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.pull_request.gate_point import PairedGatePoint
 from pytest_theodolite.pull_request.paired import (
@@ -135,6 +135,7 @@ class PairedPoint:
             self.demand(CHANGE),
             tolerance,
             skipped=self.sides[CHANGE].status == SKIPPED,
+            at_most=self.sides[CHANGE].status == AT_MOST,
             ref_cost=self.point_cost(REF),
             change_cost=self.point_cost(CHANGE),
             cost_tolerance=cost_tolerance,
@@ -221,7 +222,10 @@ class PairedExperiment:
             steps = self._derived_steps(load)
         else:
             steps = self.search.measure(
-                load, self._run, baseline_guess(baseline, load, self.settings.resources)
+                load,
+                self._run,
+                baseline_guess(baseline, load, self.settings.resources),
+                exact_change=self.settings.exact_demand,
             )
         sides = {
             side: demand_point(
@@ -444,6 +448,9 @@ class PairedExperiment:
                 measured_label="change (working tree)",
             )
             notes += (f"capacity plot: {drawn}",)
+        bounded = at_most_note(measured, label)
+        if bounded:
+            notes += (bounded,)
         calibrated = calibration_note(session.calibration, baseline)
         if calibrated:
             notes = (calibrated, *notes)

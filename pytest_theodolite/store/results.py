@@ -339,6 +339,7 @@ def _function_to_dict(
         "optimum": [[x, y] for x, y in sorted(optimum.items())],
         "unmeasured": list(result.unmeasured),
         "skipped": list(result.skipped),
+        **({"at_most": list(result.at_most)} if isinstance(result, DemandResult) else {}),
         "loads": list(result.loads),
         "resources": list(result.resources),
         "sub_experiments": [[s.load, s.resources, s.outcome.value] for s in result.sub_experiments],
@@ -358,7 +359,8 @@ def _function_from_dict(data: Mapping[str, Any], metric: Metric) -> DemandResult
         "resources": tuple(int(x) for x in data.get("resources", ())),
     }
     if metric is Metric.DEMAND:
-        return DemandResult(demand=optimum, **common)  # type: ignore[arg-type]
+        at_most = tuple(int(x) for x in data.get("at_most", ()))
+        return DemandResult(demand=optimum, at_most=at_most, **common)  # type: ignore[arg-type]
     return CapacityResult(capacity=optimum, **common)  # type: ignore[arg-type]
 
 
