@@ -100,16 +100,9 @@ def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester,
     operator = KafkaCluster(broker.bootstrap_servers, provider="external", properties=client)
     operator.create_topic("operator-data", partitions=1)  # the cluster's own: the gate must leave it
     with StandaloneCluster(workers=2, work_dir=pytester.path.parent / "operator-spark") as spark:
-        pytester.makepyfile(test_uc1_external=GATE)
-        (pytester.path / "baselines").mkdir()
-        (pytester.path / "baselines" / "uc1-external.json").write_text(json.dumps(UC1_BASELINE))
+        _uc1_gate_logging_in_as_gate(pytester, monkeypatch, password)
         checkpoints = pytester.path.parent / "operator-checkpoints"  # a mount all the cluster's hosts share
         checkpoints.mkdir()
-        # as a CI secret would be given: environment variables, no file
-        monkeypatch.setenv("THEODOLITE_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
-        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_MECHANISM", "PLAIN")
-        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_USERNAME", "gate")
-        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_PASSWORD", password)
         result = pytester.runpytest_subprocess(
             "-p",
             "no:cacheprovider",
@@ -226,13 +219,7 @@ def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
             locked.create_gate_topic("theodolite-x-input", 2)
         locked.close()
 
-        pytester.makepyfile(test_uc1_external=GATE)
-        (pytester.path / "baselines").mkdir()
-        (pytester.path / "baselines" / "uc1-external.json").write_text(json.dumps(UC1_BASELINE))
-        monkeypatch.setenv("THEODOLITE_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
-        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_MECHANISM", "PLAIN")
-        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_USERNAME", "gate")
-        monkeypatch.setenv("THEODOLITE_KAFKA_SASL_PASSWORD", password)
+        _uc1_gate_logging_in_as_gate(pytester, monkeypatch, password)
         result = pytester.runpytest_subprocess(
             "-p",
             "no:cacheprovider",
@@ -267,3 +254,15 @@ def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
         assert not [t for t in topics if t.startswith("theodolite-")], topics  # ... and no other was made
         assert operator.records_in("gates.in") == 0 and operator.records_in("gates.out") == 0  # ... emptied
         operator.close()
+
+
+def _uc1_gate_logging_in_as_gate(pytester, monkeypatch, password: str) -> None:
+    """The UC1 gate and its baseline in the test project; the SASL login of user `gate` as a CI secret would
+    give it: environment variables, no file."""
+    pytester.makepyfile(test_uc1_external=GATE)
+    (pytester.path / "baselines").mkdir()
+    (pytester.path / "baselines" / "uc1-external.json").write_text(json.dumps(UC1_BASELINE))
+    monkeypatch.setenv("THEODOLITE_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("THEODOLITE_KAFKA_SASL_MECHANISM", "PLAIN")
+    monkeypatch.setenv("THEODOLITE_KAFKA_SASL_USERNAME", "gate")
+    monkeypatch.setenv("THEODOLITE_KAFKA_SASL_PASSWORD", password)

@@ -180,15 +180,7 @@ def _run_gate(pytester, master_url: str, bootstrap: str, network: HostNetwork, r
     checkpoints = pytester.path.parent / "shared-checkpoints"  # a path every host mounts
     checkpoints.mkdir(exist_ok=True)
     args = (
-        "-p",
-        "no:cacheprovider",
-        "--kafka=external",
-        f"--kafka-bootstrap={bootstrap}",
-        f"--spark-master={master_url}",
-        f"--spark-driver-host={network.local_address}",
-        f"--theodolite-checkpoint-root={checkpoints}",
-        "--theodolite-max-instances=2",
-        "--theodolite-results=results",
+        *_cluster_args(bootstrap, master_url, network, checkpoints),
         "--theodolite-update-baselines",  # a first run on this cluster: it measures and records
         "-rA",
     )
@@ -282,15 +274,7 @@ def test_pull_request_mode_ships_each_sides_own_version_to_the_executors(pyteste
     checkpoints = pytester.path.parent / "shared-checkpoints"
     checkpoints.mkdir(exist_ok=True)
     result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        "--kafka=external",
-        f"--kafka-bootstrap={bootstrap}",
-        f"--spark-master={master_url}",
-        f"--spark-driver-host={network.local_address}",
-        f"--theodolite-checkpoint-root={checkpoints}",
-        "--theodolite-max-instances=2",
-        "--theodolite-results=results",
+        *_cluster_args(bootstrap, master_url, network, checkpoints),
         "--theodolite-compare-ref=main",
         "-rA",
         timeout=900,
@@ -305,3 +289,18 @@ def test_pull_request_mode_ships_each_sides_own_version_to_the_executors(pyteste
     assert sides["change"] == {"errored"}, sides  # the change's, shipped from the working tree, raised there
     assert "this version of the scoring breaks on the executors" in output
     assert result.parseoutcomes().get("passed", 0) == 0, output  # never a pass without the change measured
+
+
+def _cluster_args(bootstrap: str, master_url: str, network, checkpoints) -> tuple[str, ...]:
+    """pytest's options for a gate on the namespaces' Kafka and Spark cluster, two instances at most."""
+    return (
+        "-p",
+        "no:cacheprovider",
+        "--kafka=external",
+        f"--kafka-bootstrap={bootstrap}",
+        f"--spark-master={master_url}",
+        f"--spark-driver-host={network.local_address}",
+        f"--theodolite-checkpoint-root={checkpoints}",
+        "--theodolite-max-instances=2",
+        "--theodolite-results=results",
+    )
