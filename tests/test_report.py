@@ -346,6 +346,16 @@ def test_plot_without_baseline_and_with_nothing_measured(tmp_path: Path) -> None
     assert _png_size(empty) == (800, 500)
 
 
+def test_an_at_most_demand_is_drawn_apart_from_an_exact_one(tmp_path: Path) -> None:
+    exact = DemandResult(demand={1000: 1, 2000: 2}, resources=(1, 2))
+    bounded = DemandResult(demand={1000: 1, 2000: 2}, resources=(1, 2), at_most=(2000,))
+    drawn = {
+        name: scalability_plot(tmp_path / f"{name}.png", "uc1", result, None).read_bytes()
+        for name, result in (("exact", exact), ("bounded", bounded))
+    }
+    assert drawn["exact"] != drawn["bounded"]  # the bound's marker (and its legend entry) are drawn
+
+
 def test_the_capacity_plot_draws_each_instance_count_against_the_reference(tmp_path: Path) -> None:
     from pytest_theodolite.core.capacity import CapacityEstimate
 

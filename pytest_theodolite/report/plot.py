@@ -31,7 +31,8 @@ def scalability_plot(
     measured_label: str = "measured",
 ) -> Path:
     """A PNG of measured (and baseline, or REF's in pull-request mode) demand over load; "none" is drawn on a
-    top row labelled "none", unmeasured loads as crosses on the load axis. Written atomically; returns the
+    top row labelled "none", unmeasured loads as crosses on the load axis, an at-most demand as an open
+    downward triangle. Written atomically; returns the
     path."""
     figure, axes = _new_figure()
     baseline_demand = dict(baseline.demand) if baseline is not None else {}
@@ -65,6 +66,18 @@ def scalability_plot(
         {"color": "tab:blue", "linestyle": "-", "marker": "o", "linewidth": 2},
         measured_label,
     )
+    bounded = [load for load in measured.at_most if measured.demand.get(load) is not None]
+    if bounded:  # a pass at the reference's demand, fewer not run: the demand lies on or below the mark
+        axes.plot(
+            bounded,
+            [float(measured.demand[load]) for load in bounded],  # type: ignore[arg-type]
+            linestyle="none",
+            marker="v",
+            markersize=12,
+            color="tab:blue",
+            markerfacecolor="white",
+            label=f"{measured_label}: at most (fewer not run)",
+        )
     if measured.unmeasured:
         axes.plot(
             list(measured.unmeasured),
