@@ -313,6 +313,16 @@ def test_junit_properties_of_one_point() -> None:
     ]
 
 
+def test_an_at_most_demand_keeps_its_number_and_says_so_in_its_own_property() -> None:
+    point = compare_point(2000, 2, BASELINE, at_most=True)
+    properties = dict(junit_properties("uc1", point))
+    assert properties["theodolite.demand.2000"] == "2"  # a number, as tools reading it expect
+    assert properties["theodolite.demand_at_most.2000"] == "true"
+    assert "theodolite.demand_at_most.2000" not in dict(
+        junit_properties("uc1", compare_point(2000, 2, BASELINE))
+    )
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Plot
 # ------------------------------------------------------------------------------------------------------------
