@@ -102,7 +102,9 @@ def points_of(junit: Path) -> tuple[Point, ...]:
                     properties.get(
                         f"theodolite.ref.{load}", properties.get(f"theodolite.baseline.{load}", "?")
                     ),
-                    properties.get(f"theodolite.demand.{load}", "?"),
+                    # "<=2": passed at the reference's demand, fewer instances not run
+                    ("<=" if properties.get(f"theodolite.demand_at_most.{load}") == "true" else "")
+                    + properties.get(f"theodolite.demand.{load}", "?"),
                     properties[f"theodolite.verdict.{load}"],
                     properties.get(f"theodolite.cpu_change.{load}", ""),
                 )

@@ -55,6 +55,21 @@ def test_gate_quality_reads_ref_and_cpu_change_of_pull_request_mode(tmp_path):
     assert point.cpu_change == "+0.480"
 
 
+def test_gate_quality_shows_a_demand_at_most_as_a_bound(tmp_path):
+    quality = load_script("gate_quality")
+    junit = tmp_path / "run.xml"
+    junit.write_text(
+        '<testsuites><testsuite><testcase name="test_uc1_database_storage[load=12000]"><properties>'
+        '<property name="theodolite.demand.12000" value="2"/>'
+        '<property name="theodolite.demand_at_most.12000" value="true"/>'
+        '<property name="theodolite.baseline.12000" value="2"/>'
+        '<property name="theodolite.verdict.12000" value="pass"/>'
+        "</properties></testcase></testsuite></testsuites>"
+    )
+    (point,) = quality.points_of(junit)
+    assert (point.measured, point.verdict) == ("<=2", "pass")
+
+
 def test_gate_quality_counts_only_runs_that_ran_to_their_end(capsys):
     quality = load_script("gate_quality")
     flagged = (quality.Point("test_uc1_database_storage[load=4000]", "4000", "1", "2", "regression"),)
