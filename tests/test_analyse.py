@@ -4,13 +4,14 @@ import io
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_theodolite.cli.analyse import main, reanalyse
-from pytest_theodolite.core.estimators import TimeSeries
+from pytest_theodolite.core.estimators import SlopeThreshold, TimeSeries
 from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import (
@@ -20,7 +21,7 @@ from pytest_theodolite.core.records import (
     SubExperimentRecord,
 )
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.search import Strategy, search_demand
+from pytest_theodolite.core.search import IncrementalSearch, Strategy, search_demand
 from pytest_theodolite.store.results import ResultsWriter, read_results
 
 T0 = 1_700_000_000.0
@@ -31,8 +32,9 @@ SLOPE = {(100, 1): 50.0, (200, 1): 2500.0, (200, 2): 300.0, (300, 2): 1500.0, (4
 ACHIEVED = {(300, 2): 250.0}  # load 300 on 2 resources: the generator fell behind (< 98 % of 300)
 
 
-def write_experiment(results_dir: Path) -> ResultsWriter:
-    """A linear demand search run through ResultsWriter exactly as the runner would, on synthetic series."""
+def write_experiment(results_dir: Path, floors: dict[int, int] | None = None) -> ResultsWriter:
+    """A linear demand search run through ResultsWriter exactly as the runner would, on synthetic series; with
+    `floors` (load -> a reference demand) a gate's search that stops at a pass there."""
     settings = SloSettings(warmup_s=20)
     writer = ResultsWriter(
         results_dir,
@@ -61,9 +63,15 @@ def write_experiment(results_dir: Path) -> ResultsWriter:
         writer.record_sub_experiment(record)
         return record
 
-    writer.write_demand(
-        search_demand(oracle, [100, 200, 300, 400], [1, 2], Strategy.LINEAR, lower_bound=True)
-    )
+    if floors is None:
+        writer.write_demand(
+            search_demand(oracle, [100, 200, 300, 400], [1, 2], Strategy.LINEAR, lower_bound=True)
+        )
+        return writer
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, True, (1, 2))
+    for load, floor in floors.items():
+        search.search(load, oracle, guess=floor, floor=floor)
+    writer.write_demand(search.result(tuple(floors)))
     return writer
 
 
@@ -126,6 +134,18 @@ def test_main_prints_the_table_and_the_demand(results_dir):
     assert "load  demand (resources)" in out
     assert "300   unmeasured" in out and "200   2" in out
     assert "generator achieved only 250" in out
+
+
+def test_a_demand_the_search_bounded_stays_a_bound_unless_rejudging_moves_it(tmp_path):
+    write_experiment(tmp_path, floors={200: 2})  # 200 passes at 2: 1 is not run
+    recorded = read_results(tmp_path)
+    assert recorded.demand.at_most == (200,)
+    assert reanalyse(recorded, recorded.slo_settings).function.status(200) == "<=2"
+    code, out, _ = run_main(["analyse", str(tmp_path)])
+    assert code == 0 and "200   <=2" in out
+    # a stricter threshold fails 200 at 2 (slope 300): no pass left, so no bound either
+    strict = reanalyse(recorded, replace(recorded.slo_settings, lag_trend_threshold=SlopeThreshold(100.0)))
+    assert strict.function.status(200) == "none" and strict.function.at_most == ()
 
 
 def test_a_stricter_threshold_changes_verdicts_and_demand(results_dir):

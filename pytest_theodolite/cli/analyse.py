@@ -169,11 +169,19 @@ def reanalyse(
         records.append(SubExperimentRecord.from_repetitions(load, resources, target_rate, repetitions))
     metric = metric or results.metric or Metric.DEMAND
     points = [r.as_sub_experiment() for r in records]
-    function = (
-        demand_from_sub_experiments(points, "offline")
-        if metric is Metric.DEMAND
-        else capacity_from_sub_experiments(points, "offline")
-    )
+    function: DemandResult | CapacityResult
+    if metric is Metric.DEMAND:
+        function = demand_from_sub_experiments(points, "offline")
+        searched = results.demand
+        if searched is not None and searched.at_most:
+            # re-judging adds no runs: a load whose search stopped at a pass stays a bound where that pass
+            # is still the fewest passing instances (a pass that now fails has a failure below the new one)
+            bounded = tuple(
+                load for load in searched.at_most if function.demand.get(load) == searched.demand.get(load)
+            )
+            function = replace(function, at_most=bounded)
+    else:
+        function = capacity_from_sub_experiments(points, "offline")
     return Reanalysis(results, slo_settings, metric, tuple(records), function)
 
 

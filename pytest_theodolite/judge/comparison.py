@@ -34,9 +34,8 @@ class PointComparison:
     verdict: Verdict
     tolerance: int = 0
     skipped: bool = False  # "none" without running (lower-bound restriction after an unsolvable load)
-    at_most: bool = (
-        False  # passed at `measured` instances, fewer not run (the search stopped at the reference)
-    )
+    #: passed at `measured` instances, fewer not run (the search stopped at the reference)
+    at_most: bool = False
     #: why the point is NOT_COMPARABLE, or why its verdict holds on a testbed that is not (one_sided_verdict)
     reason: str = ""
     #: the CPU per record against the baseline's (None: no figure on either side was looked at)

@@ -83,7 +83,7 @@ class PairedDemandSearch:
             for side in order:
                 if side not in wanted:
                     continue
-                if side == CHANGE and not exact_change and not _ref_passed_below(running):
+                if side == CHANGE and not exact_change and not _change_may_run_next(running):
                     running[CHANGE].stop_at_most()
                     continue
                 probe_load, resources = wanted[side]
@@ -94,7 +94,7 @@ class PairedDemandSearch:
         return {side: self.searches[side].finish(r) for side, r in running.items()}
 
 
-def _ref_passed_below(running: Mapping[str, StepSearch]) -> bool:
+def _change_may_run_next(running: Mapping[str, StepSearch]) -> bool:
     """Whether the change may run its next probe: any probe but a step below its passes, or one where REF
     passed at the same (load, instances)."""
     change = running[CHANGE]

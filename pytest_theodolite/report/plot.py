@@ -32,8 +32,7 @@ def scalability_plot(
 ) -> Path:
     """A PNG of measured (and baseline, or REF's in pull-request mode) demand over load; "none" is drawn on a
     top row labelled "none", unmeasured loads as crosses on the load axis, an at-most demand as an open
-    downward triangle. Written atomically; returns the
-    path."""
+    downward triangle. Written atomically; returns the path."""
     figure, axes = _new_figure()
     baseline_demand = dict(baseline.demand) if baseline is not None else {}
     numbers = [v for v in (*measured.demand.values(), *baseline_demand.values()) if v is not None]
