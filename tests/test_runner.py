@@ -88,11 +88,15 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
             assert len(quota) == 1 and quota[0].detail, record.verdicts
         else:
             assert host["quota_cores"] is None and not quota
-        assert repetition.counters["records_malformed"] == 0
-        # the job's own count of what it read: never more than the broker acknowledged to the generator, and
-        # where it kept up (how far a host lets it keep up is the host's) nearly all that was offered
-        assert 0 < repetition.counters["records_total"] <= repetition.counters["records_in_input_topic"]
-        if record.outcome is Outcome.PASS:
+        # the job's own count of what it read (its observed metrics, one row per finished micro-batch): a run
+        # that kept up has it; one whose first batch under the limit never ended (a slow host) has none
+        counted = "records_total" in repetition.counters
+        assert counted or record.outcome is not Outcome.PASS, repetition.counters
+        if counted:
+            assert repetition.counters.get("records_malformed", 0) == 0
+            # never more than the broker acknowledged to the generator
+            assert 0 < repetition.counters["records_total"] <= repetition.counters["records_in_input_topic"]
+        if record.outcome is Outcome.PASS:  # and where it kept up, nearly all that was offered
             assert repetition.counters["records_total"] > 0.8 * record.load * settings.duration_s
         assert repetition.counters["setup_ms"] > 0 and repetition.counters["teardown_ms"] > 0
         if spark_cluster.can_limit_cpu:  # the instances' CPU over the measurement, per offered record
