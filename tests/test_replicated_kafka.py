@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.errors import KafkaError
 
 from pytest_theodolite.core.errors import TheodoliteSetupError
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafkaCluster
+from pytest_theodolite.infra.waiting import wait_until
 
 # kills a broker while measuring: nothing else may run beside it under pytest-xdist
 pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
@@ -130,6 +132,11 @@ def test_a_gate_on_a_replicated_cluster_survives_a_killed_broker_without_losing_
         operator.close()
 
 
+def replica_counts(kafka: KafkaCluster, name: str) -> list[int]:
+    [described] = kafka.admin.describe_topics([name])
+    return sorted(len(p["replica_nodes"]) for p in described.get("partitions") or [])
+
+
 def test_gate_topics_are_replicated_as_the_cluster_allows(tmp_path):
     with EmbeddedKafkaCluster(3, work_dir=tmp_path / "kafka") as cluster:
         kafka = KafkaCluster(cluster.bootstrap_servers, provider="external", min_insync_replicas=2)
@@ -137,8 +144,16 @@ def test_gate_topics_are_replicated_as_the_cluster_allows(tmp_path):
             assert kafka.gate_topic_replication() == 3  # the brokers, up to 3
             name = kafka.gate_topic_name("r1", "input")
             kafka.create_gate_topic(name, 3)
-            [described] = kafka.admin.describe_topics([name])
-            assert [len(p["replica_nodes"]) for p in described["partitions"]] == [3, 3, 3]
+            # the broker asked may not yet have applied the new topic's metadata (KRaft spreads it
+            # asynchronously; create_gate_topic waited on one broker's view): ask until one answers
+            wait_until(
+                lambda: replica_counts(kafka, name) == [3, 3, 3],
+                timeout_s=30,
+                transient=(KafkaError,),
+                what=lambda: (
+                    f"topic {name!r} not described as 3 partitions of 3 replicas: {replica_counts(kafka, name)}"
+                ),
+            )
             config = kafka.admin.describe_configs(
                 config_resources=[
                     ConfigResource(ConfigResourceType.TOPIC, name, configs=["min.insync.replicas"])
