@@ -32,9 +32,12 @@ SLOPE = {(100, 1): 50.0, (200, 1): 2500.0, (200, 2): 300.0, (300, 2): 1500.0, (4
 ACHIEVED = {(300, 2): 250.0}  # load 300 on 2 resources: the generator fell behind (< 98 % of 300)
 
 
-def write_experiment(results_dir: Path, floors: dict[int, int] | None = None) -> ResultsWriter:
+def write_experiment(
+    results_dir: Path, floors: dict[int, int] | None = None, ceilings: dict[int, int] | None = None
+) -> ResultsWriter:
     """A linear demand search run through ResultsWriter exactly as the runner would, on synthetic series; with
-    `floors` (load -> a reference demand) a gate's search that stops at a pass there."""
+    `floors` (load -> a reference demand) a gate's search that stops at a pass there, with `ceilings` one that
+    stops at a failure there."""
     settings = SloSettings(warmup_s=20)
     writer = ResultsWriter(
         results_dir,
@@ -63,15 +66,17 @@ def write_experiment(results_dir: Path, floors: dict[int, int] | None = None) ->
         writer.record_sub_experiment(record)
         return record
 
-    if floors is None:
+    if floors is None and ceilings is None:
         writer.write_demand(
             search_demand(oracle, [100, 200, 300, 400], [1, 2], Strategy.LINEAR, lower_bound=True)
         )
         return writer
     search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, True, (1, 2))
-    for load, floor in floors.items():
+    for load, floor in (floors or {}).items():
         search.search(load, oracle, guess=floor, floor=floor)
-    writer.write_demand(search.result(tuple(floors)))
+    for load, ceiling in (ceilings or {}).items():
+        search.search(load, oracle, guess=ceiling, ceiling=ceiling)
+    writer.write_demand(search.result(tuple({**(floors or {}), **(ceilings or {})})))
     return writer
 
 
@@ -146,6 +151,18 @@ def test_a_demand_the_search_bounded_stays_a_bound_unless_rejudging_moves_it(tmp
     # a stricter threshold fails 200 at 2 (slope 300): no pass left, so no bound either
     strict = reanalyse(recorded, replace(recorded.slo_settings, lag_trend_threshold=SlopeThreshold(100.0)))
     assert strict.function.status(200) == "none" and strict.function.at_most == ()
+
+
+def test_a_demand_the_search_left_above_its_failure_stays_above_unless_rejudging_passes_it(tmp_path):
+    write_experiment(tmp_path, ceilings={200: 1})  # 200 fails at 1 (slope 2500): 2 is not run
+    recorded = read_results(tmp_path)
+    assert recorded.demand.above == {200: 1}
+    assert reanalyse(recorded, recorded.slo_settings).function.status(200) == ">1"
+    code, out, _ = run_main(["analyse", str(tmp_path)])
+    assert code == 0 and "200   >1" in out
+    # a laxer threshold passes 200 at 1: a demand, no bound
+    lax = reanalyse(recorded, replace(recorded.slo_settings, lag_trend_threshold=SlopeThreshold(3000.0)))
+    assert lax.function.status(200) == "1" and lax.function.above == {}
 
 
 def test_a_stricter_threshold_changes_verdicts_and_demand(results_dir):

@@ -14,7 +14,7 @@ from pytest_theodolite.core.cost import CostEstimate, PointCost
 from pytest_theodolite.core.outcomes import UNMEASURED, Verdict
 from pytest_theodolite.core.redaction import REDACTED
 from pytest_theodolite.core.scalability import DemandResult
-from pytest_theodolite.judge.comparison import compare, compare_point
+from pytest_theodolite.judge.comparison import compare, compare_point, regression_judgeable
 from pytest_theodolite.store.baseline import (
     FORMAT_VERSION,
     Baseline,
@@ -769,6 +769,14 @@ def test_on_a_testbed_of_known_speed_order_a_verdict_its_direction_decides_stand
     # a comparable testbed is judged as ever, whatever the speed ratio says
     assert compare_point(1000, 3, baseline, host_speed=0.9).verdict is Verdict.REGRESSION
     assert compare_point(1000, 2, baseline, host_speed=0.9).reason == ""
+
+
+def test_a_regression_can_be_judged_where_comparable_or_on_a_faster_testbed_only() -> None:
+    assert regression_judgeable(None, None)
+    assert regression_judgeable(None, 0.9)  # within the margin: comparable
+    assert regression_judgeable("host differs", 2.0)
+    assert not regression_judgeable("host differs", 0.57)
+    assert not regression_judgeable("instances of another size", None)
 
 
 def test_a_cost_regression_on_a_slower_testbed_is_not_comparable() -> None:

@@ -478,9 +478,9 @@ def test_a_baseline_from_a_testbed_of_another_speed_is_not_comparable_never_a_re
             "scripted: NOT COMPARABLE (3 loads not comparable)",
             "*testbed calibration: 200,000 rows/s on one 0.25 CPU instance*; baseline's: 400,000 rows/s "
             "(this testbed at 0.50x)*",
-            "SKIPPED*scripted load 1000: measured 2 instances, baseline 1 instance: not comparable: this testbed "
-            "runs the reference job at 0.50x the baseline's speed (200,000 vs 400,000 rows/s), beyond the 35% "
-            "margin*",
+            "SKIPPED*scripted load 1000: measured more than 1 instance (more not run), baseline 1 instance: not "
+            "comparable: this testbed runs the reference job at 0.50x the baseline's speed (200,000 vs 400,000 "
+            "rows/s), beyond the 35% margin*",
         ]
     )
     assert "REGRESSION" not in result.stdout.str()
@@ -524,6 +524,16 @@ def test_on_a_slower_testbed_a_demand_no_higher_than_the_baseline_passes_one_sid
             "only raise the demand",
         ]
     )
+    # no regression can be judged on this testbed: the FAILs at the baseline's demand were not run again, nor
+    # more instances than it -- 1000 and 2000 ran one sub-experiment each and are reported above it
+    assert "repetitions" not in result.stdout.str()
+    ran = [line for line in result.stdout.lines if line.startswith("theodolite: scripted load=")]
+    assert [line.split(":")[1].strip() for line in ran] == [
+        "scripted load=1000 instances=1",
+        "scripted load=2000 instances=2",
+        "scripted load=3000 instances=4",
+    ]
+    result.stdout.fnmatch_lines(["*>1*", "*>N (loads 1000, 2000): failed at the baseline's demand*"])
 
 
 def test_on_a_faster_testbed_a_demand_above_the_baseline_is_a_regression(gate_project, monkeypatch):
@@ -535,6 +545,10 @@ def test_on_a_faster_testbed_a_demand_above_the_baseline_is_a_regression(gate_pr
     result = project.runpytest("--junitxml=junit.xml")
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*load 1000, 2000, 3000: judged one-sided: this testbed is faster (2.00x*"])
+    # a regression judged one-sided rests on a FAIL measured twice, as on a comparable testbed
+    result.stdout.fnmatch_lines(
+        ["theodolite: scripted load=1000 instances=1: FAIL*2 repetitions: FAIL, FAIL)"]
+    )
     xml = ElementTree.parse(project.path / "junit.xml")
     properties = {p.get("name"): p.get("value") for p in xml.iter("property")}
     assert properties["theodolite.verdict.1000"] == "regression"

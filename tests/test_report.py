@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import Outcome, Verdict
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
@@ -323,6 +323,18 @@ def test_an_at_most_demand_keeps_its_number_and_says_so_in_its_own_property() ->
     )
 
 
+def test_a_demand_above_the_instances_run_says_so_beside_none() -> None:
+    point = compare_point(
+        2000, None, BASELINE, above=2, not_comparable="this testbed is slower", host_speed=0.5
+    )
+    assert point.verdict is Verdict.NOT_COMPARABLE
+    assert point.measured_text == ">2"
+    assert "more than 2 instances (more not run)" in point.describe("uc1")
+    properties = dict(junit_properties("uc1", point))
+    assert properties["theodolite.demand.2000"] == "none"  # no instance count run met the SLOs
+    assert properties["theodolite.demand_above.2000"] == "2"
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Plot
 # ------------------------------------------------------------------------------------------------------------
@@ -364,6 +376,12 @@ def test_an_at_most_demand_is_drawn_apart_from_an_exact_one(tmp_path: Path) -> N
         for name, result in (("exact", exact), ("bounded", bounded))
     }
     assert drawn["exact"] != drawn["bounded"]  # the bound's marker (and its legend entry) are drawn
+    none = DemandResult(demand={1000: 1, 2000: None}, resources=(1, 2))
+    above = DemandResult(demand={1000: 1, 2000: None}, resources=(1, 2), above={2000: 1})
+    assert (
+        scalability_plot(tmp_path / "none.png", "uc1", none, None).read_bytes()
+        != scalability_plot(tmp_path / "above.png", "uc1", above, None).read_bytes()
+    )
 
 
 def test_the_capacity_plot_draws_each_instance_count_against_the_reference(tmp_path: Path) -> None:

@@ -218,6 +218,20 @@ def test_an_at_most_demand_is_written_as_a_bound_and_read_back(tmp_path):
     assert read_results(tmp_path).demand == result
 
 
+def test_a_demand_above_the_instances_run_is_written_as_a_bound_and_read_back(tmp_path):
+    writer = make_writer(tmp_path)
+    result = DemandResult(
+        demand={1000: 1, 2000: None},
+        above={2000: 2},
+        sub_experiments=(SubExperiment(1000, 1, Outcome.PASS), SubExperiment(2000, 2, Outcome.FAIL)),
+        strategy="baseline-guess+lower-bound",
+        loads=(1000, 2000),
+        resources=(1, 2, 3),
+    )
+    assert writer.write_demand(result).read_text() == "load,resources\n1000,1\n2000,>2\n"
+    assert read_results(tmp_path).demand == result
+
+
 def test_capacity_csv_and_round_trip(tmp_path):
     writer = make_writer(tmp_path, metric=Metric.CAPACITY)
     result = CapacityResult(

@@ -199,6 +199,44 @@ def test_an_at_most_demand_does_not_restrict_the_next_load_by_lower_bound():
     assert ran(search.result()) == [(100, 3), (200, 3), (200, 2), (200, 1)]
 
 
+def test_a_ceiling_ends_the_search_at_a_failure_there_as_above_and_saves_the_runs_above():
+    # a testbed much slower than the baseline's (the 0.57x machine): 100 and 200 need more than the baseline
+    needed = {100: 3, 200: 4, 300: 4}
+    baseline = {100: 1, 200: 2, 300: 4}
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, True, (1, 2, 3, 4))
+    steps = [
+        search.search(load, monotonic_oracle(needed), guess=baseline[load], ceiling=baseline[load])
+        for load in needed
+    ]
+    assert [(s.optimum, s.status, s.failed_at) for s in steps] == [
+        (None, "above", 1),
+        (None, "above", 2),
+        (4, "measured", 3),  # passed at its ceiling: the ceiling stops nothing (3 failed below)
+    ]
+    # 200 starts above 100's failure (LowerBound), not skipped as "none"; 300 above 200's
+    assert ran(search.result()) == [(100, 1), (200, 2), (300, 4), (300, 3)]
+    result = search.result()
+    assert result.above == {100: 1, 200: 2}
+    assert dict(result.demand) == {100: None, 200: None, 300: 4}
+    assert [result.status(load) for load in needed] == [">1", ">2", "4"]
+    assert result.skipped == ()
+
+
+def test_a_ceiling_does_not_stop_a_search_that_passed_or_is_below_it():
+    search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, False, (1, 2, 3, 4))
+    # started below the ceiling: a FAIL at 1 steps up to 2 (the ceiling), which fails and ends it
+    step = search.search(100, monotonic_oracle({100: 4}), guess=1, ceiling=2)
+    assert (step.optimum, step.status, step.failed_at) == (None, "above", 2)
+    assert ran(search.result()) == [(100, 1), (100, 2)]
+    # without a ceiling the same search climbs on to the demand
+    free = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, False, (1, 2, 3, 4))
+    assert free.search(100, monotonic_oracle({100: 4}), guess=1).optimum == 4
+    # a FAIL at the most instances there are is a measured "none", not a bound
+    top = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, False, (1, 2, 3, 4))
+    step = top.search(100, monotonic_oracle({100: 9}), guess=4, ceiling=4)
+    assert (step.optimum, step.status) == (None, "none")
+
+
 def test_stopping_at_most_is_refused_where_the_search_is_not_stepping_below_a_pass():
     search = IncrementalSearch(Metric.DEMAND, Strategy.BASELINE_GUESS, False, (1, 2, 3, 4))
     running = search.start(100, guess=2)

@@ -180,6 +180,10 @@ def reanalyse(
                 load for load in searched.at_most if function.demand.get(load) == searched.demand.get(load)
             )
             function = replace(function, at_most=bounded)
+        if searched is not None and searched.above:
+            # the same for a search that stopped at a FAIL: above it while nothing run there passes now
+            above = {load: n for load, n in searched.above.items() if function.demand.get(load) is None}
+            function = replace(function, above=above)
     else:
         function = capacity_from_sub_experiments(points, "offline")
     return Reanalysis(results, slo_settings, metric, tuple(records), function)

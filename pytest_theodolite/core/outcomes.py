@@ -70,6 +70,9 @@ STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, STEP_SKIPPED = "measured", "none", "u
 #: demand: passed at this many instances, fewer not run -- a gate needs no more to tell "not above its
 #: reference", and each failing run below a demand is the dearest sub-experiment there is
 STEP_AT_MOST = "at-most"
+#: demand: failed at the most instances run, more not run -- where no regression can be judged (a testbed much
+#: slower than its baseline's), a demand above the reference's stays not comparable however high it is
+STEP_ABOVE = "above"
 
 #: a cost check's status (cost.CostCheck.status)
 COST_PASS, COST_REGRESSION, COST_NOT_COMPARED = "pass", "regression", "not-compared"

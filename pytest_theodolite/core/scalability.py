@@ -40,6 +40,7 @@ class DemandResult:
     `unmeasured` loads have no demand entry: an INVALID/ERRORED sub-experiment left them unjudged.
     `skipped` loads are in `demand` as None without having run (LowerBound after an unsolvable load).
     `at_most` loads passed at their `demand` and fewer instances were not run: the demand is at most that.
+    `above` loads (demand None) failed at the instances given here, and more were not run: the demand is higher.
     """
 
     demand: Mapping[int, int | None]
@@ -50,15 +51,19 @@ class DemandResult:
     loads: tuple[int, ...] = ()
     resources: tuple[int, ...] = ()
     at_most: tuple[int, ...] = ()
+    above: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def metric(self) -> Metric:
         return Metric.DEMAND
 
     def status(self, load: int) -> str:
-        """'unmeasured', 'none', the demand as text, or '<=2' where fewer were not run: one word per load."""
+        """'unmeasured', 'none', the demand as text, '<=2' where fewer were not run, '>2' where more were not:
+        one word per load."""
         if load in self.unmeasured:
             return "unmeasured"
+        if load in self.above:
+            return f">{self.above[load]}"
         value = self.demand.get(load)
         if value is None:
             return "none"

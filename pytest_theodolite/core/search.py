@@ -20,6 +20,10 @@ Strategies (for demand; capacity mirrors them with loads and resources swapped):
   the load as AT_MOST that many instances. A gate needs no more to tell "not above the reference", and the
   failing run one instance below a demand is the dearest sub-experiment of a search (a job falling behind is
   judged only once its batches stop settling). An exact demand (recording a baseline) takes no floor.
+- A demand search given a `ceiling` never steps above it while nothing passed: a FAIL at the ceiling ends the
+  load as ABOVE (demand "none" among the instances run, more not run). A gate gives its reference's demand
+  where no regression can be judged -- a testbed much slower than the baseline's, on which a higher demand
+  stays not comparable however high it is -- and saves the failing runs above it (each minutes long).
 - `lower_bound=True` adds Theodolite's LowerBound restriction to any of them: the next load only tries
   resources >= the previous load's demand. A load that no resource amount could handle ends the demand search:
   larger loads are reported as "none" without running (they are listed in `skipped`). For capacity the
@@ -40,6 +44,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_theodolite.core.outcomes import STEP_ABOVE as ABOVE
 from pytest_theodolite.core.outcomes import STEP_AT_MOST as AT_MOST
 from pytest_theodolite.core.outcomes import STEP_MEASURED as MEASURED
 from pytest_theodolite.core.outcomes import STEP_NONE as NONE
@@ -49,6 +54,7 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
 
 __all__ = [
+    "ABOVE",
     "AT_MOST",
     "CapacityResult",
     "DemandResult",
@@ -219,16 +225,24 @@ class Step:
 
     x: int
     optimum: int | None  # demand: fewest passing resources; capacity: largest passing load; None: "none"
-    status: str  # MEASURED, NONE, UNMEASURED, SKIPPED or AT_MOST (demand: passed at optimum, fewer not run)
+    #: MEASURED, NONE, UNMEASURED, SKIPPED, AT_MOST (demand: passed at optimum, fewer not run) or ABOVE
+    #: (demand: optimum None, failed at `failed_at`, more not run)
+    status: str
     sub_experiments: tuple[SubExperiment, ...]  # the ones this x ran, in order
     #: the y values this x could try (LowerBound narrows them), for messages
     candidates: tuple[int, ...] = ()
+
+    @property
+    def failed_at(self) -> int | None:
+        """The most resources that FAILed here (an ABOVE demand is higher), None where none did."""
+        return max((s.resources for s in self.sub_experiments if s.outcome is Outcome.FAIL), default=None)
 
 
 class StepSearch:
     """One x being searched, one probe at a time: `next_probe` is the (load, resources) to run next, or None
     once the search is over; `record` takes its outcome. An INVALID or ERRORED outcome ends the search with
-    x unmeasured. With a `floor` (demand only) a pass never leads below it: the search ends AT_MOST there."""
+    x unmeasured. With a `floor` (demand only) a pass never leads below it: the search ends AT_MOST there; with
+    a `ceiling`, a FAIL there never leads above it while nothing passed: the search ends ABOVE."""
 
     def __init__(
         self,
@@ -237,9 +251,11 @@ class StepSearch:
         candidates: tuple[int, ...],
         probes: Probes | None,
         floor: int | None = None,
+        ceiling: int | None = None,
     ) -> None:
         self.x, self._demand, self.candidates, self._probes = x, demand, candidates, probes
         self.floor = floor if demand else None
+        self.ceiling = ceiling if demand else None
         self.sub_experiments: list[SubExperiment] = []
         self._step: Step | None = None
         self._y: int | None = None
@@ -293,6 +309,16 @@ class StepSearch:
             return
         if self.floor is not None and self._y < self.floor and self.stepping_down:
             self.stop_at_most()
+        elif self.ceiling is not None and self._climbing_past(self.ceiling):
+            self._finish(None, ABOVE)
+
+    def _climbing_past(self, ceiling: int) -> bool:
+        """Demand: nothing passed, a FAIL at `ceiling` or more instances, and the next probe has more still."""
+        if any(s.outcome is Outcome.PASS for s in self.sub_experiments):
+            return False
+        failed = [s.resources for s in self.sub_experiments if s.outcome is Outcome.FAIL]
+        probe = self.next_probe
+        return bool(failed) and max(failed) >= ceiling and probe is not None and probe[1] > max(failed)
 
     def _finish(self, optimum: int | None, status: str) -> None:
         self._step = Step(self.x, optimum, status, tuple(self.sub_experiments), self.candidates)
@@ -330,16 +356,25 @@ class IncrementalSearch:
         below = [step for x_, step in self.steps.items() if x_ < x and step.status != UNMEASURED]
         return max(below, key=lambda step: step.x, default=None)
 
-    def search(self, x: int, oracle: Oracle, guess: int | None = None, floor: int | None = None) -> Step:
+    def search(
+        self,
+        x: int,
+        oracle: Oracle,
+        guess: int | None = None,
+        floor: int | None = None,
+        ceiling: int | None = None,
+    ) -> Step:
         """Search x (once: a second call returns the first result). `guess` is where BASELINE_GUESS starts
         (other strategies ignore it); without one it starts as INITIAL_GUESS does. A demand search does not
-        step below `floor` once a probe passed (AT_MOST)."""
-        running = self.start(x, guess, floor)
+        step below `floor` once a probe passed (AT_MOST), nor above `ceiling` while none did (ABOVE)."""
+        running = self.start(x, guess, floor, ceiling)
         while running.next_probe is not None:
             running.record(_outcome_of(oracle(*running.next_probe), *running.next_probe))
         return self.finish(running)
 
-    def start(self, x: int, guess: int | None = None, floor: int | None = None) -> StepSearch:
+    def start(
+        self, x: int, guess: int | None = None, floor: int | None = None, ceiling: int | None = None
+    ) -> StepSearch:
         """Begin searching x one probe at a time (`StepSearch`); `finish` keeps its result. `search` drives
         one; two driven alternately compare two versions of a job probe by probe."""
         if x in self.steps:
@@ -355,14 +390,26 @@ class IncrementalSearch:
         ):
             # (an AT_MOST demand is only an upper bound of the previous load's: it cannot restrict this one)
             candidates = tuple(y for y in self.ys if y >= previous.optimum)
+        elif self.lower_bound and previous is not None and previous.status == ABOVE:
+            # the previous load needs more than it failed at; so does this one (more were not run: none of
+            # them is known to fail)
+            above = previous.failed_at or 0
+            candidates = tuple(y for y in self.ys if y > above)
         if self.stop_on_unmeasured and any(s.status == UNMEASURED for s in self.steps.values()):
             return StepSearch.done(Step(x, None, UNMEASURED, (), candidates))
-        if self.lower_bound and demand and previous is not None and previous.optimum is None:
+        if (
+            self.lower_bound
+            and demand
+            and previous is not None
+            and previous.optimum is None
+            and previous.status != ABOVE
+        ):
             # No resource amount handled a smaller load, so none handles this one: "none" without running.
             return StepSearch.done(Step(x, None, SKIPPED, (), candidates))
         if self.strategy is not Strategy.BASELINE_GUESS or guess is None:
             guess = previous.optimum if previous is not None else None
-        return StepSearch(x, demand, candidates, _probes(self.strategy, candidates, demand, guess), floor)
+        probes = _probes(self.strategy, candidates, demand, guess)
+        return StepSearch(x, demand, candidates, probes, floor, ceiling)
 
     def finish(self, running: StepSearch) -> Step:
         """Keep a finished `StepSearch`'s result (once per x)."""
@@ -396,11 +443,17 @@ class IncrementalSearch:
         all_xs = tuple(sorted(set(xs) | set(searched)))
         if self.metric is Metric.DEMAND:
             at_most = tuple(x for x in searched if self.steps[x].status == AT_MOST)
+            above = {
+                x: failed
+                for x in searched
+                if self.steps[x].status == ABOVE and (failed := self.steps[x].failed_at) is not None
+            }
             return DemandResult(
                 demand=optimum,
                 loads=all_xs,
                 resources=self.ys,
                 at_most=at_most,
+                above=above,
                 **common,  # type: ignore[arg-type]
             )
         return CapacityResult(capacity=optimum, loads=self.ys, resources=all_xs, **common)  # type: ignore[arg-type]

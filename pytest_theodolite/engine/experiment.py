@@ -21,7 +21,7 @@ from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note, testbed
-from pytest_theodolite.judge.comparison import at_most_note, compare
+from pytest_theodolite.judge.comparison import bound_notes, compare, regression_judgeable
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import BenchmarkReport
@@ -65,10 +65,14 @@ class BenchmarkExperiment:
         if self.on_sub_experiment is not None:
             self.on_sub_experiment(self.benchmark.name, measurement, {})
 
-    def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> DemandPoint:
+    def measure(
+        self, load: int, baseline: Baseline | None = None, tolerance: int = 0, *, judgeable: bool = True
+    ) -> DemandPoint:
         """demand(load); a baseline-guess search starts at `baseline`'s demand there (`baseline_guess`). Where
         the demand exceeds the baseline's + `tolerance` on a certain FAIL, that FAIL is measured once more
-        (certainty.to_confirm)."""
+        (certainty.to_confirm). Where no regression can be `judgeable` (a testbed much slower than the
+        baseline's), neither that second FAIL nor the instance counts above the first are run: the point is not
+        comparable whatever they show, and each costs minutes (the demand is then ABOVE it)."""
         if load in self.points:
             return self.points[load]
         if self.capacity_search is not None:
@@ -77,15 +81,22 @@ class BenchmarkExperiment:
             step = self.search.keep(found)
         else:
             reference = baseline.demand.get(load) if baseline is not None else None
+            exact = self.settings.exact_demand
             step = self.search.search(
                 load,
                 self._run,
                 baseline_guess(baseline, load, self.settings.resources),
-                floor=None if self.settings.exact_demand else reference,
+                floor=None if exact else reference,
+                ceiling=None if exact or judgeable or reference is None else reference + tolerance,
             )
         runs = tuple(self.records[(s.load, s.resources)] for s in step.sub_experiments)
         point = demand_point(step, runs, self.search.previous(load))
-        if baseline is not None and load in baseline.demand and point.status in (MEASURED, NONE):
+        if (
+            judgeable
+            and baseline is not None
+            and load in baseline.demand
+            and point.status in (MEASURED, NONE)
+        ):
             again, _ = to_confirm(runs, point.resources, baseline.demand[load], tolerance)
             if again is not None:
                 self._run(load, again, confirm=True)
@@ -128,14 +139,15 @@ class BenchmarkExperiment:
         not_comparable: str | None,
     ) -> GatePoint:
         """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`."""
-        point = self.measure(load, baseline, spec.tolerance)
+        host_speed = session.host_speed(baseline)
+        point = self.measure(
+            load, baseline, spec.tolerance, judgeable=regression_judgeable(not_comparable, host_speed)
+        )
         cost = session.point_cost(self, load)
         spot = self.blind_spots({load: cost})[load]
         capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
         judged = same_cost_figure(baseline, self.settings.strategy)
-        return GatePoint(
-            spec, point, judged, not_comparable, cost, spot, capacities, session.host_speed(baseline)
-        )
+        return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities, host_speed)
 
     def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None]:
         """Every measured load's CPU per record, as a baseline records it."""
@@ -188,9 +200,7 @@ class BenchmarkExperiment:
             notes = ()
         if comparison.improvements and not settings.update_baselines:
             notes += ("lower the baseline with --theodolite-update-baselines",)
-        bounded = at_most_note(measured)
-        if bounded:
-            notes += (bounded,)
+        notes += bound_notes(measured)
         if self.capacity_search is not None and self.capacity_search.measurements:
             notes += (capacity_note(self.capacity_search.measurements),)
             if plot is not None:  # matplotlib is there

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
 from pytest_theodolite.core.outcomes import (
+    STEP_ABOVE,
     STEP_AT_MOST,
     STEP_SKIPPED,
     STEP_UNMEASURED,
@@ -84,6 +85,7 @@ class GatePoint:
             self.spec.tolerance,
             skipped=self.point.status == STEP_SKIPPED,
             at_most=self.point.status == STEP_AT_MOST,
+            above=self.point.failed_at if self.point.status == STEP_ABOVE else None,
             not_comparable=self.not_comparable,
             host_speed=self.host_speed,
             measured_cost=self.cost,

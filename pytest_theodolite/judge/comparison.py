@@ -36,6 +36,8 @@ class PointComparison:
     skipped: bool = False  # "none" without running (lower-bound restriction after an unsolvable load)
     #: passed at `measured` instances, fewer not run (the search stopped at the reference)
     at_most: bool = False
+    #: measured None: FAILed at this many instances, more not run (the testbed could not judge a higher demand)
+    above: int | None = None
     #: why the point is NOT_COMPARABLE, or why its verdict holds on a testbed that is not (one_sided_verdict)
     reason: str = ""
     #: the CPU per record against the baseline's (None: no figure on either side was looked at)
@@ -54,9 +56,11 @@ class PointComparison:
 
     @property
     def measured_text(self) -> str:
-        """'3', '<=3' (fewer not run), 'none', 'none (skipped)' or 'unmeasured'."""
+        """'3', '<=3' (fewer not run), '>3' (more not run), 'none', 'none (skipped)' or 'unmeasured'."""
         if self.measured is UNMEASURED:
             return "unmeasured"
+        if self.above is not None:
+            return f">{self.above}"
         if self.measured is None:
             return "none (skipped)" if self.skipped else "none"
         return f"<={self.measured}" if self.at_most else str(self.measured)
@@ -71,6 +75,8 @@ class PointComparison:
             measured = instances_text(self.measured, explain_none=True)
             if self.at_most and self.measured is not None:
                 measured = f"at most {measured} (fewer not run)"
+            elif self.above is not None:
+                measured = f"more than {instances_text(self.above)} (more not run)"
         if not self.in_baseline:
             baseline = f"no {reference} value"
         else:
@@ -131,6 +137,13 @@ def one_sided_verdict(verdict: Verdict, host_speed: float | None) -> str | None:
     return None
 
 
+def regression_judgeable(not_comparable: str | None, host_speed: float | None) -> bool:
+    """Whether a demand above the reference's can be judged a regression on this testbed: yes where the
+    baseline is comparable, or where it is not but this testbed is the faster (one_sided_verdict); on a slower
+    or unknown one it stays not comparable whatever more runs show."""
+    return not_comparable is None or one_sided_verdict(Verdict.REGRESSION, host_speed) is not None
+
+
 def compare_point(
     load: int,
     measured: MeasuredDemand,
@@ -139,6 +152,7 @@ def compare_point(
     *,
     skipped: bool = False,
     at_most: bool = False,
+    above: int | None = None,
     not_comparable: str | None = None,
     host_speed: float | None = None,
     measured_cost: PointCost | None = None,
@@ -147,7 +161,8 @@ def compare_point(
 ) -> PointComparison:
     """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED; `at_most`:
     it passed there and fewer were not run (a demand at most `measured`: judged as that, it can pass or
-    regress, and an improvement is seen only below the reference).
+    regress, and an improvement is seen only below the reference); `above` (measured None): it failed at that
+    many instances and more were not run.
 
     `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
     NOT_COMPARABLE that has a baseline value -- except a demand verdict the testbeds' speed order alone
@@ -185,6 +200,7 @@ def compare_point(
         tolerance=tolerance,
         skipped=skipped and measured is None,
         at_most=at_most and is_whole(measured),
+        above=above if measured is None else None,
         reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else (one_sided or ""),
         cost=cost,
     )
@@ -284,6 +300,7 @@ def compare(
             tolerance,
             skipped=load in measured.skipped,
             at_most=load in measured.at_most,
+            above=measured.above.get(load),
             not_comparable=not_comparable,
             host_speed=host_speed,
             measured_cost=(costs or {}).get(load),
@@ -309,13 +326,22 @@ def compare(
     )
 
 
-def at_most_note(measured: DemandResult, reference: str = "baseline") -> str | None:
-    """What '<=N' in a table means, where a load's search stopped at a pass at the reference's demand."""
-    if not measured.at_most:
-        return None
-    loads = ", ".join(str(load) for load in measured.at_most)
-    return (
-        f"<=N (loads {loads}): passed at the {reference}'s demand, fewer instances not run -- a gate needs no "
-        "more, and the failing run below a demand is the dearest there is; exact_demand=true (or "
-        "--theodolite-exact-demand=true) searches below it and finds improvements"
-    )
+def bound_notes(measured: DemandResult, reference: str = "baseline") -> tuple[str, ...]:
+    """What '<=N' and '>N' in a table mean, where a load's search stopped at a pass at the reference's demand,
+    or at a FAIL there on a testbed that cannot judge a higher demand."""
+    notes = []
+    if measured.at_most:
+        loads = ", ".join(str(load) for load in measured.at_most)
+        notes.append(
+            f"<=N (loads {loads}): passed at the {reference}'s demand, fewer instances not run -- a gate needs no "
+            "more, and the failing run below a demand is the dearest there is; exact_demand=true (or "
+            "--theodolite-exact-demand=true) searches below it and finds improvements"
+        )
+    if measured.above:
+        loads = ", ".join(str(load) for load in sorted(measured.above))
+        notes.append(
+            f">N (loads {loads}): failed at the {reference}'s demand on a testbed that cannot judge a higher one "
+            "(much slower than the baseline's), more instances not run -- the point is not comparable however "
+            "many it needs; exact_demand=true (or --theodolite-exact-demand=true) measures them"
+        )
+    return tuple(notes)

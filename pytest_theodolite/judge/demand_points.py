@@ -19,11 +19,17 @@ class DemandPoint:
 
     load: int
     resources: int | None  # fewest instances that met every SLO; None: none did (or not measured)
-    #: MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment), SKIPPED (lower bound) or AT_MOST (passed at
-    #: `resources`, fewer not run)
+    #: MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment), SKIPPED (lower bound), AT_MOST (passed at
+    #: `resources`, fewer not run) or ABOVE (failed at `failed_at`, more not run)
     status: str
     sub_experiments: tuple[SubExperimentRecord, ...] = ()
     reason: str = ""
+
+    @property
+    def failed_at(self) -> int | None:
+        """The most instances that FAILed here, None where none did."""
+        failed = [r.resources for r in self.sub_experiments if r.outcome is Outcome.FAIL]
+        return max(failed, default=None)
 
     def uncertain_against(self, baseline: Baseline | None, tolerance: int) -> str | None:
         """Why a regression against the stored baseline here would rest on uncertain verdicts

@@ -36,7 +36,7 @@ from pytest_theodolite.engine.runner import PhaseTimings
 from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSession
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note
-from pytest_theodolite.judge.comparison import Comparison, PointComparison, at_most_note, compare
+from pytest_theodolite.judge.comparison import Comparison, PointComparison, bound_notes, compare
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.pull_request.gate_point import PairedGatePoint
 from pytest_theodolite.pull_request.paired import (
@@ -448,9 +448,7 @@ class PairedExperiment:
                 measured_label="change (working tree)",
             )
             notes += (f"capacity plot: {drawn}",)
-        bounded = at_most_note(measured, label)
-        if bounded:
-            notes += (bounded,)
+        notes += bound_notes(measured, label)
         calibrated = calibration_note(session.calibration, baseline)
         if calibrated:
             notes = (calibrated, *notes)

@@ -64,7 +64,8 @@ def cost_junit_properties(
 def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -> list[tuple[str, str]]:
     """(name, value) pairs for JUnit XML: theodolite.demand.<load> is the measured value, 'none' or
     'unmeasured' (theodolite.demand_at_most.<load> 'true' where fewer instances were not run: the demand is at
-    most that); theodolite.baseline.<load> the baseline value, 'none' or 'missing';
+    most that; theodolite.demand_above.<load> the most instances that failed where more were not run: the demand
+    is higher); theodolite.baseline.<load> the baseline value, 'none' or 'missing';
     theodolite.cpu_change.<load> the CPU per record's change against the baseline's (0.1 = 10 % dearer);
     theodolite.cost_not_judged.<load> why that change was not judged; theodolite.one_sided.<load> why a verdict
     holds on a testbed that is not comparable."""
@@ -86,6 +87,8 @@ def junit_properties(benchmark: str, comparison: Comparison | PointComparison) -
         ]
         if point.at_most:
             properties.append((f"theodolite.demand_at_most.{point.load}", "true"))
+        if point.above is not None:
+            properties.append((f"theodolite.demand_above.{point.load}", str(point.above)))
         if point.cost is not None and point.cost.relative is not None:
             properties.append((f"theodolite.cpu_change.{point.load}", f"{point.cost.relative:+.3f}"))
         if point.cost is not None and point.cost.divided is not None:

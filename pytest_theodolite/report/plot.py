@@ -32,7 +32,8 @@ def scalability_plot(
 ) -> Path:
     """A PNG of measured (and baseline, or REF's in pull-request mode) demand over load; "none" is drawn on a
     top row labelled "none", unmeasured loads as crosses on the load axis, an at-most demand as an open
-    downward triangle. Written atomically; returns the path."""
+    downward triangle, a demand above the instances run as an open upward one at the most that failed. Written
+    atomically; returns the path."""
     figure, axes = _new_figure()
     baseline_demand = dict(baseline.demand) if baseline is not None else {}
     numbers = [v for v in (*measured.demand.values(), *baseline_demand.values()) if v is not None]
@@ -61,7 +62,11 @@ def scalability_plot(
             baseline_demand, {"color": "tab:gray", "linestyle": "--", "marker": "s", "alpha": 0.8}, reference
         )
     draw(
-        {load: value for load, value in measured.demand.items() if load not in measured.unmeasured},
+        {
+            load: value
+            for load, value in measured.demand.items()
+            if load not in measured.unmeasured and load not in measured.above
+        },
         {"color": "tab:blue", "linestyle": "-", "marker": "o", "linewidth": 2},
         measured_label,
     )
@@ -76,6 +81,17 @@ def scalability_plot(
             color="tab:blue",
             markerfacecolor="white",
             label=f"{measured_label}: at most (fewer not run)",
+        )
+    if measured.above:  # a FAIL at the reference's demand, more not run: the demand lies above the mark
+        axes.plot(
+            sorted(measured.above),
+            [float(measured.above[load]) for load in sorted(measured.above)],
+            linestyle="none",
+            marker="^",
+            markersize=12,
+            color="tab:blue",
+            markerfacecolor="white",
+            label=f"{measured_label}: above (more not run)",
         )
     if measured.unmeasured:
         axes.plot(

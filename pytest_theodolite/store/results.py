@@ -340,6 +340,12 @@ def _function_to_dict(
         "unmeasured": list(result.unmeasured),
         "skipped": list(result.skipped),
         **({"at_most": list(result.at_most)} if isinstance(result, DemandResult) else {}),
+        # load -> the most instances that failed there, more not run (the demand is higher)
+        **(
+            {"above": [[x, y] for x, y in sorted(result.above.items())]}
+            if isinstance(result, DemandResult)
+            else {}
+        ),
         "loads": list(result.loads),
         "resources": list(result.resources),
         "sub_experiments": [[s.load, s.resources, s.outcome.value] for s in result.sub_experiments],
@@ -360,7 +366,8 @@ def _function_from_dict(data: Mapping[str, Any], metric: Metric) -> DemandResult
     }
     if metric is Metric.DEMAND:
         at_most = tuple(int(x) for x in data.get("at_most", ()))
-        return DemandResult(demand=optimum, at_most=at_most, **common)  # type: ignore[arg-type]
+        above = {int(x): int(y) for x, y in data.get("above", ())}
+        return DemandResult(demand=optimum, at_most=at_most, above=above, **common)  # type: ignore[arg-type]
     return CapacityResult(capacity=optimum, **common)  # type: ignore[arg-type]
 
 
