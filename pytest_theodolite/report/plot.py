@@ -70,29 +70,25 @@ def scalability_plot(
         {"color": "tab:blue", "linestyle": "-", "marker": "o", "linewidth": 2},
         measured_label,
     )
-    bounded = [load for load in measured.at_most if measured.demand.get(load) is not None]
-    if bounded:  # a pass at the reference's demand, fewer not run: the demand lies on or below the mark
-        axes.plot(
-            bounded,
-            [float(measured.demand[load]) for load in bounded],  # type: ignore[arg-type]
-            linestyle="none",
-            marker="v",
-            markersize=12,
-            color="tab:blue",
-            markerfacecolor="white",
-            label=f"{measured_label}: at most (fewer not run)",
-        )
-    if measured.above:  # a FAIL at the reference's demand, more not run: the demand lies above the mark
-        axes.plot(
-            sorted(measured.above),
-            [float(measured.above[load]) for load in sorted(measured.above)],
-            linestyle="none",
-            marker="^",
-            markersize=12,
-            color="tab:blue",
-            markerfacecolor="white",
-            label=f"{measured_label}: above (more not run)",
-        )
+    # searches that stopped at the reference's demand, as open triangles pointing where the demand lies: a pass
+    # there, fewer not run (on or below the mark); a FAIL there, more not run (above it)
+    bounds = (
+        ({load: measured.demand.get(load) for load in measured.at_most}, "v", "at most (fewer not run)"),
+        (dict(measured.above), "^", "above (more not run)"),
+    )
+    for marks, marker, meaning in bounds:
+        loads = sorted(load for load, value in marks.items() if value is not None)
+        if loads:
+            axes.plot(
+                loads,
+                [float(marks[load]) for load in loads],  # type: ignore[arg-type]
+                linestyle="none",
+                marker=marker,
+                markersize=12,
+                color="tab:blue",
+                markerfacecolor="white",
+                label=f"{measured_label}: {meaning}",
+            )
     if measured.unmeasured:
         axes.plot(
             list(measured.unmeasured),
