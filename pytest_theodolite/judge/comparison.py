@@ -341,7 +341,7 @@ def bound_notes(measured: DemandResult, reference: str = "baseline") -> tuple[st
         loads = ", ".join(str(load) for load in sorted(measured.above))
         notes.append(
             f">N (loads {loads}): failed at the {reference}'s demand on a testbed that cannot judge a higher one "
-            "(much slower than the baseline's), more instances not run -- the point is not comparable however "
-            "many it needs; exact_demand=true (or --theodolite-exact-demand=true) measures them"
+            "(not comparable with the baseline's, and not faster), more instances not run -- the point is not "
+            "comparable however many it needs; exact_demand=true (or --theodolite-exact-demand=true) measures them"
         )
     return tuple(notes)
