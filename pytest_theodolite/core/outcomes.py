@@ -5,7 +5,8 @@ step's and a cost check's status, and the words tables use for them."""
 from __future__ import annotations
 
 import enum
-from typing import Final, Literal
+from collections.abc import Iterable
+from typing import Any, Final, Literal
 
 
 class Outcome(str, enum.Enum):
@@ -73,6 +74,13 @@ STEP_AT_MOST = "at-most"
 #: demand: failed at the most instances run, more not run -- where no regression can be judged (a testbed much
 #: slower than its baseline's), a demand above the reference's stays not comparable however high it is
 STEP_ABOVE = "above"
+
+
+def most_failing(runs: Iterable[Any]) -> int | None:
+    """The most instances (``.resources``) among `runs` whose ``.outcome`` is FAIL, None where none failed: where
+    an ABOVE demand lies above."""
+    return max((run.resources for run in runs if run.outcome is Outcome.FAIL), default=None)
+
 
 #: a cost check's status (cost.CostCheck.status)
 COST_PASS, COST_REGRESSION, COST_NOT_COMPARED = "pass", "regression", "not-compared"

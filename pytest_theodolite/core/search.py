@@ -50,7 +50,7 @@ from pytest_theodolite.core.outcomes import STEP_MEASURED as MEASURED
 from pytest_theodolite.core.outcomes import STEP_NONE as NONE
 from pytest_theodolite.core.outcomes import STEP_SKIPPED as SKIPPED
 from pytest_theodolite.core.outcomes import STEP_UNMEASURED as UNMEASURED
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import Outcome, most_failing
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
 
 __all__ = [
@@ -235,7 +235,7 @@ class Step:
     @property
     def failed_at(self) -> int | None:
         """The most resources that FAILed here (an ABOVE demand is higher), None where none did."""
-        return max((s.resources for s in self.sub_experiments if s.outcome is Outcome.FAIL), default=None)
+        return most_failing(self.sub_experiments)
 
 
 class StepSearch:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_theodolite.core.certainty import uncertain_regression
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import Outcome, most_failing
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.search import SKIPPED, UNMEASURED, Step
 from pytest_theodolite.store.baseline import Baseline
@@ -28,8 +28,7 @@ class DemandPoint:
     @property
     def failed_at(self) -> int | None:
         """The most instances that FAILed here, None where none did."""
-        failed = [r.resources for r in self.sub_experiments if r.outcome is Outcome.FAIL]
-        return max(failed, default=None)
+        return most_failing(self.sub_experiments)
 
     def uncertain_against(self, baseline: Baseline | None, tolerance: int) -> str | None:
         """Why a regression against the stored baseline here would rest on uncertain verdicts
