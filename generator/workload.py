@@ -11,8 +11,9 @@ events of those keys.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from generator.errors import WorkloadError
@@ -91,6 +92,13 @@ class Workload:
     def target_rate(self) -> float:
         """Records per second the workload asks for."""
         return self.keys * 1000.0 / self.period_ms
+
+    def sent_faster(self, factor: float) -> Workload:
+        """The same keys (and so a stateful job's state), each sending `factor` times as often (0.5: half as
+        often); the period rounds down, so the rate is never below `factor` times this one's."""
+        if not factor > 0:
+            raise WorkloadError(f"a rate factor must be positive, got {factor!r}")
+        return replace(self, period_ms=max(1, math.floor(self.period_ms / factor)))
 
     def phase_ms(self, key_index: int) -> int:
         return key_index * self.period_ms // self.keys

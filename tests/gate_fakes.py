@@ -1,9 +1,10 @@
 """A scripted stand-in for the Spark/Kafka side of the gates, for pytester runs of the plugin's gate logic.
 
 The demand search, baseline comparison, reports and exit codes are the real code; only the sub-experiment is
-replaced by a rule: ``r`` instances pass a load iff ``load <= capacity_per_instance * r``; loads listed in
-``invalid_loads`` make the generator fall short (INVALID); ``SCRIPTED_UNCERTAIN`` (``SCRIPTED_REF_UNCERTAIN``
-for REF) lists ``load:instances`` whose verdict the point estimate decided at the measurement's bound;
+replaced by a rule: ``r`` instances pass a load iff ``load * offered share <= capacity_per_instance * r``
+(the share: judge.comparison.offered_share); loads listed in ``invalid_loads`` make the generator fall short
+(INVALID); ``SCRIPTED_UNCERTAIN`` (``SCRIPTED_REF_UNCERTAIN`` for REF) lists ``load:instances`` whose
+verdict the point estimate decided at the measurement's bound;
 ``SCRIPTED_FLAKY`` (``SCRIPTED_REF_FLAKY``) those whose confirming repetition reaches the other outcome (each
 certain by its own interval); elsewhere a confirmation reproduces the verdict.
 ``SCRIPTED_SECONDS`` makes each sub-experiment take that long, and ``SCRIPTED_LOG`` names a file that gets a
@@ -50,6 +51,10 @@ class ScriptedRunner:
     invalid_loads: frozenset[int]
     records: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    offered_share: float = 1.0
+
+    def offer(self, share: float) -> None:
+        self.offered_share = share
 
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
         start = time.time()
@@ -57,7 +62,12 @@ class ScriptedRunner:
         if os.environ.get("SCRIPTED_LOG"):
             log_interval(os.environ["SCRIPTED_LOG"], "sub-experiment", start, time.time())
         record = scripted_record(
-            load, resources, self.capacity_per_instance, self.invalid_loads, _points("SCRIPTED_UNCERTAIN")
+            load,
+            resources,
+            self.capacity_per_instance,
+            self.invalid_loads,
+            _points("SCRIPTED_UNCERTAIN"),
+            self.offered_share,
         )
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
@@ -90,7 +100,9 @@ def scripted_record(
     capacity_per_instance: int,
     invalid_loads: frozenset[int],
     uncertain: frozenset[tuple[int, int]] = frozenset(),
+    offered_share: float = 1.0,
 ) -> SubExperimentRecord:
+    rate = load * offered_share
     if load in invalid_loads:
         verdicts = (
             SloVerdict(
@@ -102,7 +114,7 @@ def scripted_record(
             ),
         )
     else:
-        slope = load - capacity_per_instance * resources
+        slope = rate - capacity_per_instance * resources
         outcome = Outcome.PASS if slope <= 0 else Outcome.FAIL
         # an uncertain verdict's interval straddles the threshold (100)
         interval = (
@@ -126,7 +138,7 @@ def scripted_record(
     half = float(os.environ.get("SCRIPTED_CPU_HALF_WIDTH", us * 0.02))
     cost = {"cpu_us_per_record": us, "low": us - half, "high": us + half, "blocks": 5} if half else {}
     return SubExperimentRecord.from_repetitions(
-        load, resources, float(load), [RepetitionRecord(0, verdicts, counters, protocol, cost)]
+        load, resources, rate, [RepetitionRecord(0, verdicts, counters, protocol, cost)]
     )
 
 

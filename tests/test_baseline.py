@@ -14,7 +14,14 @@ from pytest_theodolite.core.cost import CostEstimate, PointCost
 from pytest_theodolite.core.outcomes import UNMEASURED, Verdict
 from pytest_theodolite.core.redaction import REDACTED
 from pytest_theodolite.core.scalability import DemandResult
-from pytest_theodolite.judge.comparison import compare, compare_point, regression_judgeable
+from pytest_theodolite.judge.comparison import (
+    SPEED_UNCERTAINTY,
+    compare,
+    compare_point,
+    offered_note,
+    offered_share,
+    regression_judgeable,
+)
 from pytest_theodolite.store.baseline import (
     FORMAT_VERSION,
     Baseline,
@@ -777,6 +784,37 @@ def test_a_regression_can_be_judged_where_comparable_or_on_a_faster_testbed_only
     assert regression_judgeable("host differs", 2.0)
     assert not regression_judgeable("host differs", 0.57)
     assert not regression_judgeable("instances of another size", None)
+
+
+def test_a_slower_testbed_is_offered_each_load_at_the_fastest_speed_its_calibration_allows() -> None:
+    share = offered_share("host differs", 0.5)
+    assert share == pytest.approx(0.5 * (1 + SPEED_UNCERTAINTY))
+    # a comparable, a faster and an unordered testbed get the full rate
+    assert offered_share(None, 0.9) == 1.0
+    assert offered_share("host differs", 2.0) == 1.0
+    assert offered_share("instances of another size", None) == 1.0
+    baseline = make_baseline({1000: 2})
+
+    def verdict(measured, share):
+        return compare_point(
+            1000, measured, baseline, not_comparable="host differs", host_speed=0.5, offered_share=share
+        )
+
+    # a pass there is judged: the rate offered weighs at least the baseline's even on the fastest host the
+    # calibration allows
+    passed = verdict(2, share)
+    assert passed.verdict is Verdict.PASS
+    assert passed.reason.startswith(f"judged at {share:.2f}x each load's rate") and "0.50x" in passed.reason
+    assert verdict(1, share).verdict is Verdict.IMPROVEMENT
+    # a demand above the baseline's is not: the host may be slower than the rate assumes
+    assert (
+        verdict(3, share).verdict is Verdict.NOT_COMPARABLE and verdict(None, share).reason == "host differs"
+    )
+    assert not regression_judgeable("host differs", 0.5, share)
+    # at a lower share a pass would rest on a host faster than the calibration allows
+    assert verdict(2, 0.5).verdict is Verdict.NOT_COMPARABLE
+    assert offered_note(1.0) == ()
+    assert f"offered at {share:.2f}x its rate" in offered_note(share)[0]
 
 
 def test_a_cost_regression_on_a_slower_testbed_is_not_comparable() -> None:

@@ -61,6 +61,16 @@ def test_keys_are_s_0_to_s_n_minus_1_and_target_rate_is_keys_times_frequency():
     assert Workload(10).target_rate == 10.0
 
 
+def test_a_workload_sent_faster_keeps_its_keys_and_never_falls_below_the_factor():
+    slower = Workload(keys=4000).sent_faster(0.575)
+    assert slower.keys == 4000 and slower.period_ms == 1739  # 1000 / 0.575 = 1739.1: rounded down
+    assert slower.target_rate >= 0.575 * 4000
+    hierarchy = Workload.for_hierarchy(children=12, depth=2).sent_faster(2)
+    assert hierarchy.hierarchy == Hierarchy(12, 2) and hierarchy.target_rate == 2 * 144
+    with pytest.raises(WorkloadError, match="must be positive"):
+        Workload(keys=10).sent_faster(0)
+
+
 def test_phases_spread_evenly_over_the_period():
     workload = Workload(keys=1000, period_ms=1000)
     phases = [workload.phase_ms(i) for i in range(1000)]

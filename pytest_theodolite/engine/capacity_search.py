@@ -67,13 +67,12 @@ Measure = Callable[[Workload, ProbePlan, int], CapacityMeasurement]
 def offered_workload(workload: Callable[[int], Workload], top: int, factor: float) -> Workload:
     """The highest load's workload sent `factor` times as often: its keys (and so a stateful job's per-batch work
     over its keys) as they are, its records/s times `factor`."""
-    highest = workload(top)
-    return replace(highest, period_ms=max(1, math.floor(highest.period_ms / factor)))
+    return workload(top).sent_faster(factor)
 
 
 def at_rate(workload: Workload, rate: float) -> Workload:
     """`workload`'s keys sending about `rate` records/s in all."""
-    return replace(workload, period_ms=max(1, math.floor(workload.period_ms * workload.target_rate / rate)))
+    return workload.sent_faster(rate / workload.target_rate)
 
 
 def per_batch_share(measurement: CapacityMeasurement) -> float | None:

@@ -21,7 +21,13 @@ from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note, testbed
-from pytest_theodolite.judge.comparison import bound_notes, compare, regression_judgeable
+from pytest_theodolite.judge.comparison import (
+    bound_notes,
+    compare,
+    offered_note,
+    offered_share,
+    regression_judgeable,
+)
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import BenchmarkReport
@@ -140,14 +146,17 @@ class BenchmarkExperiment:
     ) -> GatePoint:
         """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`."""
         host_speed = session.host_speed(baseline)
+        # the capacity strategy derives demand from capacities measured at rates of its own
+        share = offered_share(not_comparable, host_speed) if self.capacity_search is None else 1.0
+        self.runner.offer(share)
         point = self.measure(
-            load, baseline, spec.tolerance, judgeable=regression_judgeable(not_comparable, host_speed)
+            load, baseline, spec.tolerance, judgeable=regression_judgeable(not_comparable, host_speed, share)
         )
         cost = session.point_cost(self, load)
         spot = self.blind_spots({load: cost})[load]
         capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
         judged = same_cost_figure(baseline, self.settings.strategy)
-        return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities, host_speed)
+        return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities, host_speed, share)
 
     def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None]:
         """Every measured load's CPU per record, as a baseline records it."""
@@ -182,6 +191,7 @@ class BenchmarkExperiment:
             benchmark=name,
             not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
             host_speed=session.host_speed(baseline),
+            offered_share=self.runner.offered_share,
             costs=costs,
             cost_tolerance=cost_tolerance,
             uncertain={
@@ -200,7 +210,7 @@ class BenchmarkExperiment:
             notes = ()
         if comparison.improvements and not settings.update_baselines:
             notes += ("lower the baseline with --theodolite-update-baselines",)
-        notes += bound_notes(measured)
+        notes += bound_notes(measured) + offered_note(self.runner.offered_share)
         if self.capacity_search is not None and self.capacity_search.measurements:
             notes += (capacity_note(self.capacity_search.measurements),)
             if plot is not None:  # matplotlib is there

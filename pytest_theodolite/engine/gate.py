@@ -62,6 +62,8 @@ class GatePoint:
     #: this testbed's speed over the baseline's (calibration.speed_ratio): what decides one-sided verdicts where
     #: the two are not comparable
     host_speed: float | None = None
+    #: the share of the load's rate offered (comparison.offered_share: below 1 on a testbed too slow to compare)
+    offered_share: float = 1.0
 
     @property
     def reference(self) -> str:
@@ -88,6 +90,7 @@ class GatePoint:
             above=self.point.failed_at if self.point.status == STEP_ABOVE else None,
             not_comparable=self.not_comparable,
             host_speed=self.host_speed,
+            offered_share=self.offered_share,
             measured_cost=self.cost,
             cost_tolerance=self.spec.cost_tolerance,
             uncertain=self.point.uncertain_against(self.baseline, self.spec.tolerance),

@@ -195,6 +195,22 @@ class ExperimentRunner:
     records: dict[tuple[int, int], SubExperimentRecord] = field(default_factory=dict, init=False)
     #: the ids in the names of every topic this runner created (``theodolite-<id>-input`` ...)
     run_ids: list[str] = field(default_factory=list, init=False)
+    #: the share of each load's rate the generator sends (judge.comparison.offered_share); the keys stay
+    offered_share: float = field(default=1.0, init=False)
+
+    def offer(self, share: float) -> None:
+        """Send each load at `share` of its rate from now on; refused once a sub-experiment ran at another."""
+        if share != self.offered_share and self.records:
+            raise ValueError(
+                f"{self.benchmark.name}: its loads ran at {self.offered_share:.2f}x their rates already, and "
+                f"cannot be offered at {share:.2f}x in the same session; give each baseline its own benchmark name"
+            )
+        self.offered_share = share
+
+    def workload(self, load: int) -> Workload:
+        """What the generator sends for `load`: the benchmark's workload at the offered share of its rate."""
+        workload = self.benchmark.workload(load)
+        return workload if self.offered_share == 1 else workload.sent_faster(self.offered_share)
 
     # -- metrics ---------------------------------------------------------------------------------------
     def measure_demand(self, *, stop_on_unmeasured: bool = False) -> DemandResult:
@@ -211,7 +227,7 @@ class ExperimentRunner:
 
     # -- one sub-experiment ----------------------------------------------------------------------------
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
-        workload = self.benchmark.workload(load)
+        workload = self.workload(load)
         repetitions = [
             self.run_repetition(load, resources, rep, workload) for rep in range(self.settings.repetitions)
         ]
@@ -221,7 +237,7 @@ class ExperimentRunner:
         """One more repetition of a finished sub-experiment, combined with its earlier ones (the median slope
         decides; repetitions that disagree make the record uncertain: certainty.to_confirm)."""
         earlier = self.records[(load, resources)]
-        workload = self.benchmark.workload(load)
+        workload = self.workload(load)
         repetition = self.run_repetition(load, resources, len(earlier.repetitions), workload)
         return self._finish_sub_experiment(load, resources, workload, [*earlier.repetitions, repetition])
 
