@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator import Workload
@@ -73,8 +73,19 @@ class ScriptedRunner:
         self.records[(load, resources)] = record
         return record
 
-    def confirm_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
-        record = confirmed(self.records[(load, resources)], _points("SCRIPTED_FLAKY"))
+    def confirm_sub_experiment(
+        self, load: int, resources: int, *, share: float | None = None
+    ) -> SubExperimentRecord:
+        earlier = self.records[(load, resources)]
+        if share is None:
+            record = confirmed(earlier, _points("SCRIPTED_FLAKY"))
+        else:  # by the rule at that share of the rate
+            again = scripted_record(
+                load, resources, self.capacity_per_instance, self.invalid_loads, offered_share=share
+            ).repetitions[0]
+            record = SubExperimentRecord.from_repetitions(
+                load, resources, earlier.target_rate, [*earlier.repetitions, replace(again, repetition=1)]
+            )
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
         return record
@@ -125,7 +136,7 @@ def scripted_record(
         verdicts = (SloVerdict(LAG_TREND, outcome, float(slope), 100.0, "", *interval),)
     protocol = (
         {"stop": "max-duration", "certain": False} if (load, resources) in uncertain else {"stop": "certain"}
-    )
+    ) | {"offered_rate": rate}
     # a CPU cost per record that grows as the capacity per instance shrinks (pull-request mode's figure);
     # SCRIPTED_CPU_US (with SCRIPTED_CPU_HALF_WIDTH, its interval) scripts it directly
     us = (

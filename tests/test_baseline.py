@@ -21,6 +21,7 @@ from pytest_theodolite.judge.comparison import (
     offered_note,
     offered_share,
     regression_judgeable,
+    regression_share,
 )
 from pytest_theodolite.store.baseline import (
     FORMAT_VERSION,
@@ -813,8 +814,35 @@ def test_a_slower_testbed_is_offered_each_load_at_the_fastest_speed_its_calibrat
     assert not regression_judgeable("host differs", 0.5, share)
     # at a lower share a pass would rest on a host faster than the calibration allows
     assert verdict(2, 0.5).verdict is Verdict.NOT_COMPARABLE
-    assert offered_note(1.0) == ()
-    assert f"offered at {share:.2f}x its rate" in offered_note(share)[0]
+    # a FAIL is measured once more at the slowest speed the calibration allows: failing there, it is judged
+    again = regression_share("host differs", 0.5)
+    assert again == pytest.approx(0.5 * (1 - SPEED_UNCERTAINTY))
+    assert regression_share(None, 0.9) is None and regression_share("host differs", 2.0) is None
+    regressed = verdict(None, again)
+    assert regressed.verdict is Verdict.REGRESSION
+    assert (
+        regressed.reason.startswith(f"judged at {again:.2f}x each load's rate")
+        and "at most" in regressed.reason
+    )
+    assert (
+        verdict(3, again).verdict is Verdict.REGRESSION
+        and verdict(2, again).verdict is Verdict.NOT_COMPARABLE
+    )
+    # ... unless the two runs disagreed
+    uncertain = compare_point(
+        1000,
+        None,
+        baseline,
+        not_comparable="host differs",
+        host_speed=0.5,
+        offered_share=again,
+        uncertain="repetitions disagreed",
+    )
+    assert uncertain.verdict is Verdict.NOT_COMPARABLE and uncertain.reason == "repetitions disagreed"
+    assert offered_note(1.0, None) == ()
+    assert f"offered at {share:.2f}x its rate" in offered_note(share, None)[0]
+    assert "measured once more at" not in offered_note(share, None)[0]
+    assert "measured once more at" in offered_note(share, again)[0]
 
 
 def test_a_cost_regression_on_a_slower_testbed_is_not_comparable() -> None:

@@ -22,7 +22,12 @@ def verdict_text(record: SubExperimentRecord) -> str:
     """How an uncertain verdict came about, e.g. 'FAIL at 4 instances: no steady state within ...'."""
     head = f"{record.outcome.value.upper()} at {instances_text(record.resources)}"
     if len({r.outcome for r in record.repetitions}) > 1:
-        each = "; ".join(f"{r.outcome.value.upper()}{_repetition_detail(r)}" for r in record.repetitions)
+        # repetitions offered different rates (comparison.regression_share) say so
+        rates = len({r.protocol.get("offered_rate") for r in record.repetitions}) > 1
+        each = "; ".join(
+            f"{r.outcome.value.upper()}{_offered(r) if rates else ''}{_repetition_detail(r)}"
+            for r in record.repetitions
+        )
         return f"{head}: its {len(record.repetitions)} repetitions disagreed ({each})"
     repetition = next((r for r in record.repetitions if not r.certain), record.repetitions[0])
     if repetition.protocol.get("failure"):
@@ -47,6 +52,12 @@ def verdict_text(record: SubExperimentRecord) -> str:
         slope = f"{lag.value:+.0f} [{lag.low:+.0f}, {lag.high:+.0f}]{threshold}"
         return f"{head}: lag slope {slope} records/s, {bound_ended}"
     return f"{head}: stopped {repetition.protocol.get('stop') or 'without a stop reason'}"
+
+
+def _offered(repetition: RepetitionRecord) -> str:
+    """' at 656 records/s': the rate a repetition was offered, where it recorded one."""
+    rate = repetition.protocol.get("offered_rate")
+    return "" if rate is None else f" at {rate:,.0f} records/s"
 
 
 def _repetition_detail(repetition: RepetitionRecord) -> str:

@@ -420,6 +420,7 @@ class MeasurementProtocol:
             "points": None if self.estimate is None else self.estimate.points,
             "batches": len(self._batches),
             "failure": self.failure_reason,
+            "offered_rate": self.offered_rate,
         }
 
 

@@ -27,6 +27,7 @@ from pytest_theodolite.judge.comparison import (
     offered_note,
     offered_share,
     regression_judgeable,
+    regression_share,
 )
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
@@ -59,6 +60,8 @@ class BenchmarkExperiment:
 
     #: the capacity strategy's capacities and derivation; None for the searches over sub-experiments
     capacity_search: CapacitySearch | None = None
+    #: load -> the share of its rate its verdict rests on, where not the full rate (comparison.offered_share)
+    offered_shares: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.search = IncrementalSearch(
@@ -112,9 +115,20 @@ class BenchmarkExperiment:
         self.runner.writer.write_demand(self.demand_result())
         return point
 
-    def _run(self, load: int, resources: int, *, confirm: bool = False) -> SubExperimentRecord:
+    def _confirmed_at(self, point: DemandPoint, resources: int, share: float) -> DemandPoint:
+        """`point`'s FAIL at `resources` measured once more at `share` of the load's rate."""
+        self._run(point.load, resources, confirm=True, share=share)
+        runs = tuple(self.records[(r.load, r.resources)] for r in point.sub_experiments)
+        point = replace(point, sub_experiments=runs)
+        self.points[point.load] = point
+        self.runner.writer.write_demand(self.demand_result())
+        return point
+
+    def _run(
+        self, load: int, resources: int, *, confirm: bool = False, share: float | None = None
+    ) -> SubExperimentRecord:
         if confirm:
-            record = self.runner.confirm_sub_experiment(load, resources)
+            record = self.runner.confirm_sub_experiment(load, resources, share=share)
         else:
             record = self.runner.run_sub_experiment(load, resources)
         self.records[(load, resources)] = record
@@ -144,7 +158,10 @@ class BenchmarkExperiment:
         session: TheodoliteSession,
         not_comparable: str | None,
     ) -> GatePoint:
-        """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`."""
+        """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`. On a
+        testbed offered a share of each load's rate, a FAIL at the baseline's demand is measured once more at
+        the slowest speed the calibration allows (comparison.regression_share), unless it was uncertain: a
+        regression rests on both."""
         host_speed = session.host_speed(baseline)
         # the capacity strategy derives demand from capacities measured at rates of its own
         share = offered_share(not_comparable, host_speed) if self.capacity_search is None else 1.0
@@ -152,6 +169,16 @@ class BenchmarkExperiment:
         point = self.measure(
             load, baseline, spec.tolerance, judgeable=regression_judgeable(not_comparable, host_speed, share)
         )
+        again = regression_share(not_comparable, host_speed) if share != 1 else None
+        if again is not None and baseline is not None:
+            failed, _ = to_confirm(
+                point.sub_experiments, point.resources, baseline.demand.get(load), spec.tolerance
+            )
+            if failed is not None:
+                point = self._confirmed_at(point, failed, again)
+                share = again
+        if share != 1:
+            self.offered_shares[load] = share
         cost = session.point_cost(self, load)
         spot = self.blind_spots({load: cost})[load]
         capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
@@ -191,7 +218,7 @@ class BenchmarkExperiment:
             benchmark=name,
             not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
             host_speed=session.host_speed(baseline),
-            offered_share=self.runner.offered_share,
+            offered_shares=self.offered_shares,
             costs=costs,
             cost_tolerance=cost_tolerance,
             uncertain={
@@ -210,7 +237,10 @@ class BenchmarkExperiment:
             notes = ()
         if comparison.improvements and not settings.update_baselines:
             notes += ("lower the baseline with --theodolite-update-baselines",)
-        notes += bound_notes(measured) + offered_note(self.runner.offered_share)
+        notes += bound_notes(measured) + offered_note(
+            self.runner.offered_share,
+            regression_share(session.not_comparable(baseline), session.host_speed(baseline)),
+        )
         if self.capacity_search is not None and self.capacity_search.measurements:
             notes += (capacity_note(self.capacity_search.measurements),)
             if plot is not None:  # matplotlib is there

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
 from pytest_theodolite.core.outcomes import (
-    STEP_ABOVE,
     STEP_AT_MOST,
     STEP_SKIPPED,
     STEP_UNMEASURED,
@@ -87,7 +86,7 @@ class GatePoint:
             self.spec.tolerance,
             skipped=self.point.status == STEP_SKIPPED,
             at_most=self.point.status == STEP_AT_MOST,
-            above=self.point.failed_at if self.point.status == STEP_ABOVE else None,
+            above=self.point.above,
             not_comparable=self.not_comparable,
             host_speed=self.host_speed,
             offered_share=self.offered_share,

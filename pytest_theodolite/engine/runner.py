@@ -231,20 +231,25 @@ class ExperimentRunner:
         repetitions = [
             self.run_repetition(load, resources, rep, workload) for rep in range(self.settings.repetitions)
         ]
-        return self._finish_sub_experiment(load, resources, workload, repetitions)
+        return self._finish_sub_experiment(load, resources, workload.target_rate, repetitions)
 
-    def confirm_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
+    def confirm_sub_experiment(
+        self, load: int, resources: int, *, share: float | None = None
+    ) -> SubExperimentRecord:
         """One more repetition of a finished sub-experiment, combined with its earlier ones (the median slope
-        decides; repetitions that disagree make the record uncertain: certainty.to_confirm)."""
+        decides; repetitions that disagree make the record uncertain: certainty.to_confirm) -- at `share` of
+        the load's rate where given (comparison.regression_share; each repetition records its rate)."""
         earlier = self.records[(load, resources)]
-        workload = self.workload(load)
+        workload = self.workload(load) if share is None else self.benchmark.workload(load).sent_faster(share)
         repetition = self.run_repetition(load, resources, len(earlier.repetitions), workload)
-        return self._finish_sub_experiment(load, resources, workload, [*earlier.repetitions, repetition])
+        return self._finish_sub_experiment(
+            load, resources, earlier.target_rate, [*earlier.repetitions, repetition]
+        )
 
     def _finish_sub_experiment(
-        self, load: int, resources: int, workload: Workload, repetitions: Sequence[RepetitionRecord]
+        self, load: int, resources: int, target_rate: float | None, repetitions: Sequence[RepetitionRecord]
     ) -> SubExperimentRecord:
-        record = SubExperimentRecord.from_repetitions(load, resources, workload.target_rate, repetitions)
+        record = SubExperimentRecord.from_repetitions(load, resources, target_rate, repetitions)
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
         if self.on_sub_experiment is not None:

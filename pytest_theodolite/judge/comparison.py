@@ -144,6 +144,11 @@ def one_sided_verdict(verdict: Verdict, host_speed: float | None, offered_share:
             "can only raise the demand"
         )
     if slowest >= offered_share and verdict is Verdict.REGRESSION:
+        if offered_share < 1:
+            return (
+                f"judged at {offered_share:.2f}x each load's rate: this testbed is slower ({host_speed:.2f}x the "
+                f"baseline's, at least {slowest:.2f}x), so the rate offered here weighs at most the baseline's"
+            )
         return (
             f"judged one-sided: this testbed is faster ({host_speed:.2f}x the baseline's), and a faster host "
             "can only lower the demand"
@@ -158,6 +163,15 @@ def offered_share(not_comparable: str | None, host_speed: float | None) -> float
     if not_comparable is None or host_speed is None:
         return 1.0
     return min(1.0, host_speed * (1 + SPEED_UNCERTAINTY))
+
+
+def regression_share(not_comparable: str | None, host_speed: float | None) -> float | None:
+    """Where loads are offered at a share of their rates (offered_share), the share at which a FAIL at the
+    baseline's demand is measured once more: the slowest speed the calibration allows. Failing there too, the
+    demand above the baseline's is a regression (one_sided_verdict); None where loads run at their full rates."""
+    if host_speed is None or offered_share(not_comparable, host_speed) == 1:
+        return None
+    return host_speed * (1 - SPEED_UNCERTAINTY)
 
 
 def regression_judgeable(
@@ -306,7 +320,7 @@ def compare(
     benchmark: str | None = None,
     not_comparable: str | None = None,
     host_speed: float | None = None,
-    offered_share: float = 1.0,
+    offered_shares: Mapping[int, float] | None = None,
     costs: Mapping[int, PointCost | None] | None = None,
     cost_tolerance: float | None = None,
     uncertain: Mapping[int, str | None] | None = None,
@@ -314,7 +328,8 @@ def compare(
     """Every load of `measured` (its demand and its unmeasured loads) against `baseline`.
 
     Without a baseline every load is NEW_LOAD (then `benchmark` names it); without `measured_testbed` the
-    testbeds are not compared. `costs` (load -> CPU per record at its demand) are checked against the
+    testbeds are not compared; `offered_shares` (load -> the share of its rate its verdict rests on, 1 where
+    missing) as in `compare_point`. `costs` (load -> CPU per record at its demand) are checked against the
     baseline's with `cost_tolerance`; `uncertain` (load -> why its regression would rest on uncertain
     verdicts) as in `compare_point`.
     """
@@ -334,7 +349,7 @@ def compare(
             above=measured.above.get(load),
             not_comparable=not_comparable,
             host_speed=host_speed,
-            offered_share=offered_share,
+            offered_share=(offered_shares or {}).get(load, 1.0),
             measured_cost=(costs or {}).get(load),
             cost_tolerance=cost_tolerance,
             uncertain=(uncertain or {}).get(load),
@@ -372,20 +387,27 @@ def bound_notes(measured: DemandResult, reference: str = "baseline") -> tuple[st
     if measured.above:
         loads = ", ".join(str(load) for load in sorted(measured.above))
         notes.append(
-            f">N (loads {loads}): failed at the {reference}'s demand on a testbed that cannot judge a higher one "
-            "(not comparable with the baseline's, and not faster), more instances not run -- the point is not "
-            "comparable however many it needs; exact_demand=true (or --theodolite-exact-demand=true) measures them"
+            f">N (loads {loads}): failed at the {reference}'s demand on a testbed too slow to compare with the "
+            "baseline's, more instances not run -- how many it needs would not change the verdict (not "
+            "comparable, or a regression where a FAIL at a lower rate confirmed it); exact_demand=true (or "
+            "--theodolite-exact-demand=true) measures them"
         )
     return tuple(notes)
 
 
-def offered_note(share: float) -> tuple[str, ...]:
-    """What the loads' rates were, where a gate offered them at a share (offered_share), for under the table."""
+def offered_note(share: float, again: float | None) -> tuple[str, ...]:
+    """What the loads' rates were, where a gate offered them at a `share` (offered_share) and measured a FAIL
+    once more at `again` (regression_share), for under the table."""
     if share == 1:
         return ()
-    return (
+    note = (
         f"every load was offered at {share:.2f}x its rate (the same keys, each sending less often): this testbed "
         f"is too slow to compare with the baseline's at the full rate, and {share:.2f}x is the fastest speed its "
-        f"calibration allows ({SPEED_UNCERTAINTY:.0%} over it) -- a pass there is judged, a demand above the "
-        "baseline's is not comparable",
+        f"calibration allows ({SPEED_UNCERTAINTY:.0%} over it) -- a pass there is judged"
     )
+    if again is not None:
+        note += (
+            f"; a FAIL at the baseline's demand was measured once more at {again:.2f}x, the slowest speed it "
+            "allows: failing there too it is a regression, passing there not comparable"
+        )
+    return (note,)

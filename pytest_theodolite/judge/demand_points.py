@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_theodolite.core.certainty import uncertain_regression
-from pytest_theodolite.core.outcomes import Outcome, most_failing
+from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import SubExperimentRecord
-from pytest_theodolite.core.search import SKIPPED, UNMEASURED, Step
+from pytest_theodolite.core.search import ABOVE, SKIPPED, UNMEASURED, Step
 from pytest_theodolite.store.baseline import Baseline
 
 
@@ -20,15 +20,12 @@ class DemandPoint:
     load: int
     resources: int | None  # fewest instances that met every SLO; None: none did (or not measured)
     #: MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment), SKIPPED (lower bound), AT_MOST (passed at
-    #: `resources`, fewer not run) or ABOVE (failed at `failed_at`, more not run)
+    #: `resources`, fewer not run) or ABOVE (failed at `above`, more not run)
     status: str
     sub_experiments: tuple[SubExperimentRecord, ...] = ()
     reason: str = ""
-
-    @property
-    def failed_at(self) -> int | None:
-        """The most instances that FAILed here, None where none did."""
-        return most_failing(self.sub_experiments)
+    #: ABOVE: the instances the search failed at (a confirming repetition does not move it)
+    above: int | None = None
 
     def uncertain_against(self, baseline: Baseline | None, tolerance: int) -> str | None:
         """Why a regression against the stored baseline here would rest on uncertain verdicts
@@ -62,7 +59,8 @@ def demand_point(step: Step, runs: tuple[SubExperimentRecord, ...], previous: St
             runs,
             reason=f"{broken.outcome.value} at {broken.resources} instances: {detail}",
         )
-    return DemandPoint(step.x, step.optimum, step.status, runs)
+    above = step.failed_at if step.status == ABOVE else None
+    return DemandPoint(step.x, step.optimum, step.status, runs, above=above)
 
 
 def baseline_guess(baseline: Baseline | None, load: int, resources: Sequence[int]) -> int | None:
