@@ -12,7 +12,7 @@ import pytest
 
 from pytest_theodolite.cli.analyse import main, reanalyse
 from pytest_theodolite.core.estimators import SlopeThreshold, TimeSeries
-from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
+from pytest_theodolite.core.evaluation import SloSettings, combine_verdicts, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import (
     SERIES_GENERATOR_RATE,
@@ -278,6 +278,31 @@ def write_protocol_experiment(results_dir: Path) -> ResultsWriter:
             )
         )
     return writer
+
+
+def test_analyse_judges_a_repetition_offered_a_share_of_the_rate_at_that_rate_and_its_stretched_bounds(
+    tmp_path,
+):
+    settings = SloSettings(warmup_s=0, max_batch_duration_s=2.0)
+    writer = ResultsWriter(
+        tmp_path, "s", metric=Metric.DEMAND, slo_settings=settings, loads=[1000], resources=[1]
+    )
+    t = T0 + np.arange(0.0, 30.0)
+    lag = TimeSeries.of(t, np.full(t.size, 500.0))
+    batches = TimeSeries.of(t, np.full(t.size, 3000.0))  # 3 s: beyond the 2 s bound, within 2 / 0.5
+    writer.write_series(1000, 1, SERIES_LAG, 0, lag)
+    writer.write_series(1000, 1, "batch-duration", 0, batches)
+    protocol = {"offered_rate": 500.0, "offered_share": 0.5}
+    verdicts = evaluate_repetition(
+        settings.dilated(0.5), lag=lag, target_rate=500.0, batch_duration=batches, warmup_s=0.0
+    )
+    assert combine_verdicts(verdicts) is Outcome.PASS
+    writer.record_sub_experiment(
+        SubExperimentRecord.from_repetitions(1000, 1, 500.0, [RepetitionRecord(0, verdicts, {}, protocol)])
+    )
+    again = reanalyse(read_results(tmp_path), settings).sub_experiments[0]
+    assert again.outcome is Outcome.PASS
+    assert [v.name for v in again.verdicts] == [v.name for v in verdicts]
 
 
 def test_analyse_cuts_each_repetition_at_its_recorded_warmup_and_keeps_a_not_settled_fail(tmp_path):

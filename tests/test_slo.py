@@ -1,6 +1,7 @@
 """Pure-function tests of the SLO checks on synthetic series (no broker, no Spark)."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -284,6 +285,27 @@ def test_median_of_an_even_count_averages_the_middle_two():
     assert (combined.value, combined.outcome) == (2050.0, Outcome.FAIL)
 
 
+def test_repetitions_offered_different_rates_are_judged_each_against_its_rates_threshold():
+    """A FAIL measured once more at a lower rate (comparison.regression_share) had a lower threshold."""
+    both_fail = [
+        SloVerdict(LAG_TREND, Outcome.FAIL, 542.0, 271.0),
+        SloVerdict(LAG_TREND, Outcome.FAIL, 300.0, 200.0),
+    ]
+    combined = median_trend_verdict(both_fail)
+    # slopes over thresholds 2.0 and 1.5: median 1.75, shown against the first threshold
+    assert (combined.outcome, combined.value, combined.threshold) == (Outcome.FAIL, 1.75 * 271.0, 271.0)
+    assert "over their rates' thresholds [542/271, 300/200] = 1.75 >= 1" in combined.detail
+    # no steady state at the lower rate: an unbounded slope
+    unbounded = median_trend_verdict([both_fail[0], SloVerdict(LAG_TREND, Outcome.FAIL, None, 200.0)])
+    assert unbounded.outcome is Outcome.FAIL and unbounded.value == math.inf
+    disagree = median_trend_verdict([both_fail[0], SloVerdict(LAG_TREND, Outcome.PASS, -300.0, 200.0)])
+    assert disagree.outcome is Outcome.PASS  # (2.0 - 1.5) / 2 < 1; certainty.py sees the disagreement
+    with pytest.raises(ValueError, match="a median needs one threshold"):
+        median_trend_verdict([both_fail[0], SloVerdict(LAG_TREND, Outcome.FAIL, 1.0, None)])
+    with pytest.raises(ValueError, match="positive ones to divide by"):
+        median_trend_verdict([both_fail[0], SloVerdict(LAG_TREND, Outcome.PASS, -1.0, 0.0)])
+
+
 @pytest.mark.parametrize("broken", [Outcome.INVALID, Outcome.ERRORED])
 def test_a_broken_repetition_makes_the_median_verdict_broken(broken):
     reps = [
@@ -409,6 +431,20 @@ def test_evaluate_repetition_adds_the_batch_duration_slo_when_bounded():
     assert [v.name for v in verdicts] == [LAG_TREND, BATCH_DURATION]
     assert combine_verdicts(verdicts) is Outcome.FAIL
     assert SloSettings.from_dict(settings.to_dict()) == settings
+
+
+def test_a_testbed_offered_a_share_of_the_rate_gets_its_time_bounds_stretched_by_it():
+    settings = SloSettings(warmup_s=0, max_batch_duration_s=2.0)
+    assert settings.dilated(1.0) is settings
+    assert settings.dilated(0.5).max_batch_duration_s == 4.0
+    assert SloSettings().dilated(0.5) == SloSettings()  # no time bound to stretch
+    lag = TimeSeries.of(list(range(10)), [0] * 10)
+    batches = TimeSeries.of(list(range(10)), [3000] * 10)  # 3 s: beyond 2 s, within 4 s
+
+    def outcome(slo: SloSettings) -> Outcome:
+        return combine_verdicts(evaluate_repetition(slo, lag=lag, target_rate=100.0, batch_duration=batches))
+
+    assert outcome(settings) is Outcome.FAIL and outcome(settings.dilated(0.5)) is Outcome.PASS
 
 
 def test_a_run_that_never_settled_fails_and_its_generator_is_judged_on_every_sample():

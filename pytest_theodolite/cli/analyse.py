@@ -125,10 +125,12 @@ def reanalyse(
             counters = recorded_rep.counters if recorded_rep else {}
             protocol = dict(recorded_rep.protocol) if recorded_rep else {}
             use_recorded = not fixed_warmup and recorded_rep is not None
+            # a repetition offered a share of the load's rate was judged at it (comparison.offered_share)
+            offered = protocol.get("offered_rate")
             verdicts = evaluate_repetition(
-                slo_settings,
+                slo_settings.dilated(float(protocol.get("offered_share", 1.0))),
                 lag=series[SERIES_LAG],
-                target_rate=target_rate,
+                target_rate=target_rate if offered is None else float(offered),
                 generator_rate=series.get(SERIES_GENERATOR_RATE),
                 event_time_latency=series.get(SERIES_EVENT_TIME_LATENCY),
                 batch_duration=series.get(SERIES_BATCH_DURATION),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -74,14 +74,18 @@ def median_trend_verdict(repetition_verdicts: Sequence[SloVerdict]) -> SloVerdic
         return SloVerdict(name, outcome, None, repetition_verdicts[0].threshold, reasons)
     if len(repetition_verdicts) == 1:  # nothing to combine: keep its interval and detail
         return repetition_verdicts[0]
-    thresholds = {v.threshold for v in repetition_verdicts}
-    if len(thresholds) != 1 or None in thresholds:
+    thresholds = [v.threshold for v in repetition_verdicts]
+    each_threshold = [float(t) for t in thresholds if t is not None]
+    if len(each_threshold) < len(thresholds) or (len(set(each_threshold)) > 1 and min(each_threshold) <= 0):
         raise ValueError(
-            f"{name}: repetitions were judged against different thresholds {sorted(map(str, thresholds))}"
+            f"{name}: repetitions were judged against thresholds {thresholds}: a median needs one threshold, or "
+            "positive ones to divide by"
         )
-    threshold = float(repetition_verdicts[0].threshold)  # type: ignore[arg-type]
+    threshold = each_threshold[0]
     # a FAIL without a slope (no steady state, falling behind, too few batches): a lag that grows without bound
     slopes = [math.inf if v.value is None else float(v.value) for v in repetition_verdicts]
+    if len(set(each_threshold)) > 1:
+        return _median_relative_verdict(name, slopes, each_threshold)
     median = statistics.median(
         slopes
     )  # even count: mean of the middle two, like statistics.median in Theodolite
@@ -94,6 +98,23 @@ def median_trend_verdict(repetition_verdicts: Sequence[SloVerdict]) -> SloVerdic
         median,
         threshold,
         f"median of {len(slopes)} slopes [{slopes_text}] = {median:.6g} {relation} {threshold:.6g}",
+    )
+
+
+def _median_relative_verdict(name: str, slopes: Sequence[float], thresholds: Sequence[float]) -> SloVerdict:
+    """Repetitions offered different rates (a FAIL measured once more at a lower one) were each judged against
+    its rate's threshold: the median of slope / threshold decides, shown against the first's threshold."""
+    ratios = [slope / threshold for slope, threshold in zip(slopes, thresholds, strict=True)]
+    median = statistics.median(ratios)
+    outcome = Outcome.PASS if median < 1 else Outcome.FAIL
+    relation = "<" if outcome is Outcome.PASS else ">="
+    each = ", ".join(f"{s:.6g}/{t:.6g}" for s, t in zip(slopes, thresholds, strict=True))
+    return SloVerdict(
+        name,
+        outcome,
+        median * thresholds[0],
+        thresholds[0],
+        f"median of {len(slopes)} slopes over their rates' thresholds [{each}] = {median:.3g} {relation} 1",
     )
 
 
@@ -167,6 +188,15 @@ class SloSettings:
                 f"max_late_rate {self.max_late_rate!r} is not a rate >= 0 of records dropped as late per second"
                 " (0: none may be; leave it out not to check)"
             )
+
+    def dilated(self, share: float) -> SloSettings:
+        """These settings where the job is offered `share` of each load's rate on a host that much slower than
+        the one its bounds were set for (comparison.offered_share): a bound in seconds is that much longer
+        there -- a micro-batch of 4 s at full speed takes 8 s at half -- while the rates' bounds follow the
+        offered rate already (SlopeThreshold.for_load)."""
+        if share == 1 or self.max_batch_duration_s is None:
+            return self
+        return replace(self, max_batch_duration_s=self.max_batch_duration_s / share)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -34,7 +34,7 @@ from pytest_theodolite.core.contention import (
 from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU, cost_estimate
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
 from pytest_theodolite.core.estimators import TimeSeries
-from pytest_theodolite.core.evaluation import evaluate_repetition
+from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import MeasurementProtocol, Phase
 from pytest_theodolite.core.records import (
@@ -229,7 +229,8 @@ class ExperimentRunner:
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
         workload = self.workload(load)
         repetitions = [
-            self.run_repetition(load, resources, rep, workload) for rep in range(self.settings.repetitions)
+            self.run_repetition(load, resources, rep, workload, share=self.offered_share)
+            for rep in range(self.settings.repetitions)
         ]
         return self._finish_sub_experiment(load, resources, workload.target_rate, repetitions)
 
@@ -241,7 +242,13 @@ class ExperimentRunner:
         the load's rate where given (comparison.regression_share; each repetition records its rate)."""
         earlier = self.records[(load, resources)]
         workload = self.workload(load) if share is None else self.benchmark.workload(load).sent_faster(share)
-        repetition = self.run_repetition(load, resources, len(earlier.repetitions), workload)
+        repetition = self.run_repetition(
+            load,
+            resources,
+            len(earlier.repetitions),
+            workload,
+            share=self.offered_share if share is None else share,
+        )
         return self._finish_sub_experiment(
             load, resources, earlier.target_rate, [*earlier.repetitions, repetition]
         )
@@ -415,8 +422,11 @@ class ExperimentRunner:
         return RunningJob(run_id, topics)
 
     def run_repetition(
-        self, load: int, resources: int, repetition: int, workload: Workload
+        self, load: int, resources: int, repetition: int, workload: Workload, *, share: float = 1.0
     ) -> RepetitionRecord:
+        """One run of the job against `workload`, offered at `share` of the load's rate: the SLOs' bounds in
+        seconds stretched to match (SloSettings.dilated)."""
+        slo = self.settings.slo.dilated(share)
         job = self.new_job()
         lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
         series_writers = {
@@ -443,7 +453,7 @@ class ExperimentRunner:
             method=self.settings.slo.slope_method,
             confidence=self.settings.slo.confidence,
             offered_rate=workload.target_rate,
-            max_batch_s=self.settings.slo.max_batch_duration_s,
+            max_batch_s=slo.max_batch_duration_s,
         )
         sampled = _Sampled()
         phases: dict[str, float] = {}
@@ -505,9 +515,11 @@ class ExperimentRunner:
             self.writer.write_series(load, resources, GENERATOR_RATE, repetition, generator_series)
         usage = sampled.host_usage(self.quota_cores(resources), self.quota_cores(1))
         verdicts = self._verdicts(
-            abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows, usage
+            slo, abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows, usage
         )
         summary = protocol.summary()
+        if share != 1:  # its time bounds were stretched by it (analyse judges it so again)
+            summary["offered_share"] = share
         if (slow := SlowSampling.of(sampled.lag_t, self.settings.sample_interval_s)) is not None:
             summary["sampling"] = slow.to_dict()
         if usage is not None:  # for the report; analyse judges the host series again from its cores and quota
@@ -660,6 +672,7 @@ class ExperimentRunner:
 
     def _verdicts(
         self,
+        slo: SloSettings,
         abort: RunAborted | None,
         protocol: MeasurementProtocol,
         sampled: _Sampled,
@@ -672,7 +685,7 @@ class ExperimentRunner:
         if abort is not None:
             return (SloVerdict(LAG_TREND, abort.outcome, float("nan"), float("nan"), abort.reason),)
         return evaluate_repetition(
-            self.settings.slo,
+            slo,
             lag=TimeSeries.of(sampled.lag_t, sampled.lag),
             target_rate=target_rate,
             generator_rate=generator_rate,
