@@ -575,9 +575,8 @@ def test_on_a_slower_testbed_loads_are_offered_at_its_speed_and_a_demand_no_high
 def test_on_a_slower_testbed_a_fail_at_both_ends_of_its_calibration_is_a_regression(
     gate_project, monkeypatch
 ):
-    monkeypatch.setenv(
-        "SCRIPTED_CALIBRATION", "228000"
-    )  # 0.57x: loads offered at 0.66x, FAILs again at 0.48x
+    # 0.57x: loads offered at 0.66x, FAILs measured again at 0.48x
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", "228000")
     project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 4}, calibration=400000))
     monkeypatch.setenv("SCRIPTED_CAPACITY", "300")  # 485 / 969 / 1453 records/s fail on 1 / 2 / 4 instances
     result = project.runpytest("--junitxml=junit.xml")

@@ -210,9 +210,8 @@ def compare_point(
     `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
     NOT_COMPARABLE that has a baseline value -- except a demand verdict the testbeds' speed order alone
     decides (`host_speed`, this testbed's over the baseline's, and `offered_share`, the share of the load's rate
-    offered: one_sided_verdict). Where the demand passed,
-    `measured_cost` is checked against the baseline's figure (cost.check_cost): beyond `cost_tolerance` the
-    point is a COST_REGRESSION. `uncertain` (certainty.uncertain_regression: why the verdicts behind a
+    offered: one_sided_verdict). Where the demand passed, `measured_cost` is checked against the baseline's
+    figure (cost.check_cost): beyond `cost_tolerance` the point is a COST_REGRESSION. `uncertain` (certainty.uncertain_regression: why the verdicts behind a
     regression were not certain) makes a REGRESSION NOT_COMPARABLE."""
     _check_tolerance(tolerance)
     if measured is not None and measured is not UNMEASURED and (not is_whole(measured) or measured < 1):
