@@ -845,6 +845,26 @@ def test_a_slower_testbed_is_offered_each_load_at_the_fastest_speed_its_calibrat
     assert "measured once more at" in offered_note(share, again)[0]
 
 
+def test_a_cpu_per_record_measured_at_a_share_of_the_rate_is_reported_not_judged() -> None:
+    def figure(us: float) -> PointCost:
+        return PointCost(2, CostEstimate(us, us * 0.98, us * 1.02, 5))
+
+    baseline = Baseline("uc1", {1000: 2}, {}, TESTBED, cost={1000: figure(40.0)})
+    point = compare_point(
+        1000,
+        2,
+        baseline,
+        not_comparable="host differs",
+        host_speed=0.5,
+        offered_share=0.6,
+        measured_cost=figure(60.0),
+        cost_tolerance=0.1,
+    )
+    assert point.verdict is Verdict.PASS and point.cost is not None
+    assert point.cost.not_judged and point.cost.relative == pytest.approx(0.5)
+    assert point.cost.reason.startswith("measured at 0.60x the load's rate")
+
+
 def test_a_cost_regression_on_a_slower_testbed_is_not_comparable() -> None:
     def figure(us: float) -> PointCost:
         return PointCost(2, CostEstimate(us, us * 0.98, us * 1.02, 5))

@@ -13,8 +13,9 @@ Pure functions over data: no pytest, Kafka or Spark imports."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from pytest_theodolite.core.cost import NOT_COMPARED as COST_NOT_COMPARED
 from pytest_theodolite.core.cost import REGRESSION as COST_REGRESSION_STATUS
 from pytest_theodolite.core.cost import CostCheck, PointCost, check_cost
 from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Verdict, instances_text
@@ -211,8 +212,9 @@ def compare_point(
     NOT_COMPARABLE that has a baseline value -- except a demand verdict the testbeds' speed order alone
     decides (`host_speed`, this testbed's over the baseline's, and `offered_share`, the share of the load's rate
     offered: one_sided_verdict). Where the demand passed, `measured_cost` is checked against the baseline's
-    figure (cost.check_cost): beyond `cost_tolerance` the point is a COST_REGRESSION. `uncertain` (certainty.uncertain_regression: why the verdicts behind a
-    regression were not certain) makes a REGRESSION NOT_COMPARABLE."""
+    figure (cost.check_cost): beyond `cost_tolerance` the point is a COST_REGRESSION -- not where it was
+    measured at a share of the load's rate. `uncertain` (certainty.uncertain_regression: why the verdicts
+    behind a regression were not certain) makes a REGRESSION NOT_COMPARABLE."""
     _check_tolerance(tolerance)
     if measured is not None and measured is not UNMEASURED and (not is_whole(measured) or measured < 1):
         raise ValueError(
@@ -227,6 +229,13 @@ def compare_point(
     cost = None
     if in_baseline and measured is not UNMEASURED and (measured_cost is not None or load in baseline.cost):  # type: ignore[union-attr]
         cost = check_cost(baseline.cost.get(load), measured_cost, cost_tolerance)  # type: ignore[union-attr]
+        if offered_share != 1 and cost.relative is not None:
+            cost = replace(
+                cost,
+                status=COST_NOT_COMPARED,
+                reason=f"measured at {offered_share:.2f}x the load's rate, where each micro-batch's own cost falls "
+                "on fewer records than at the baseline's full rate",
+            )
         if verdict is Verdict.PASS and cost.status == COST_REGRESSION_STATUS:
             verdict = Verdict.COST_REGRESSION
     one_sided = one_sided_verdict(verdict, host_speed, offered_share) if not_comparable else None
