@@ -845,10 +845,12 @@ def test_a_slower_testbed_is_offered_each_load_at_the_fastest_speed_its_calibrat
     assert "measured once more at" in offered_note(share, again)[0]
 
 
-def test_a_cpu_per_record_measured_at_a_share_of_the_rate_is_reported_not_judged() -> None:
-    def figure(us: float) -> PointCost:
-        return PointCost(2, CostEstimate(us, us * 0.98, us * 1.02, 5))
+def figure(us: float) -> PointCost:
+    """A CPU-per-record figure at 2 instances, +-2 %."""
+    return PointCost(2, CostEstimate(us, us * 0.98, us * 1.02, 5))
 
+
+def test_a_cpu_per_record_measured_at_a_share_of_the_rate_is_reported_not_judged() -> None:
     baseline = Baseline("uc1", {1000: 2}, {}, TESTBED, cost={1000: figure(40.0)})
     point = compare_point(
         1000,
@@ -866,9 +868,6 @@ def test_a_cpu_per_record_measured_at_a_share_of_the_rate_is_reported_not_judged
 
 
 def test_a_cost_regression_on_a_slower_testbed_is_not_comparable() -> None:
-    def figure(us: float) -> PointCost:
-        return PointCost(2, CostEstimate(us, us * 0.98, us * 1.02, 5))
-
     baseline = Baseline("uc1", {1000: 2}, {}, TESTBED, cost={1000: figure(40.0)})
     point = compare_point(
         1000,
