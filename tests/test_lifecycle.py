@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
@@ -77,6 +78,19 @@ def test_no_broker_master_worker_or_executor_survives_the_session(pytester, monk
     ):
         assert kind in kinds, f"expected a {kind} process to have been started"
     assert _wait_all_gone(procs) == []
+    # each executor's temporary files (lz4-java's native library, left there by a killed JVM) went to the
+    # cluster's own directory, which is gone with it
+    executors = [p["cmdline"] for p in procs if "CoarseGrainedExecutorBackend" in p["cmdline"]]
+    temp_dirs = {
+        arg.split("=", 1)[1] for cmdline in executors for arg in cmdline.split() if "java.io.tmpdir" in arg
+    }
+    assert len(temp_dirs) == 1, f"every executor needs the cluster's java.io.tmpdir, got {temp_dirs}"
+    (temp_dir,) = temp_dirs
+    assert (
+        temp_dir.startswith(tempfile.gettempdir())
+        and temp_dir.endswith("tmp")
+        and not os.path.exists(temp_dir)
+    )
 
 
 def test_xdist_workers_share_one_broker_that_is_stopped_once(pytester, monkeypatch):

@@ -17,7 +17,7 @@ from pytest_theodolite.infra.kafka.containers import kafka_container, start_kafk
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.infra.shared import SharedRecord, acquire
 from pytest_theodolite.infra.spark import cgroups
-from pytest_theodolite.infra.spark.cluster import STANDALONE_SESSION_CONF, SparkCluster, StandaloneCluster
+from pytest_theodolite.infra.spark.cluster import SparkCluster, StandaloneCluster, standalone_session_conf
 from pytest_theodolite.infra.spark.jars import connector_jars
 from pytest_theodolite.infra.spark.masters import MasterKind
 
@@ -127,7 +127,10 @@ def cpu_limit_note(settings: TheodoliteSettings) -> str:
 
 
 def _spark_cluster(
-    settings: TheodoliteSettings, master_url: str, groups: list[cgroups.CpuLimitedGroup] | None = None
+    settings: TheodoliteSettings,
+    master_url: str,
+    groups: list[cgroups.CpuLimitedGroup] | None = None,
+    work_dir: Path | None = None,
 ) -> SparkCluster:
     return SparkCluster(
         master_url=master_url,
@@ -135,8 +138,9 @@ def _spark_cluster(
         jars=connector_jars(settings.cache_dir),
         instance_cpu=settings.instance_cpu,
         instance_groups=list(groups or []),  # a copy: the cluster's own list is cleared on stop
-        # only where the plugin started the workers: a remote cluster's Python may not have the plugin
-        base_conf=STANDALONE_SESSION_CONF if settings.spark_master == "standalone" else {},
+        # only where the plugin started the workers (in `work_dir`): a remote cluster's Python may not have
+        # the plugin
+        base_conf=standalone_session_conf(work_dir) if work_dir is not None else {},
         kind=settings.spark_kind,
         access=settings.spark_access,
         checkpoint_root=settings.checkpoint_root,
@@ -159,7 +163,8 @@ def open_spark(settings: TheodoliteSettings) -> Iterator[SparkCluster]:
         return
     with StandaloneCluster(workers=settings.max_instances, instance_cpu=settings.instance_cpu) as standalone:
         groups = standalone.instance_groups.groups if standalone.instance_groups else []
-        yield _spark_cluster(settings, standalone.master_url, groups)
+        assert standalone.work_dir is not None  # made by start()
+        yield _spark_cluster(settings, standalone.master_url, groups, standalone.work_dir)
 
 
 def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
@@ -189,6 +194,6 @@ def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
         for path in record.cgroups
         if Path(path).name.startswith("instance-")
     ]
-    cluster = _spark_cluster(settings, record.info["master_url"], groups)
+    cluster = _spark_cluster(settings, record.info["master_url"], groups, root / "spark")
     cluster.session_lock = root / "theodolite-spark-session.lock"
     return cluster

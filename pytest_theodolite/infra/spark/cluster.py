@@ -62,6 +62,17 @@ DEFAULT_SESSION_CONF = {
 STANDALONE_SESSION_CONF = {"spark.python.daemon.module": "pytest_theodolite.infra.spark.pyspark_daemon"}
 
 
+def standalone_session_conf(work_dir: Path) -> dict[str, str]:
+    """Session settings on the plugin's own standalone cluster whose files live in `work_dir`: the executors'
+    temporary files go there too, removed with it. A JVM that is killed (its cgroup removed, Ctrl-C) leaves
+    in java.io.tmpdir what it meant to delete at exit -- lz4-java's native library, 150 KB a run in /tmp."""
+    temp = str(work_dir / "tmp")
+    if any(c.isspace() for c in temp):  # Spark splits the options at whitespace outside quotes
+        temp = f'"{temp}"'
+    # the default options, not extraJavaOptions: a job's own spark.executor.extraJavaOptions is added to them
+    return {**STANDALONE_SESSION_CONF, "spark.executor.defaultJavaOptions": f"-Djava.io.tmpdir={temp}"}
+
+
 def _spark_env(work_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
     home = str(pyspark_home())
@@ -102,6 +113,7 @@ class StandaloneCluster:
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="theodolite-spark-"))
             self._own_work_dir = True
+        (self.work_dir / "tmp").mkdir(exist_ok=True)  # the executors' java.io.tmpdir
         env = _spark_env(self.work_dir)
         spark_class = str(pyspark_home() / "bin" / "spark-class")
         port, self._web_port = free_port(), free_port()
