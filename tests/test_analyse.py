@@ -280,8 +280,19 @@ def write_protocol_experiment(results_dir: Path) -> ResultsWriter:
     return writer
 
 
-def test_analyse_judges_a_repetition_offered_a_share_of_the_rate_at_that_rate_and_its_stretched_bounds(
-    tmp_path,
+@pytest.mark.parametrize(
+    ("recorded", "expected"),
+    [
+        # a run to show a regression: its bound stretched by its share
+        ({"offered_share": 0.5, "bounds_share": 0.5}, Outcome.PASS),
+        # a run whose pass is judged at the share: its bound as it is
+        ({"offered_share": 0.5, "bounds_share": 1.0}, Outcome.FAIL),
+        # results from before 2026-11-27 stretched the bound at every share and did not say so
+        ({"offered_share": 0.5}, Outcome.PASS),
+    ],
+)
+def test_analyse_judges_a_repetition_offered_a_share_of_the_rate_at_that_rate_and_the_bounds_it_ran_with(
+    tmp_path, recorded, expected
 ):
     settings = SloSettings(warmup_s=0, max_batch_duration_s=2.0)
     writer = ResultsWriter(
@@ -292,16 +303,20 @@ def test_analyse_judges_a_repetition_offered_a_share_of_the_rate_at_that_rate_an
     batches = TimeSeries.of(t, np.full(t.size, 3000.0))  # 3 s: beyond the 2 s bound, within 2 / 0.5
     writer.write_series(1000, 1, SERIES_LAG, 0, lag)
     writer.write_series(1000, 1, "batch-duration", 0, batches)
-    protocol = {"offered_rate": 500.0, "offered_share": 0.5}
+    protocol = {"offered_rate": 500.0, **recorded}
     verdicts = evaluate_repetition(
-        settings.dilated(0.5), lag=lag, target_rate=500.0, batch_duration=batches, warmup_s=0.0
+        settings.dilated(recorded.get("bounds_share", 0.5)),
+        lag=lag,
+        target_rate=500.0,
+        batch_duration=batches,
+        warmup_s=0.0,
     )
-    assert combine_verdicts(verdicts) is Outcome.PASS
+    assert combine_verdicts(verdicts) is expected
     writer.record_sub_experiment(
         SubExperimentRecord.from_repetitions(1000, 1, 500.0, [RepetitionRecord(0, verdicts, {}, protocol)])
     )
     again = reanalyse(read_results(tmp_path), settings).sub_experiments[0]
-    assert again.outcome is Outcome.PASS
+    assert again.outcome is expected
     assert [v.name for v in again.verdicts] == [v.name for v in verdicts]
 
 

@@ -154,6 +154,8 @@ def test_a_job_that_cannot_start_is_errored_not_failed(kafka_cluster, spark_clus
 def test_a_confirming_repetition_is_added_to_its_sub_experiment_and_read_back(
     kafka_cluster, spark_cluster, tmp_path
 ):
+    """Offered at a share of the load's rate, as a gate on a slower testbed does: the first run keeps its bounds
+    in seconds (it judges a pass), the one that confirms a FAIL at a lower share has them stretched by it."""
     settings = ExperimentSettings(
         loads=(200,),
         resources=(1,),
@@ -164,9 +166,15 @@ def test_a_confirming_repetition_is_added_to_its_sub_experiment_and_read_back(
     benchmark = uc1_benchmark()
     writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
     runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    runner.offer(0.5)
     first = runner.run_sub_experiment(200, 1)
-    again = runner.confirm_sub_experiment(200, 1)
+    again = runner.confirm_sub_experiment(200, 1, share=0.25)
     assert [r.repetition for r in again.repetitions] == [0, 1]
+    protocols = [r.protocol for r in again.repetitions]
+    assert [(p["offered_rate"], p["offered_share"], p["bounds_share"]) for p in protocols] == [
+        (100.0, 0.5, 1.0),
+        (50.0, 0.25, 0.25),
+    ]
     assert again.repetitions[0] == first.repetitions[0]  # the first run is kept as it was
     assert again.outcome.is_measured  # a verdict was reached (which one is the host's)
     recorded = read_results(tmp_path, "1")

@@ -125,10 +125,13 @@ def reanalyse(
             counters = recorded_rep.counters if recorded_rep else {}
             protocol = dict(recorded_rep.protocol) if recorded_rep else {}
             use_recorded = not fixed_warmup and recorded_rep is not None
-            # a repetition offered a share of the load's rate was judged at it (comparison.offered_share)
+            # a repetition offered a share of the load's rate was judged at it (comparison.offered_share), its
+            # bounds in seconds stretched where it was to show a regression (results before 2026-11-27 stretched
+            # them at every share and recorded no bounds_share)
             offered = protocol.get("offered_rate")
+            stretched = protocol.get("bounds_share", protocol.get("offered_share", 1.0))
             verdicts = evaluate_repetition(
-                slo_settings.dilated(float(protocol.get("offered_share", 1.0))),
+                slo_settings.dilated(float(stretched)),
                 lag=series[SERIES_LAG],
                 target_rate=target_rate if offered is None else float(offered),
                 generator_rate=series.get(SERIES_GENERATOR_RATE),

@@ -190,10 +190,13 @@ class SloSettings:
             )
 
     def dilated(self, share: float) -> SloSettings:
-        """These settings where the job is offered `share` of each load's rate on a host that much slower than
-        the one its bounds were set for (comparison.offered_share): a bound in seconds is that much longer
-        there -- a micro-batch of 4 s at full speed takes 8 s at half -- while the rates' bounds follow the
-        offered rate already (SlopeThreshold.for_load)."""
+        """These settings for a run that is to show a regression where the job is offered `share` of each
+        load's rate on a host at least that fast, relative to the one its bounds were set for
+        (comparison.regression_share): a bound in seconds may be that much longer there -- a micro-batch's own
+        work takes 1/share as long, its records' work no longer than at the full rate -- so a batch beyond it
+        is beyond the bound on that host too. The rates' bounds follow the offered rate already
+        (SlopeThreshold.for_load). A run whose pass is to be judged keeps the bounds as they are: on a slower
+        host a batch of as many records relative to its speed takes at least as long."""
         if share == 1 or self.max_batch_duration_s is None:
             return self
         return replace(self, max_batch_duration_s=self.max_batch_duration_s / share)

@@ -227,6 +227,7 @@ class ExperimentRunner:
 
     # -- one sub-experiment ----------------------------------------------------------------------------
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
+        """Run (load, resources) at the offered share of the load's rate, the SLOs' bounds as they are."""
         workload = self.workload(load)
         repetitions = [
             self.run_repetition(load, resources, rep, workload, share=self.offered_share)
@@ -239,7 +240,8 @@ class ExperimentRunner:
     ) -> SubExperimentRecord:
         """One more repetition of a finished sub-experiment, combined with its earlier ones (the median slope
         decides; repetitions that disagree make the record uncertain: certainty.to_confirm) -- at `share` of
-        the load's rate where given (comparison.regression_share; each repetition records its rate)."""
+        the load's rate where given (comparison.regression_share; each repetition records its rate), there to
+        show a regression: its bounds in seconds stretched by `share` (SloSettings.dilated)."""
         earlier = self.records[(load, resources)]
         workload = self.workload(load) if share is None else self.benchmark.workload(load).sent_faster(share)
         repetition = self.run_repetition(
@@ -248,6 +250,7 @@ class ExperimentRunner:
             len(earlier.repetitions),
             workload,
             share=self.offered_share if share is None else share,
+            bounds_share=1.0 if share is None else share,
         )
         return self._finish_sub_experiment(
             load, resources, earlier.target_rate, [*earlier.repetitions, repetition]
@@ -422,11 +425,18 @@ class ExperimentRunner:
         return RunningJob(run_id, topics)
 
     def run_repetition(
-        self, load: int, resources: int, repetition: int, workload: Workload, *, share: float = 1.0
+        self,
+        load: int,
+        resources: int,
+        repetition: int,
+        workload: Workload,
+        *,
+        share: float = 1.0,
+        bounds_share: float = 1.0,
     ) -> RepetitionRecord:
-        """One run of the job against `workload`, offered at `share` of the load's rate: the SLOs' bounds in
-        seconds stretched to match (SloSettings.dilated)."""
-        slo = self.settings.slo.dilated(share)
+        """One run of the job against `workload`, offered at `share` of the load's rate; the SLOs' bounds in
+        seconds stretched by `bounds_share` (SloSettings.dilated: a run that is to show a regression)."""
+        slo = self.settings.slo.dilated(bounds_share)
         job = self.new_job()
         lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
         series_writers = {
@@ -518,8 +528,9 @@ class ExperimentRunner:
             slo, abort, protocol, sampled, workload.target_rate, generator_series, counters, late_rows, usage
         )
         summary = protocol.summary()
-        if share != 1:  # its time bounds were stretched by it (analyse judges it so again)
+        if share != 1:  # analyse judges it so again: at its rate, with its bounds
             summary["offered_share"] = share
+            summary["bounds_share"] = bounds_share
         if (slow := SlowSampling.of(sampled.lag_t, self.settings.sample_interval_s)) is not None:
             summary["sampling"] = slow.to_dict()
         if usage is not None:  # for the report; analyse judges the host series again from its cores and quota
