@@ -818,6 +818,10 @@ def test_a_slower_testbed_is_offered_each_load_at_the_fastest_speed_its_calibrat
     again = regression_share("host differs", 0.5)
     assert again == pytest.approx(0.5 * (1 - SPEED_UNCERTAINTY))
     assert regression_share(None, 0.9) is None and regression_share("host differs", 2.0) is None
+    # a comparable testbed that the calibration reads slower than its uncertainty allows for an equal one: a
+    # FAIL at the full rate is measured once more at the slowest speed allowed there too
+    assert regression_share(None, 0.75) == pytest.approx(0.75 * (1 - SPEED_UNCERTAINTY))
+    assert regression_share(None, 1 - SPEED_UNCERTAINTY) is None and regression_share(None, None) is None
     regressed = verdict(None, again)
     assert regressed.verdict is Verdict.REGRESSION
     assert (

@@ -75,13 +75,20 @@ class BenchmarkExperiment:
             self.on_sub_experiment(self.benchmark.name, measurement, {})
 
     def measure(
-        self, load: int, baseline: Baseline | None = None, tolerance: int = 0, *, judgeable: bool = True
+        self,
+        load: int,
+        baseline: Baseline | None = None,
+        tolerance: int = 0,
+        *,
+        judgeable: bool = True,
+        confirm_share: float | None = None,
     ) -> DemandPoint:
         """demand(load); a baseline-guess search starts at `baseline`'s demand there (`baseline_guess`). Where
         the demand exceeds the baseline's + `tolerance` on a certain FAIL, that FAIL is measured once more
-        (certainty.to_confirm). Where no regression can be `judgeable` (a testbed much slower than the
-        baseline's), neither that second FAIL nor the instance counts above the first are run: the point is not
-        comparable whatever they show, and each costs minutes (the demand is then ABOVE it)."""
+        (certainty.to_confirm), at `confirm_share` of the load's rate where given (a testbed the calibration
+        reads slower: comparison.regression_share). Where no regression can be `judgeable` (a testbed much
+        slower than the baseline's), neither that second FAIL nor the instance counts above the first are run:
+        the point is not comparable whatever they show, and each costs minutes (the demand is then ABOVE it)."""
         if load in self.points:
             return self.points[load]
         if self.capacity_search is not None:
@@ -108,7 +115,7 @@ class BenchmarkExperiment:
         ):
             again, _ = to_confirm(runs, point.resources, baseline.demand[load], tolerance)
             if again is not None:
-                self._run(load, again, confirm=True)
+                self._run(load, again, confirm=True, share=confirm_share)
                 runs = tuple(self.records[(r.load, r.resources)] for r in runs)
                 point = replace(point, sub_experiments=runs)
         self.points[load] = point
@@ -166,11 +173,14 @@ class BenchmarkExperiment:
         # the capacity strategy derives demand from capacities measured at rates of its own
         share = offered_share(not_comparable, host_speed) if self.capacity_search is None else 1.0
         self.runner.offer(share)
+        again = regression_share(not_comparable, host_speed) if self.capacity_search is None else None
+        judgeable = regression_judgeable(not_comparable, host_speed, share)
+        # where a regression can be judged, the search confirms a FAIL itself -- at the slowest speed the
+        # calibration allows where it reads this testbed slower; else it ends at the FAIL, measured again here
         point = self.measure(
-            load, baseline, spec.tolerance, judgeable=regression_judgeable(not_comparable, host_speed, share)
+            load, baseline, spec.tolerance, judgeable=judgeable, confirm_share=again if judgeable else None
         )
-        again = regression_share(not_comparable, host_speed) if share != 1 else None
-        if again is not None and baseline is not None:
+        if again is not None and not judgeable and baseline is not None:
             failed, _ = to_confirm(
                 point.sub_experiments, point.resources, baseline.demand.get(load), spec.tolerance
             )
@@ -239,7 +249,9 @@ class BenchmarkExperiment:
             notes += ("lower the baseline with --theodolite-update-baselines",)
         notes += bound_notes(measured) + offered_note(
             self.runner.offered_share,
-            regression_share(session.not_comparable(baseline), session.host_speed(baseline)),
+            regression_share(session.not_comparable(baseline), session.host_speed(baseline))
+            if self.capacity_search is None
+            else None,
         )
         if self.capacity_search is not None and self.capacity_search.measurements:
             notes += (capacity_note(self.capacity_search.measurements),)

@@ -167,12 +167,19 @@ def offered_share(not_comparable: str | None, host_speed: float | None) -> float
 
 
 def regression_share(not_comparable: str | None, host_speed: float | None) -> float | None:
-    """Where loads are offered at a share of their rates (offered_share), the share at which a FAIL at the
-    baseline's demand is measured once more: the slowest speed the calibration allows. Failing there too, the
-    demand above the baseline's is a regression (one_sided_verdict); None where loads run at their full rates."""
-    if host_speed is None or offered_share(not_comparable, host_speed) == 1:
+    """The share of a load's rate at which a FAIL at the baseline's demand is measured once more: the slowest
+    speed the calibration allows. Failing there too, the demand above the baseline's is a regression
+    (one_sided_verdict). Where loads are offered at a share (offered_share), and on a comparable testbed that
+    the calibration reads slower than its uncertainty allows for an equal one: a FAIL at the full rate there
+    may be the host's doing. None where a FAIL at the load's rate is judged as it is."""
+    if host_speed is None:
         return None
-    return host_speed * (1 - SPEED_UNCERTAINTY)
+    slowest = host_speed * (1 - SPEED_UNCERTAINTY)
+    if offered_share(not_comparable, host_speed) != 1 or (
+        not_comparable is None and host_speed < 1 - SPEED_UNCERTAINTY
+    ):
+        return slowest
+    return None
 
 
 def regression_judgeable(
@@ -407,7 +414,14 @@ def offered_note(share: float, again: float | None) -> tuple[str, ...]:
     """What the loads' rates were, where a gate offered them at a `share` (offered_share) and measured a FAIL
     once more at `again` (regression_share), for under the table."""
     if share == 1:
-        return ()
+        if again is None:
+            return ()
+        return (
+            f"a FAIL at the baseline's demand is measured once more at {again:.2f}x the load's rate, the slowest "
+            "speed the testbed's calibration allows (it reads slower than the baseline's by more than its own "
+            f"uncertainty, {SPEED_UNCERTAINTY:.0%}): failing there too it is a regression, passing there not "
+            "comparable",
+        )
     note = (
         f"every load was offered at {share:.2f}x its rate (the same keys, each sending less often): this testbed "
         f"is too slow to compare with the baseline's at the full rate, and {share:.2f}x is the fastest speed its "
