@@ -113,7 +113,7 @@ class StandaloneCluster:
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="theodolite-spark-"))
             self._own_work_dir = True
-        (self.work_dir / "tmp").mkdir(exist_ok=True)  # the executors' java.io.tmpdir
+        (self.work_dir / "tmp").mkdir(parents=True, exist_ok=True)  # the executors' java.io.tmpdir
         env = _spark_env(self.work_dir)
         spark_class = str(pyspark_home() / "bin" / "spark-class")
         port, self._web_port = free_port(), free_port()
