@@ -173,7 +173,7 @@ class BenchmarkExperiment:
         # the capacity strategy derives demand from capacities measured at rates of its own
         share = offered_share(not_comparable, host_speed) if self.capacity_search is None else 1.0
         self.runner.offer(share)
-        again = regression_share(not_comparable, host_speed) if self.capacity_search is None else None
+        again = self._regression_share(not_comparable, host_speed)
         judgeable = regression_judgeable(not_comparable, host_speed, share)
         # where a regression can be judged, the search confirms a FAIL itself -- at the slowest speed the
         # calibration allows where it reads this testbed slower; else it ends at the FAIL, measured again here
@@ -194,6 +194,11 @@ class BenchmarkExperiment:
         capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
         judged = same_cost_figure(baseline, self.settings.strategy)
         return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities, host_speed, share)
+
+    def _regression_share(self, not_comparable: str | None, host_speed: float | None) -> float | None:
+        """The share of a load's rate a FAIL is confirmed at (comparison.regression_share); None for the
+        capacity strategy, whose capacities are measured at rates of their own."""
+        return regression_share(not_comparable, host_speed) if self.capacity_search is None else None
 
     def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None]:
         """Every measured load's CPU per record, as a baseline records it."""
@@ -249,9 +254,7 @@ class BenchmarkExperiment:
             notes += ("lower the baseline with --theodolite-update-baselines",)
         notes += bound_notes(measured) + offered_note(
             self.runner.offered_share,
-            regression_share(session.not_comparable(baseline), session.host_speed(baseline))
-            if self.capacity_search is None
-            else None,
+            self._regression_share(session.not_comparable(baseline), session.host_speed(baseline)),
         )
         if self.capacity_search is not None and self.capacity_search.measurements:
             notes += (capacity_note(self.capacity_search.measurements),)
