@@ -277,3 +277,24 @@ def test_bench_jobs_counts_the_batches_after_the_first_and_after_the_warm_up():
         bench.steady_batches(reports, 20.0)
     with pytest.raises(ValueError, match="no micro-batch read any input"):
         bench.steady_batches([progress(0, 0)], 0.0)
+
+
+def test_backlog_cost_reads_each_batchs_cpu_from_the_samples_around_it():
+    backlog = load_script("backlog_cost")
+    from pytest_theodolite.core.capacity import MicroBatch
+
+    samples = [(100.0, 10.0), (101.0, 11.0), (103.0, 13.0)]
+    assert backlog.cpu_at(samples, 100.5) == 10.5
+    assert backlog.cpu_at(samples, 102.0) == 12.0
+    assert backlog.cpu_at(samples, 99.0) is None  # before the first sample: not guessed
+    batches = [
+        MicroBatch(1, 100.0, 1.0, 100_000),
+        MicroBatch(2, 101.0, 2.0, 100_000),
+        MicroBatch(3, 0, 1, 100_000),
+    ]
+    run = backlog.BacklogRun("ref", 0, batches, 4.0, 60.0, [1.0, 2.0, 9.0])
+    assert run.records == 300_000
+    assert run.cpu_us_per_record == 4.0 / 300_000 * 1e6
+    assert run.median_batch_cpu_us == 20.0  # the stalled third batch left out by the median
+    assert backlog.mean_interval([1.1]) == "+10.0%"
+    assert backlog.mean_interval([1.1, 1.1, 1.1]) == "+10.0% [+10.0%, +10.0%]"
