@@ -7,8 +7,9 @@ module names. Each run of a side: a fresh query on one instance (Spark's own set
 ``--batch-records``; the generator fills the input topic at ``--fill-factor`` times the load's rate for ``--fill-s``
 seconds and stops, while the instance runs without a CPU limit (JIT, code generation); then the instance is limited
 to ``--instance-cpu`` of a core and the full batches that start after that (the first ``--warm`` of them left out)
-are measured: seconds per batch and the instances' CPU (cgroup) per record read. The sides alternate in ABBA order
-for ``--rounds`` rounds, so that a drift of the host falls on both.
+are measured: seconds per batch and the instances' CPU (cgroup) per record read -- or, with ``--settle N``, the
+newest ``--batches`` once the last N batches no longer fall (capacity.settled_start). The sides alternate in ABBA
+order for ``--rounds`` rounds, so that a drift of the host falls on both.
 
     python experiments/backlog_cost.py --hash-rounds 5 --rounds 3     # A/B: five extra hashes a record
     python experiments/backlog_cost.py --hash-rounds 0 --rounds 3     # A/A: both sides the unchanged job
@@ -35,7 +36,7 @@ from types import ModuleType
 from scipy import stats
 
 from generator import Workload
-from pytest_theodolite.core.capacity import MicroBatch
+from pytest_theodolite.core.capacity import MicroBatch, settled_start
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
@@ -150,9 +151,14 @@ def run_side(
             batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
             full = [b for b in sorted(batches.values(), key=lambda b: b.batch_id) if b.start_s >= filled_at]
             full = [b for b in full if b.input_rows >= 0.99 * cap]
-            if len(full) >= args.warm + args.batches:
+            if args.settle:
+                # the last `settle` batches show no fall (capacity.settled_start's test): measure the newest
+                tail = [b.duration_s for b in full[args.warm :]][-args.settle :]
+                if len(tail) == args.settle and settled_start(tail, 0.95, 0.05, args.settle - 1) == 0:
+                    break
+            elif len(full) >= args.warm + args.batches:
                 break
-    measured = full[args.warm : args.warm + args.batches]
+    measured = full[-args.batches :] if args.settle else full[args.warm : args.warm + args.batches]
     cpu = None
     if measured:
         begin = cpu_at(samples, measured[0].start_s)
@@ -182,6 +188,12 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=1)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--max-s", type=float, default=150.0)
+    parser.add_argument(
+        "--settle",
+        type=int,
+        default=0,
+        help="measure the newest --batches once the last SETTLE full batches no longer fall (0: a fixed count)",
+    )
     parser.add_argument("--instance-cpu", type=float, default=1.0)
     args = parser.parse_args()
 
