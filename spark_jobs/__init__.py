@@ -15,7 +15,9 @@ plus the deployment options every job accepts (:class:`spark_jobs.common.Deploym
 ``trigger_interval``, ``available_now``, ``shuffle_partitions``, ``max_offsets_per_trigger``,
 ``state_store`` (``"default"``/``"rocksdb"``), ``watermark_delay``, ``kafka_options`` (extra ``kafka.*`` client
 settings for source and sink, e.g. security), ``sink`` (``"kafka"``/``"noop"``), ``starting_offsets``,
-``query_name``. An unknown option is a ``TypeError``.
+``query_name``. An unknown option is a ``TypeError``. The benchmark runner passes ``kafka_options`` and
+``max_offsets_per_trigger`` on every run (``{}`` and ``None`` where unused), and refuses, before it measures, a
+job whose signature cannot take them (``pytest_theodolite.core.job_contract``).
 
 Input records: Kafka key = sensor identifier, value = JSON ``{"identifier": "s_0", "timestamp": <epoch ms>,
 "valueInW": <double>}`` (:data:`spark_jobs.common.POWER_RECORD_SCHEMA`), Kafka timestamp = event time.

@@ -129,3 +129,16 @@ def test_a_side_busy_with_a_sub_experiment_is_interrupted_as_by_ctrl_c(tmp_path)
     assert marker.read_text() == "cleaned up after ", (
         "interrupted by SIGINT, not terminated after the timeout"
     )
+
+
+def test_a_ref_whose_job_cannot_take_the_runners_keywords_is_refused_before_it_runs(repo, tmp_path):
+    """The base revision may predate a keyword of the contract: its side refuses it at the start, naming
+    what it cannot take and the signature to write."""
+    (repo / "tjobs" / "old.py").write_text(
+        "def start_query(spark, *, bootstrap_servers, input_topic, output_topic, checkpoint_dir):\n    pass\n"
+    )
+    with pytest.raises(
+        SideError, match=r"ref: benchmark t: .*cannot take kafka_options, max_offsets_per_trigger"
+    ):
+        SideProcess(spec("ref", repo, tmp_path, benchmark_of("tjobs.old"))).__enter__()
+    assert multiprocessing.active_children() == []

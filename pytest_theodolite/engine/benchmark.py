@@ -9,6 +9,7 @@ from typing import Any
 
 from generator import Workload
 from pytest_theodolite.core.evaluation import SloSettings
+from pytest_theodolite.core.job_contract import RUNNER_OPTIONS, check_contract
 from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.search import Strategy, describe_strategy
 
@@ -27,6 +28,16 @@ class Benchmark:
     extra_topics: tuple[str, ...] = ()
     #: the extra topic that receives the generator's sensor registry (UC4)
     registry_topic_option: str | None = None
+
+    def job_keywords(self) -> tuple[str, ...]:
+        """Every keyword the runner passes the job on every run: the contract's (core/job_contract.py), the
+        benchmark's job options and its extra topics."""
+        return tuple(dict.fromkeys((*RUNNER_OPTIONS, *self.job_options, *self.extra_topics)))
+
+    def check_job(self) -> None:
+        """Refuse a job whose ``start_query`` cannot take `job_keywords` (JobContractError, with the
+        signature to write), before anything of this benchmark is measured."""
+        check_contract(self.name, self.start_query, self.job_keywords())
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,7 @@ class TheodoliteSession:
                     "give each declaration its own name"
                 )
             return existing
+        benchmark.check_job()  # before the calibration: a job that cannot run costs no minute
         calibration = self.calibrate()
         testbed = {
             **self.testbed,

@@ -28,6 +28,7 @@ from typing import Any
 
 from generator import Workload
 from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.core.job_contract import JobContractError
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
@@ -176,6 +177,10 @@ def serve(connection: Connection, spec: SideSpec) -> None:
         conf = {**spec.settings.spark_conf, "spark.executorEnv.PYTHONPATH": str(spec.job_root)}
         settings = replace(spec.settings, spark_conf=conf)
         benchmark = replace(spec.benchmark, start_query=job)
+        try:
+            benchmark.check_job()  # REF's job too: the base revision may predate a keyword
+        except JobContractError as exc:
+            raise SideError(f"{spec.side}: {exc}") from None
         job_file = str(origin)
         testbed = {**spec.testbed, "job_file": job_file}  # the results say which version was measured
         writer = new_writer(spec.results_dir, spec.experiment_id, benchmark, settings, Metric.DEMAND, testbed)

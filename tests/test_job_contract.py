@@ -1,0 +1,89 @@
+"""The job contract, checked before anything is measured (core/job_contract.py)."""
+
+import pytest
+
+from generator import Workload
+from pytest_theodolite.core.job_contract import RUNNER_OPTIONS, SIGNATURE, JobContractError, contract_problems
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.session import TheodoliteSession
+
+
+def contract_job(
+    spark,
+    *,
+    bootstrap_servers,
+    input_topic,
+    output_topic,
+    checkpoint_dir,
+    kafka_options=None,
+    max_offsets_per_trigger=None,
+    **options,
+):
+    raise AssertionError("only its signature is read")
+
+
+def topics_only(spark, *, bootstrap_servers, input_topic, output_topic, checkpoint_dir):
+    raise AssertionError("only its signature is read")
+
+
+def needs_window(spark, *, window, **options):
+    raise AssertionError("only its signature is read")
+
+
+def test_the_documented_signature_and_a_catch_all_take_every_keyword():
+    assert contract_problems(contract_job, RUNNER_OPTIONS) == []
+    assert contract_problems(lambda spark, **options: None, (*RUNNER_OPTIONS, "window")) == []
+    assert "max_offsets_per_trigger: int | None = None" in SIGNATURE
+
+
+def test_a_job_without_the_runners_keywords_is_told_which():
+    (problem,) = contract_problems(topics_only, RUNNER_OPTIONS)
+    assert (
+        problem
+        == "it cannot take kafka_options, max_offsets_per_trigger (no such parameter, and no **options)"
+    )
+
+
+def test_a_parameter_nothing_fills_is_named_and_a_job_option_fills_it():
+    (problem,) = contract_problems(needs_window, RUNNER_OPTIONS)
+    assert problem.startswith("it needs window, which the runner does not pass")
+    assert contract_problems(needs_window, (*RUNNER_OPTIONS, "window")) == []
+
+
+def test_a_job_with_no_place_for_the_session_is_refused():
+    def keywords_only(*, bootstrap_servers, **options):
+        raise AssertionError
+
+    assert contract_problems(keywords_only, RUNNER_OPTIONS) == [
+        "it takes no positional parameter for the SparkSession"
+    ]
+
+
+def test_a_callable_without_a_readable_signature_is_left_to_its_first_run():
+    assert contract_problems(max, RUNNER_OPTIONS) == []  # a builtin without a signature to read
+
+
+def test_a_benchmark_passes_its_job_options_and_extra_topics_too():
+    benchmark = Benchmark(
+        "t",
+        topics_only,
+        lambda keys: Workload(keys=keys),
+        job_options={"window": "5 s"},
+        extra_topics=("config",),
+    )
+    assert benchmark.job_keywords() == (*RUNNER_OPTIONS, "window", "config")
+    with pytest.raises(JobContractError) as refused:
+        benchmark.check_job()
+    message = str(refused.value)
+    assert "benchmark t: its job test_job_contract.topics_only cannot be run" in message
+    assert "cannot take kafka_options, max_offsets_per_trigger, window, config" in message
+    assert SIGNATURE in message
+
+
+def test_a_session_refuses_the_job_before_it_calibrates_or_measures(tmp_path):
+    # no broker, no cluster: reaching the calibration would fail otherwise than with the contract's error
+    session = TheodoliteSession(kafka=None, spark=None, results_dir=tmp_path, testbed={})  # type: ignore[arg-type]
+    benchmark = Benchmark("t", topics_only, lambda keys: Workload(keys=keys))
+    with pytest.raises(JobContractError, match="cannot take kafka_options"):
+        session.experiment(benchmark, ExperimentSettings(loads=(1,), resources=(1,)))
+    assert session.calibration is None and session.experiments == {}
