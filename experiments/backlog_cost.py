@@ -23,16 +23,14 @@ their mean with a 95 % t-interval over the rounds. Nothing else may run beside i
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import shutil
 import statistics
 import tempfile
 import time
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from types import ModuleType
 
+from own_job_quality import EXAMPLE, changed_source, job_module
 from scipy import stats
 
 from generator import Workload
@@ -45,18 +43,6 @@ from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "clickstream" / "clickstream.py"
-#: the line of the job the change edits (as own_job_quality.py does)
-ANCHOR = '    clicks = observed.where("_valid").withColumn("event_time", F.timestamp_millis("ts"))\n'
-CHANGE = (
-    ANCHOR
-    + "    digest = F.col('user')\n"
-    + "    for _ in range({rounds}):\n"
-    + "        digest = F.sha2(digest, 256)\n"
-    + "    clicks = clicks.where(F.length(digest) >= 0)  # always true: every record pays for the hashes\n"
-)
 
 
 @dataclass(frozen=True)
@@ -90,18 +76,6 @@ class BacklogRun:
             statistics.median(c / b.input_rows for c, b in zip(self.batch_cpu_s, self.batches, strict=True))
             * 1e6
         )
-
-
-def job_module(name: str, source: str) -> ModuleType:
-    """`source` imported as module `name` (two versions of one job side by side in this process)."""
-    path = Path(tempfile.mkdtemp(prefix="backlog-cost-")) / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    shutil.rmtree(path.parent, ignore_errors=True)
-    return module
 
 
 def cpu_at(samples: list[tuple[float, float]], at: float) -> float | None:
@@ -197,10 +171,8 @@ def main() -> None:
     parser.add_argument("--instance-cpu", type=float, default=1.0)
     args = parser.parse_args()
 
-    source = EXAMPLE.read_text()
-    if ANCHOR not in source:
-        raise SystemExit("examples/clickstream/clickstream.py no longer has the line this script edits")
-    changed = source.replace(ANCHOR, CHANGE.format(rounds=args.hash_rounds)) if args.hash_rounds else source
+    source = (EXAMPLE / "clickstream.py").read_text()
+    changed = changed_source(source, args.hash_rounds) if args.hash_rounds else source
     jobs = {"ref": job_module("backlog_ref", source), "change": job_module("backlog_change", changed)}
     results = Path(tempfile.mkdtemp(prefix="theodolite-backlog-"))
     settings = ExperimentSettings(loads=(args.users,), resources=(1,), instance_cpu=args.instance_cpu)

@@ -22,6 +22,7 @@ may run beside it (the gates measure CPU-limited instances).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import signal
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 from gate_quality import Run, report, run_gates
 
@@ -113,28 +115,36 @@ def capacities(results: Path) -> dict[str, dict[int, str]]:
     return found
 
 
+def changed_source(source: str, rounds: int) -> str:
+    """The click-stream job's `source` with the change: every record hashes its user `rounds` times."""
+    if ANCHOR not in source:
+        raise SystemExit("examples/clickstream/clickstream.py no longer has the line this script edits")
+    return source.replace(ANCHOR, CHANGE.format(rounds=rounds))
+
+
+def job_module(name: str, source: str) -> ModuleType:
+    """`source` imported as module `name`: two versions of one job side by side in one process."""
+    path = Path(tempfile.mkdtemp(prefix="own-job-module-")) / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shutil.rmtree(path.parent, ignore_errors=True)
+    return module
+
+
 def calibrate(rounds: int, records: int = 400_000, repeats: int = 5) -> None:
     """The change's extra cost per record in the job's own transform (see the module's doc)."""
-    import importlib.util
     import statistics
 
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    def load(name: str, text: str):
-        path = Path(tempfile.mkdtemp(prefix="own-job-calibrate-")) / f"{name}.py"
-        path.write_text(text)
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        shutil.rmtree(path.parent, ignore_errors=True)
-        return module
-
     source = (EXAMPLE / "clickstream.py").read_text()
     jobs = {
-        "unchanged": load("unchanged", source),
-        "changed": load("changed", source.replace(ANCHOR, CHANGE.format(rounds=rounds))),
+        "unchanged": job_module("unchanged", source),
+        "changed": job_module("changed", changed_source(source, rounds)),
     }
     spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
     try:

@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
@@ -13,6 +15,8 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
 def load_script(name: str):
+    if str(SCRIPTS) not in sys.path:  # the scripts import each other, as when run from experiments/
+        sys.path.insert(0, str(SCRIPTS))
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up there
@@ -298,3 +302,12 @@ def test_backlog_cost_reads_each_batchs_cpu_from_the_samples_around_it():
     assert run.median_batch_cpu_us == 20.0  # the stalled third batch left out by the median
     assert backlog.mean_interval([1.1]) == "+10.0%"
     assert backlog.mean_interval([1.1, 1.1, 1.1]) == "+10.0% [+10.0%, +10.0%]"
+
+
+def test_the_injected_change_edits_the_click_stream_job_or_says_it_cannot():
+    own_job = load_script("own_job_quality")
+    source = (own_job.EXAMPLE / "clickstream.py").read_text()
+    changed = own_job.changed_source(source, 3)
+    assert changed != source and "for _ in range(3):" in changed
+    with pytest.raises(SystemExit, match="no longer has the line"):
+        own_job.changed_source("def start_query(spark, **options): ...", 3)
