@@ -87,3 +87,35 @@ def test_a_session_refuses_the_job_before_it_calibrates_or_measures(tmp_path):
     with pytest.raises(JobContractError, match="cannot take kafka_options"):
         session.experiment(benchmark, ExperimentSettings(loads=(1,), resources=(1,)))
     assert session.calibration is None and session.experiments == {}
+
+
+def test_the_runner_passes_every_contract_keyword_on_every_run():
+    from pytest_theodolite.engine.runner import ExperimentRunner
+    from pytest_theodolite.infra.kafka.admin import KafkaCluster
+
+    def runner(kafka, **job_options):
+        benchmark = Benchmark(
+            "t",
+            contract_job,
+            lambda keys: Workload(keys=keys),
+            job_options=job_options,
+            extra_topics=("config",),
+        )
+        settings = ExperimentSettings(loads=(1,), resources=(1,))
+        return ExperimentRunner(benchmark, settings, kafka, spark=None, writer=None)  # type: ignore[arg-type]
+
+    topics = {"input": "i", "output": "o", "config": "c"}
+    plain = KafkaCluster("127.0.0.1:9")  # never connected to
+    assert runner(plain).job_options(topics) == {
+        "kafka_options": {},
+        "max_offsets_per_trigger": None,
+        "config": "c",
+    }
+    # a cap the benchmark sets holds until a run sets its own
+    assert runner(plain, max_offsets_per_trigger=500).job_options(topics)["max_offsets_per_trigger"] == 500
+    capped = runner(plain, max_offsets_per_trigger=500).job_options(topics, {"max_offsets_per_trigger": 9})
+    assert capped["max_offsets_per_trigger"] == 9
+    secured = KafkaCluster("127.0.0.1:9", properties={"security.protocol": "SASL_PLAINTEXT"})
+    assert runner(secured).job_options(topics)["kafka_options"] == {
+        "kafka.security.protocol": "SASL_PLAINTEXT"
+    }

@@ -307,20 +307,7 @@ class ExperimentRunner:
             ) as spark:
                 job.spark = spark
                 try:
-                    # every keyword of the job contract on every run (core/job_contract.py): a job that
-                    # forgot one fails here too, not first on a secured cluster
-                    options = {
-                        **self.benchmark.job_options,
-                        **{option: job.topics[option] for option in self.benchmark.extra_topics},
-                        "kafka_options": {
-                            k: v
-                            for k, v in self.kafka.spark_options().items()
-                            if k != "kafka.bootstrap.servers"
-                        },
-                        "max_offsets_per_trigger": None,
-                        **(query_options or {}),
-                    }
-                    job.checkpoint, job.options = checkpoint, options
+                    job.checkpoint, job.options = checkpoint, self.job_options(job.topics, query_options)
                     self._start_query(job)
                     job.generator = LoadGenerator(
                         self.kafka.bootstrap_servers,
@@ -350,6 +337,26 @@ class ExperimentRunner:
                     job.counters["records_in_input_topic"] = in_topic
             self._delete_topics(job.topics.values(), load, resources)
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def job_options(
+        self, topics: Mapping[str, str], query_options: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The keywords the job gets besides the topics and the checkpoint: every one of the job contract on
+        every run (core/job_contract.py; a job that forgot one fails locally too, not first on a secured
+        cluster) -- no micro-batch cap and no client settings unless the benchmark's job options, the cluster
+        (its client properties win) or this run (`query_options`, e.g. a capacity measurement's cap) give them."""
+        options = {
+            "kafka_options": {},
+            "max_offsets_per_trigger": None,
+            **self.benchmark.job_options,
+            **{option: topics[option] for option in self.benchmark.extra_topics},
+            **(query_options or {}),
+        }
+        if self.kafka.properties:
+            options["kafka_options"] = {
+                k: v for k, v in self.kafka.spark_options().items() if k != "kafka.bootstrap.servers"
+            }
+        return options
 
     def _records_in(self, topic: str) -> int | None:
         """The records in `topic` now; None where the cluster does not say within RECORDS_COUNT_WAIT_S (a
