@@ -3,6 +3,7 @@
 import multiprocessing
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from generator import Workload
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.pull_request.sides import SideError, SideProcess, job_reference, spec_for
+from pytest_theodolite.pull_request.sides import (
+    SideError,
+    SideProcess,
+    job_import_root,
+    job_reference,
+    spec_for,
+)
 from pytest_theodolite.pull_request.worktree import RefWorktree
 
 
@@ -142,3 +149,58 @@ def test_a_ref_whose_job_cannot_take_the_runners_keywords_is_refused_before_it_r
     ):
         SideProcess(spec("ref", repo, tmp_path, benchmark_of("tjobs.old"))).__enter__()
     assert multiprocessing.active_children() == []
+
+
+def layout_repo(tmp_path: Path, package_dir: str) -> Path:
+    """A repository whose job `ljobs.job` lives under `package_dir` ('' the root, 'src', a subfolder), saying
+    VERSION = 'ref' at HEAD and 'change' in the working tree."""
+    path = tmp_path / "layout"
+    package = path / package_dir / "ljobs" if package_dir else path / "ljobs"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    git(tmp_path, "init", "-q", str(path))
+    git(path, "config", "user.email", "t@example.org")
+    git(path, "config", "user.name", "t")
+    (package / "job.py").write_text("VERSION = 'ref'\n\ndef start_query(spark, **options):\n    pass\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "ref")
+    (package / "job.py").write_text("VERSION = 'change'\n\ndef start_query(spark, **options):\n    pass\n")
+    return path
+
+
+@pytest.mark.parametrize("package_dir", ["", "src", "examples/own"])
+def test_each_side_finds_the_job_where_the_working_tree_imports_it_from(tmp_path, package_dir, monkeypatch):
+    """A src/ layout, or a gate whose pytest rootdir is a subfolder of the repository: REF's job is imported
+    from the same place in its worktree as the change's is in the working tree."""
+    import importlib
+
+    from pytest_theodolite.pull_request.experiment import CompareTarget
+
+    repo = layout_repo(tmp_path, package_dir)
+    import_root = repo / package_dir if package_dir else repo
+    monkeypatch.syspath_prepend(str(import_root))  # as the gate's conftest or an editable install would
+    for name in [m for m in sys.modules if m == "ljobs" or m.startswith("ljobs.")]:
+        monkeypatch.delitem(sys.modules, name)
+    job = importlib.import_module("ljobs.job")
+    try:
+        benchmark = Benchmark("t", job.start_query, lambda keys: Workload(keys=keys))
+        rootdir = import_root if package_dir.startswith("examples") else repo  # where pytest.ini would be
+        with RefWorktree(rootdir, "HEAD") as ref:
+            target = CompareTarget.of(ref, rootdir)
+            roots = target.job_roots(benchmark)
+            assert ref.path is not None
+            with (
+                SideProcess(spec("ref", roots["ref"], tmp_path, benchmark)) as ref_side,
+                SideProcess(spec("change", roots["change"], tmp_path, benchmark)) as change_side,
+            ):
+                assert "VERSION = 'ref'" in Path(ref_side.job_file).read_text()
+                assert "VERSION = 'change'" in Path(change_side.job_file).read_text()
+                assert Path(ref_side.job_file).is_relative_to(ref.path.resolve())
+                assert Path(change_side.job_file) == (import_root / "ljobs" / "job.py").resolve()
+        assert (
+            job_import_root("ljobs") == job_import_root("ljobs.job") == import_root.resolve()
+        )  # a package too
+        assert job_import_root("ljobs.not_imported") is None
+    finally:
+        for name in [m for m in sys.modules if m == "ljobs" or m.startswith("ljobs.")]:
+            del sys.modules[name]

@@ -48,7 +48,7 @@ from pytest_theodolite.pull_request.paired import (
     abba,
     compare_sides,
 )
-from pytest_theodolite.pull_request.sides import SideProcess, SideSpec, spec_for
+from pytest_theodolite.pull_request.sides import SideProcess, SideSpec, job_reference, side_roots, spec_for
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import BenchmarkReport, CostFigure
@@ -66,6 +66,7 @@ class CompareTarget:
     commit: str
     ref_root: Path  # REF's temporary worktree
     change_root: Path  # the working tree (pytest's rootdir)
+    repo_root: Path | None = None  # the repository's top level (REF's worktree is a checkout of it)
 
     @property
     def label(self) -> str:
@@ -77,7 +78,14 @@ class CompareTarget:
     @classmethod
     def of(cls, worktree: RefWorktree, change_root: Path) -> CompareTarget:
         assert worktree.path is not None  # entered
-        return cls(worktree.ref, worktree.commit, worktree.path, change_root)
+        return cls(worktree.ref, worktree.commit, worktree.path, change_root, worktree.repo)
+
+    def job_roots(self, benchmark: Benchmark) -> dict[str, Path]:
+        """Where each side imports `benchmark`'s job from (sides.side_roots): a ``src/`` layout or a rootdir
+        in a subfolder is found at the same place in REF's worktree."""
+        module, _ = job_reference(benchmark)
+        ref, change = side_roots(module, self.repo_root or self.change_root, self.ref_root, self.change_root)
+        return {REF: ref, CHANGE: change}
 
 
 @dataclass(frozen=True)
@@ -504,10 +512,11 @@ def paired_experiments(target: CompareTarget) -> ExperimentFactory:
         settings: ExperimentSettings,
         testbed: dict[str, Any],
     ) -> PairedExperiment:
+        roots = target.job_roots(benchmark)
         specs = {
             side: spec_for(
                 side,
-                target.ref_root if side == REF else target.change_root,
+                roots[side],
                 benchmark,
                 settings,
                 session.kafka,

@@ -71,6 +71,30 @@ def job_file(root: Path, module: str) -> Path | None:
     return None
 
 
+def job_import_root(module: str) -> Path | None:
+    """The directory this process imported `module` from -- the ``sys.path`` entry holding its top-level
+    package: a repository's root, its ``src/``, a subfolder with its own pytest rootdir --, or None where the
+    module was not imported here or has no file."""
+    path = getattr(sys.modules.get(module), "__file__", None)
+    if not path:
+        return None
+    file = Path(path).resolve()
+    depth = len(module.split(".")) - 1 + (1 if file.name == "__init__.py" else 0)
+    return file.parents[depth]
+
+
+def side_roots(module: str, repo_root: Path, ref_tree: Path, change_root: Path) -> tuple[Path, Path]:
+    """Where (REF, the change) import the job module from: the place in REF's worktree (a checkout of
+    `repo_root` at REF) that matches where this process imported the working tree's from -- both versions
+    resolved alike. Where the module's file is not known here, or lies outside the repository, REF's worktree
+    root and pytest's rootdir."""
+    change = job_import_root(module)
+    repo = repo_root.resolve()
+    if change is None or not change.is_relative_to(repo):
+        return ref_tree, change_root
+    return ref_tree / change.relative_to(repo), change
+
+
 @dataclass(frozen=True)
 class SideSpec:
     """Everything a side's process needs, as plain picklable data."""
