@@ -1,5 +1,7 @@
 """``python -m pytest_theodolite``: ``analyse RESULTS_DIR`` re-judges recorded results (cli/analyse.py);
-``reference [--write DIR]`` prints or writes docs/reference/ (reference.py)."""
+``points MODULE:BENCHMARK --point LOAD:INSTANCES ...`` measures chosen points under the gates' protocol, to
+choose a gate's loads (cli/points.py); ``reference [--write DIR]`` prints or writes docs/reference/
+(reference.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["reference"]:
         return reference_main(argv[1:])
+    if argv[:1] == ["points"]:
+        from pytest_theodolite.cli.points import main as points
+
+        return points(argv[1:])
     from pytest_theodolite.cli.analyse import main as analyse
 
     return analyse(argv)

@@ -1,0 +1,211 @@
+"""``python -m pytest_theodolite points MODULE:BENCHMARK --point LOAD:INSTANCES ...``: where should a gate's loads
+go? Runs the chosen (load, instances) sub-experiments of any benchmark under the gates' own protocol -- with the
+marker's settings, changed by ``--set KEY=VALUE`` in the marker's own words -- on an embedded broker and a local
+Spark cluster, prints each as it ends (the line a gate prints), then a table: the verdict, the lag slope's
+interval against its threshold, how the measurement ended, the CPU per record, the instances' share of their
+CPU, and the median micro-batch. A point whose interval ends near its threshold, or whose instances spend
+nearly all their CPU, is at a capacity edge: its verdict flips between runs, and a gate should not use it.
+
+Exit code 0 once every point was measured (whatever its verdict), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_theodolite.core.job_contract import JobContractError
+from pytest_theodolite.core.records import SERIES_BATCH_DURATION, SubExperimentRecord
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.core.slo import LAG_TREND
+from pytest_theodolite.engine.benchmark import Benchmark
+from pytest_theodolite.engine.markers import GateSpecError, gate_spec
+from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
+from pytest_theodolite.engine.services import open_kafka, open_spark
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.report.progress import progress_line
+from pytest_theodolite.store.results import read_series
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+HEADER = (
+    "| load | instances | verdict | lag slope [95 % interval] | threshold | stop | CPU us per record "
+    "| share of the instances' CPU | median batch, s | wall, s |\n"
+    "|---:|---:|---|---|---:|---|---:|---:|---:|---:|"
+)
+
+
+class PointsInputError(ValueError):
+    """An argument of ``points`` that cannot be used; the message says what was wrong and how to fix it."""
+
+
+def load_benchmark(reference: str, search_path: Path) -> Benchmark:
+    """The Benchmark named ``module:attribute`` (``module`` importable from `search_path`, as pytest's rootdir
+    makes a gate's modules importable)."""
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise PointsInputError(
+            f"expected MODULE:BENCHMARK, such as myjob_gate:PAGES or mypackage.gates:PAGES, got {reference!r}"
+        )
+    if str(search_path) not in sys.path:
+        sys.path.insert(0, str(search_path))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise PointsInputError(
+            f"{module_name} cannot be imported from {search_path}: {type(exc).__name__}: {exc} (run from the "
+            "directory the module is importable from, or install the project with pip install -e .)"
+        ) from None
+    value: Any = module
+    for part in attribute.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            raise PointsInputError(f"{module_name} has no {attribute}")
+    if not isinstance(value, Benchmark):
+        raise PointsInputError(
+            f"{reference} is a {type(value).__name__}, not a pytest_theodolite.Benchmark: name the Benchmark "
+            "your gate's marker takes"
+        )
+    return value
+
+
+def parse_point(text: str) -> tuple[int, int]:
+    try:
+        load, instances = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOAD:INSTANCES such as 4000:1, got {text!r}") from None
+    if load < 1 or instances < 1:
+        raise argparse.ArgumentTypeError(f"load and instances must be positive, got {text!r}")
+    return load, instances
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as JSON where it parses (numbers, true/false, objects), else as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as instance_cpu=0.25, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def median_batch_s(results: Path, record: SubExperimentRecord) -> float | None:
+    """The median of the batch durations the runner sampled at the point (its ``batch-duration`` series)."""
+    paths = sorted(results.glob(f"*_{record.load}_{record.resources}_{SERIES_BATCH_DURATION}_*.csv"))
+    durations = [v for path in paths for v in read_series(path).values.tolist()]
+    return statistics.median(durations) / 1000 if durations else None
+
+
+def point_row(
+    record: SubExperimentRecord, instance_cpu: float | None, batch_s: float | None, wall_s: float
+) -> str:
+    """One Markdown row: the verdict and what explains it."""
+    verdict = next((v for v in record.verdicts if v.name == LAG_TREND), record.verdicts[0])
+    slope = "none" if verdict.value is None else f"{verdict.value:+.0f}"
+    if verdict.low is not None and verdict.high is not None:
+        slope += f" [{verdict.low:+.0f}, {verdict.high:+.0f}]"
+    cost = record.cpu_us_per_record
+    cores = (1.0 if instance_cpu is None else instance_cpu) * record.resources
+    share = cost * 1e-6 * record.target_rate / cores if cost is not None and record.target_rate else None
+    stop = record.repetitions[-1].protocol.get("stop") if record.repetitions else None
+    cells = [
+        record.load,
+        record.resources,
+        record.outcome.value,
+        slope,
+        "-" if verdict.threshold is None else f"{verdict.threshold:.0f}",
+        stop or "-",
+        "-" if cost is None else f"{cost:.1f}",
+        "-" if share is None else f"{share:.0%}",
+        "-" if batch_s is None else f"{batch_s:.2f}",
+        f"{wall_s:.0f}",
+    ]
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_theodolite points",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "benchmark", metavar="MODULE:BENCHMARK", help="the Benchmark your gate's marker takes"
+    )
+    parser.add_argument(
+        "--point", type=parse_point, action="append", required=True, metavar="LOAD:INSTANCES", dest="points"
+    )
+    parser.add_argument(
+        "--set",
+        type=parse_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="settings",
+        help="a theodolite marker key, as the gate sets it (instance_cpu=0.25, threshold=5%%, spark_conf={...})",
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="where the raw series go (default: a new temporary directory)",
+    )
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    args = _build_parser().parse_args(argv)
+    try:
+        benchmark = load_benchmark(args.benchmark, Path(os.getcwd()))
+        marker: Mapping[str, Any] = dict(args.settings)
+        if {"loads", "resources"} & set(marker):
+            raise PointsInputError(
+                "the points name the loads and instances: --point LOAD:INSTANCES, not --set"
+            )
+        spec = gate_spec(
+            (benchmark,),
+            {
+                **marker,
+                "loads": sorted({load for load, _ in args.points}),
+                "resources": sorted({instances for _, instances in args.points}),
+            },
+            {},
+        )
+        spec.benchmark.check_job()
+    except (PointsInputError, GateSpecError, JobContractError) as exc:
+        stderr.write(f"points: {exc}\n")
+        return EXIT_BAD_INPUT
+    settings = spec.settings
+    results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-points-"))
+    infra = TheodoliteSettings(max_instances=max(instances for _, instances in args.points))
+    rows = []
+    with open_kafka(infra) as kafka, open_spark(infra) as spark:
+        writer = new_writer(results, "points", spec.benchmark, settings, Metric.DEMAND, {})
+        runner = ExperimentRunner(spec.benchmark, settings, kafka, spark, writer)
+        for load, instances in args.points:
+            started = time.monotonic()
+            record = runner.run_sub_experiment(load, instances)
+            stdout.write(f"theodolite: {spec.benchmark.name} {progress_line(record, runner.timings)}\n")
+            stdout.flush()
+            rows.append(
+                point_row(
+                    record, settings.instance_cpu, median_batch_s(results, record), time.monotonic() - started
+                )
+            )
+    stdout.write(f"\n{spec.benchmark.name}\n{HEADER}\n" + "\n".join(rows) + f"\n\nraw results: {results}\n")
+    return EXIT_OK

@@ -1,0 +1,111 @@
+"""``python -m pytest_theodolite points``: chosen points of any benchmark under the gates' protocol."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pytest_theodolite.cli import points
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
+from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
+
+GATE_MODULE = """
+from generator import Workload
+from pytest_theodolite import Benchmark
+from spark_jobs import uc1
+
+UC1 = Benchmark("uc1-points", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
+NOT_A_BENCHMARK = 42
+
+
+def topics_only(spark, *, bootstrap_servers, input_topic, output_topic, checkpoint_dir):
+    pass
+
+
+OLD_JOB = Benchmark("old", topics_only, lambda keys: Workload(keys=keys))
+"""
+
+
+@pytest.fixture
+def gate_dir(tmp_path, monkeypatch):
+    (tmp_path / "points_gate.py").write_text(GATE_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("points_gate", None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["points_gate", "--point", "100:1"], "expected MODULE:BENCHMARK"),
+        (["no_such_module:UC1", "--point", "100:1"], "no_such_module cannot be imported from"),
+        (["points_gate:UC9", "--point", "100:1"], "points_gate has no UC9"),
+        (["points_gate:NOT_A_BENCHMARK", "--point", "100:1"], "is a int, not a pytest_theodolite.Benchmark"),
+        (
+            ["points_gate:UC1", "--point", "100:1", "--set", "colour=red"],
+            "unknown theodolite marker argument",
+        ),
+        (["points_gate:UC1", "--point", "100:1", "--set", "threshold=fast"], "threshold 'fast' is neither"),
+        (["points_gate:UC1", "--point", "100:1", "--set", "loads=[1]"], "--point LOAD:INSTANCES, not --set"),
+        (["points_gate:OLD_JOB", "--point", "100:1"], "cannot take kafka_options, max_offsets_per_trigger"),
+    ],
+)
+def test_bad_input_is_a_clear_error_before_anything_starts(gate_dir, argv, message, capsys):
+    assert points.main(argv) == points.EXIT_BAD_INPUT
+    assert message in capsys.readouterr().err
+
+
+def test_points_and_settings_are_parsed_as_the_marker_takes_them():
+    assert points.parse_point("4000:2") == (4000, 2)
+    assert points.parse_setting("instance_cpu=0.25") == ("instance_cpu", 0.25)
+    assert points.parse_setting("threshold=5%") == ("threshold", "5%")
+    assert points.parse_setting('spark_conf={"a": "1"}') == ("spark_conf", {"a": "1"})
+    with pytest.raises(SystemExit):
+        points._build_parser().parse_args(["m:B", "--point", "4000"])
+
+
+def test_a_row_says_the_verdict_and_what_explains_it():
+    verdict = SloVerdict(LAG_TREND, Outcome.FAIL, 420.0, 200.0, "", 300.0, 540.0)
+    repetition = RepetitionRecord(0, (verdict,), protocol={"stop": "certain"})
+    record = SubExperimentRecord.from_repetitions(4000, 2, 4000.0, [repetition])
+    row = points.point_row(record, 0.25, 1.5, 61.2)
+    assert row.startswith("| 4000 | 2 | fail | +420 [+300, +540] | 200 | certain | ")
+    assert row.endswith(" | 1.50 | 61 |")
+
+
+@pytest.mark.integration
+@pytest.mark.theodolite_exclusive  # it measures: nothing may run beside it under pytest-xdist
+def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
+    """Which verdict is reached depends on the host; that each point was measured, printed and its raw
+    series kept, and that nothing is left running, does not."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_theodolite",
+            "points",
+            "points_gate:UC1",
+            "--point",
+            "200:1",
+            "--set",
+            "duration=8",
+            "--set",
+            "max_duration=20",
+            "--set",
+            "max_warmup=30",
+            "--results",
+            str(tmp_path / "results"),
+        ],
+        cwd=gate_dir,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "theodolite: uc1-points load=200 instances=1: " in done.stdout
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 200 | 1 | ")]
+    assert row.split(" | ")[2] in {"pass", "fail", "invalid", "errored"}, textwrap.shorten(done.stdout, 2000)
+    assert list((tmp_path / "results").glob("*_200_1_lag-trend_0.csv"))
