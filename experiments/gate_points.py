@@ -22,9 +22,7 @@ Job options are ``KEY=VALUE`` with VALUE read as JSON where it parses (numbers, 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
-import statistics
 import sys
 import tempfile
 import time
@@ -32,7 +30,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(
     0, str(Path(__file__).resolve().parents[1] / "benchmarks")
@@ -40,10 +37,13 @@ sys.path.insert(
 
 from usecases import BENCHMARKS, QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
+from pytest_theodolite.cli.points import median_batch_s, series_values
+from pytest_theodolite.cli.points import parse_point as parse_pair
+from pytest_theodolite.cli.points import parse_setting as parse_job_option
 from pytest_theodolite.core.contention import INSTANCE_QUOTA
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.protocol import MeasurementPlan
-from pytest_theodolite.core.records import SERIES_BATCH_DURATION, SERIES_STATE_ROWS, SubExperimentRecord
+from pytest_theodolite.core.records import SERIES_STATE_ROWS, SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.slo import LAG_TREND
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
@@ -51,7 +51,6 @@ from pytest_theodolite.engine.markers import parse_threshold
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
-from pytest_theodolite.store.results import read_series
 
 #: each use case's gate benchmark (``--uc N``)
 USE_CASES = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_ELEMENTS}
@@ -66,26 +65,6 @@ def add_benchmark_argument(parser: argparse.ArgumentParser) -> None:
 
 def chosen_benchmark(args: argparse.Namespace) -> Benchmark:
     return USE_CASES[args.uc] if args.uc is not None else BENCHMARKS[args.benchmark]
-
-
-def parse_pair(text: str) -> tuple[int, int]:
-    try:
-        load, instances = (int(part) for part in text.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LOAD:INSTANCES such as 4000:1, got {text!r}") from None
-    if load < 1 or instances < 1:
-        raise argparse.ArgumentTypeError(f"load and instances must be positive, got {text!r}")
-    return load, instances
-
-
-def parse_job_option(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE such as output_mode=append, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
 
 
 def gate_point_settings(
@@ -113,18 +92,6 @@ def gate_point_settings(
         instance_cpu=instance_cpu,
         spark_conf=spark_conf,
     )
-
-
-def series_values(results: Path, load: int, instances: int, series: str) -> list[float]:
-    """Every value the runner sampled into one raw series of a point (all repetitions)."""
-    paths = sorted(results.glob(f"*_{load}_{instances}_{series}_*.csv"))
-    return [v for path in paths for v in read_series(path).values.tolist()]
-
-
-def median_batch_s(results: Path, load: int, instances: int) -> float | None:
-    """The median of the batch durations the runner sampled (its ``batch-duration`` series)."""
-    durations = series_values(results, load, instances, SERIES_BATCH_DURATION)
-    return statistics.median(durations) / 1000 if durations else None
 
 
 def state_rows_halves(results: Path, load: int, instances: int) -> tuple[float, float] | None:

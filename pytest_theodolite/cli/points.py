@@ -100,10 +100,15 @@ def parse_setting(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def median_batch_s(results: Path, record: SubExperimentRecord) -> float | None:
-    """The median of the batch durations the runner sampled at the point (its ``batch-duration`` series)."""
-    paths = sorted(results.glob(f"*_{record.load}_{record.resources}_{SERIES_BATCH_DURATION}_*.csv"))
-    durations = [v for path in paths for v in read_series(path).values.tolist()]
+def series_values(results: Path, load: int, instances: int, series: str) -> list[float]:
+    """Every value the runner sampled into one raw series of a point (all repetitions)."""
+    paths = sorted(results.glob(f"*_{load}_{instances}_{series}_*.csv"))
+    return [v for path in paths for v in read_series(path).values.tolist()]
+
+
+def median_batch_s(results: Path, load: int, instances: int) -> float | None:
+    """The median of the batch durations the runner sampled at a point (its ``batch-duration`` series)."""
+    durations = series_values(results, load, instances, SERIES_BATCH_DURATION)
     return statistics.median(durations) / 1000 if durations else None
 
 
@@ -204,7 +209,10 @@ def main(
             stdout.flush()
             rows.append(
                 point_row(
-                    record, settings.instance_cpu, median_batch_s(results, record), time.monotonic() - started
+                    record,
+                    settings.instance_cpu,
+                    median_batch_s(results, load, instances),
+                    time.monotonic() - started,
                 )
             )
     stdout.write(f"\n{spec.benchmark.name}\n{HEADER}\n" + "\n".join(rows) + f"\n\nraw results: {results}\n")
