@@ -198,8 +198,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     return result
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    write_summaries(terminalreporter, config)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    write_summaries(terminalreporter, config, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
 
 
 @pytest.fixture(scope="session")

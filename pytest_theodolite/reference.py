@@ -73,6 +73,8 @@ def options_page() -> str:
         "| `THEODOLITE_DEBIAN_MIRROR` | the Debian mirror the Kafka image built for `--kafka testcontainers` installs "
         "from (default: the one apt uses) |",
         "| `GITHUB_STEP_SUMMARY` | where set, the gates' Markdown summary is appended to that file |",
+        "| `THEODOLITE_RESULTS_URL` | the link to the raw results in the `--theodolite-pr-comment` file (default: the "
+        "GitHub Actions run, from `GITHUB_SERVER_URL`, `GITHUB_REPOSITORY` and `GITHUB_RUN_ID`) |",
     ]
     return "\n".join(lines) + "\n"
 

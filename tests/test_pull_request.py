@@ -197,6 +197,40 @@ def test_a_load_ref_could_not_measure_is_not_comparable_with_exit_7(project, mon
     assert result.ret == 7
 
 
+def test_the_pr_comment_file_holds_the_verdict_both_sides_and_the_run_link(project, monkeypatch, tmp_path):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # the change needs more instances at every load
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")
+    for key, value in (("GITHUB_SERVER_URL", "https://github.com"), ("GITHUB_REPOSITORY", "o/r")):
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    comment = tmp_path / "out" / "comment.md"
+    result = project.runpytest("--theodolite-compare-ref", "main", f"--theodolite-pr-comment={comment}")
+    result.assert_outcomes(failed=3)
+    lines = comment.read_text().splitlines()
+    assert lines[0] == "<!-- pytest-theodolite scalability comment -->"
+    assert lines[1] == "## Scalability gates: REGRESSION"
+    assert "- scripted: REGRESSION (3 regressions, cost tolerance 10%)" in lines
+    assert "| load | REF main (0123456) | change | status | CPU per record |" in lines
+    assert any(line.startswith("| 2000 | 2 | 3 | REGRESSION |") for line in lines)
+    assert "Raw results (lag series, demand tables, plots): https://github.com/o/r/actions/runs/42" in lines
+    assert any("analyse " in line and "change --experiment ID` (ids: scripted)" in line for line in lines)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_the_pr_comment_of_a_run_without_a_verdict_says_so(project, monkeypatch, tmp_path, workers):
+    monkeypatch.setenv("SCRIPTED_REF_INVALID", "2000")
+    comment = tmp_path / "comment.md"
+    result = project.runpytest(
+        "--theodolite-compare-ref", "main", f"--theodolite-pr-comment={comment}", *workers
+    )
+    assert result.ret == 7
+    text = comment.read_text()
+    assert "## Scalability gates: NO VERDICT" in text
+    assert "1 gate point could not be judged" in text
+    assert "| 2000 | none | 2 | NOT COMPARABLE | n/a |" in text
+    assert "- not comparable: load 2000: REF could not be measured at this load" in text
+
+
 def test_with_a_stored_baseline_both_comparisons_are_reported(project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
     monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from pytest_theodolite.infra.shared import release_all
 from pytest_theodolite.judge.comparison import PointComparison
 from pytest_theodolite.pull_request.preflight import check_ref_holds_jobs
 from pytest_theodolite.pull_request.worktree import CompareRefError
+from pytest_theodolite.report.comment import BenchmarkSection, GateCounts, pr_comment, results_link
 from pytest_theodolite.report.progress import progress_line
 from pytest_theodolite.store.baseline import (
     Baseline,
@@ -279,10 +281,16 @@ def measurement_lock(session: pytest.Session) -> MeasurementLock | None:
     return state.measurement_lock
 
 
-def write_summaries(terminalreporter: Any, config: pytest.Config) -> None:
-    """Every process's summary at the end of the run, and as Markdown into GitHub's step summary."""
+def write_summaries(terminalreporter: Any, config: pytest.Config, *, interrupted: bool = False) -> None:
+    """Every process's summary at the end of the run, as Markdown into GitHub's step summary, and the
+    pull-request comment file where one was asked for."""
     state = state_of(config)
     summaries = [s for s in [state.summary, *state.worker_summaries] if s]
+    controller = not xdist.is_xdist_worker(terminalreporter)  # it has the .config xdist looks at
+    comment_path = config.getoption("theodolite_pr_comment", None)
+    if comment_path and controller:
+        counts = GateCounts(state.regressions, state.unmeasured, state.other_failures, interrupted)
+        write_pr_comment(Path(comment_path), summaries, counts, settings_of(config))
     if not summaries:
         return
     terminalreporter.section("theodolite: scalability gates")
@@ -290,9 +298,25 @@ def write_summaries(terminalreporter: Any, config: pytest.Config) -> None:
         for line in summary["lines"]:
             terminalreporter.write_line(line)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary and not xdist.is_xdist_worker(terminalreporter):  # it has the .config xdist looks at
+    if step_summary and controller:
         with open(step_summary, "a", encoding="utf-8") as out:
             out.write("\n".join(s["markdown"] for s in summaries) + "\n")
+
+
+def write_pr_comment(
+    path: Path, summaries: list[dict[str, Any]], counts: GateCounts, settings: TheodoliteSettings
+) -> None:
+    """The comment a workflow posts: written also when no gate ran, so that the posting step finds it."""
+    sections = [BenchmarkSection.from_dict(b) for s in summaries for b in s.get("benchmarks", ())]
+    results_dir = settings.results_dir / "change" if settings.compare_ref else settings.results_dir
+    text = pr_comment(
+        sorted(sections, key=lambda section: section.name),
+        counts,
+        results_link=results_link(os.environ),
+        results_dir=str(results_dir),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def mark_gate_points(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

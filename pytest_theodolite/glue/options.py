@@ -26,6 +26,12 @@ COMMAND_LINE_ONLY: list[tuple[str, str, str]] = [
         "theodolite_update_baselines",
         "record the measured demand functions as the new baselines instead of comparing",
     ),
+    (
+        "--theodolite-pr-comment",
+        "theodolite_pr_comment",
+        "write the run's verdict and each benchmark's table as one Markdown comment into FILE, for a workflow "
+        "to post on the pull request (docs/github-actions.md)",
+    ),
 ]
 
 #: ini keys without a command-line option: (key, help)
@@ -66,7 +72,7 @@ def add_options(parser: pytest.Parser) -> None:
             help=_argparse(f"{help_text} [ini: theodolite_{key}; overrides the marker]"),
         )
         parser.addini(f"theodolite_{key}", help_text, default="")
-    job_option, update = COMMAND_LINE_ONLY
+    job_option, update, comment = COMMAND_LINE_ONLY
     group.addoption(
         job_option[0],
         dest=job_option[1],
@@ -76,6 +82,7 @@ def add_options(parser: pytest.Parser) -> None:
         help=_argparse(job_option[2]),
     )
     group.addoption(update[0], dest=update[1], action="store_true", default=False, help=_argparse(update[2]))
+    group.addoption(comment[0], dest=comment[1], default=None, metavar="FILE", help=_argparse(comment[2]))
     for key, help_text in INI_ONLY:
         parser.addini(key, help_text, type="linelist", default=[])
 

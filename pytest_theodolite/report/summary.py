@@ -222,7 +222,8 @@ def _commentary(report: BenchmarkReport) -> list[str]:
     return sentences
 
 
-def _headline(report: BenchmarkReport) -> str:
+def headline(report: BenchmarkReport) -> str:
+    """'uc1-keys: REGRESSION (1 regression, cost tolerance 10%)': a benchmark's status and why, in a line."""
     comparison = report.comparison
     problems = [
         count_text(len(points), noun) + suffix
@@ -316,7 +317,7 @@ def terminal_summary(benchmarks: Sequence[BenchmarkReport]) -> list[str]:
     for report in benchmarks:
         if lines:
             lines.append("")
-        lines.append(_headline(report))
+        lines.append(headline(report))
         headers, rows = _table(report)
         if rows:
             table = _fixed_width_table(
@@ -333,33 +334,39 @@ def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+SUMMARY_HEADING = "## Scalability gates (pytest-theodolite)"
+
+
+def markdown_benchmark(report: BenchmarkReport) -> str:
+    """One benchmark's Markdown: a heading with its status, its table and what is worth knowing."""
+    parts = [f"### `{report.name}`: {benchmark_status(report.comparison)}", ""]
+    headers, rows = _table(report)
+    headers = tuple("status" if header == "verdict" else header for header in headers)
+    if rows:
+        parts += [
+            "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",
+            "| ---: | ---: | ---: |" + " :--- |" * (len(headers) - 3),
+        ]
+        parts += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in rows]
+    else:
+        parts.append("No load was measured.")
+    parts.append("")
+    # a local path
+    commentary = [s for s in _commentary(report) if not s.startswith(("plot: ", "capacity plot: "))]
+    if report.comparison.tolerance:
+        commentary.insert(0, f"tolerance: +{count_text(report.comparison.tolerance, 'instance')}")
+    if report.comparison.cost_tolerance is not None:
+        commentary.insert(0, f"cost tolerance: {report.comparison.cost_tolerance:.0%} CPU per record")
+    if commentary:
+        parts += [f"- {_markdown_cell(sentence)}" for sentence in commentary] + [""]
+    return "\n".join(parts)
+
+
 def markdown_summary(benchmarks: Sequence[BenchmarkReport]) -> str:
     """GitHub-flavoured Markdown for `$GITHUB_STEP_SUMMARY`: a heading and a table per benchmark."""
-    parts = ["## Scalability gates (pytest-theodolite)", ""]
     if not benchmarks:
-        parts += ["No benchmark ran.", ""]
-    for report in benchmarks:
-        parts += [f"### `{report.name}`: {benchmark_status(report.comparison)}", ""]
-        headers, rows = _table(report)
-        headers = tuple("status" if header == "verdict" else header for header in headers)
-        if rows:
-            parts += [
-                "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",
-                "| ---: | ---: | ---: |" + " :--- |" * (len(headers) - 3),
-            ]
-            parts += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in rows]
-        else:
-            parts.append("No load was measured.")
-        parts.append("")
-        # a local path
-        commentary = [s for s in _commentary(report) if not s.startswith(("plot: ", "capacity plot: "))]
-        if report.comparison.tolerance:
-            commentary.insert(0, f"tolerance: +{count_text(report.comparison.tolerance, 'instance')}")
-        if report.comparison.cost_tolerance is not None:
-            commentary.insert(0, f"cost tolerance: {report.comparison.cost_tolerance:.0%} CPU per record")
-        if commentary:
-            parts += [f"- {_markdown_cell(sentence)}" for sentence in commentary] + [""]
-    return "\n".join(parts)
+        return f"{SUMMARY_HEADING}\n\nNo benchmark ran.\n"
+    return "\n".join([SUMMARY_HEADING, "", *(markdown_benchmark(report) for report in benchmarks)])
 
 
 # ------------------------------------------------------------------------------------------------------------
