@@ -1,7 +1,8 @@
 """``python -m pytest_theodolite``: ``analyse RESULTS_DIR`` re-judges recorded results (cli/analyse.py);
 ``points MODULE:BENCHMARK --point LOAD:INSTANCES ...`` measures chosen points under the gates' protocol, to
-choose a gate's loads (cli/points.py); ``reference [--write DIR]`` prints or writes docs/reference/
-(reference.py)."""
+choose a gate's loads (cli/points.py); ``export RESULTS_DIR... --format bmf|github-action-benchmark`` gives
+each point's demand, CPU per record and capacity to a dashboard (cli/export.py); ``reference [--write DIR]``
+prints or writes docs/reference/ (reference.py)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_theodolite.cli.points import main as points
 
         return points(argv[1:])
+    if argv[:1] == ["export"]:
+        from pytest_theodolite.cli.export import main as export
+
+        return export(argv[1:])
     from pytest_theodolite.cli.analyse import main as analyse
 
     return analyse(argv)
