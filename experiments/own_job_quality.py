@@ -33,7 +33,9 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from gate_quality import Run, report, run_gates
+from gate_quality import report, run_gates
+
+from pytest_theodolite.report.quality import QualityRun
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "clickstream"
@@ -177,7 +179,7 @@ def calibrate(rounds: int, records: int = 400_000, repeats: int = 5) -> None:
         spark.stop()
 
 
-def run_gate(kind: str, index: int, project: Path, out: Path, extra: list[str]) -> Run:
+def run_gate(kind: str, index: int, project: Path, out: Path, extra: list[str]) -> QualityRun:
     """One pull-request run of the scratch project's gate against HEAD, then each side's capacities."""
     run = run_gates(kind, index, out, ["-rs", "--theodolite-compare-ref=HEAD", *extra], cwd=project, paths=())
     for side, by_count in sorted(capacities(out / f"{kind}-{index}").items()):

@@ -42,66 +42,6 @@ def test_demand_grid_prints_an_errored_sub_experiment_without_a_slope():
     assert grid.cell(None) == "not run"
 
 
-def test_gate_quality_reads_ref_and_cpu_change_of_pull_request_mode(tmp_path):
-    quality = load_script("gate_quality")
-    junit = tmp_path / "run.xml"
-    junit.write_text(
-        '<testsuites><testsuite><testcase name="test_uc1_database_storage[load=12000]"><properties>'
-        '<property name="theodolite.demand.12000" value="3"/>'
-        '<property name="theodolite.baseline.12000" value="2"/>'
-        '<property name="theodolite.ref.12000" value="2"/>'
-        '<property name="theodolite.verdict.12000" value="regression"/>'
-        '<property name="theodolite.cpu_change.12000" value="+0.480"/>'
-        "</properties></testcase></testsuite></testsuites>"
-    )
-    (point,) = quality.points_of(junit)
-    assert (point.load, point.baseline, point.measured, point.verdict) == ("12000", "2", "3", "regression")
-    assert point.cpu_change == "+0.480"
-
-
-def test_gate_quality_shows_a_demand_at_most_as_a_bound(tmp_path):
-    quality = load_script("gate_quality")
-    junit = tmp_path / "run.xml"
-    junit.write_text(
-        '<testsuites><testsuite><testcase name="test_uc1_database_storage[load=12000]"><properties>'
-        '<property name="theodolite.demand.12000" value="2"/>'
-        '<property name="theodolite.demand_at_most.12000" value="true"/>'
-        '<property name="theodolite.baseline.12000" value="2"/>'
-        '<property name="theodolite.verdict.12000" value="pass"/>'
-        "</properties></testcase></testsuite></testsuites>"
-    )
-    (point,) = quality.points_of(junit)
-    assert (point.measured, point.verdict) == ("<=2", "pass")
-
-
-def test_gate_quality_counts_only_runs_that_ran_to_their_end(capsys):
-    quality = load_script("gate_quality")
-    flagged = (quality.Point("test_uc1_database_storage[load=4000]", "4000", "1", "2", "regression"),)
-    runs = [
-        quality.Run("injected", 1, 60.0, 1, flagged),
-        quality.Run("injected", 2, 30.0, 2, flagged),  # Ctrl-C after its first point: part of a run
-    ]
-    quality.report(runs)
-    out = capsys.readouterr().out
-    assert "detections (injected regression, a run with any regression): 1 of 1" in out
-    assert "not counted (injected, did not run to its end): i2 (exit 2)" in out
-
-
-def test_gate_quality_shows_each_runs_ref_in_pull_request_mode(capsys):
-    quality = load_script("gate_quality")
-    test = "test_uc1_database_storage[load=12000]"
-    runs = [
-        quality.Run("clean", 1, 60.0, 1, (quality.Point(test, "12000", "2", "3", "regression"),)),
-        quality.Run("clean", 2, 60.0, 0, (quality.Point(test, "12000", "3", "3", "pass", "+0.010"),)),
-    ]
-    quality.report(runs, pull_request=True)
-    out = capsys.readouterr().out
-    assert "| gate | load | c1 | c2 |" in out
-    assert "| test_uc1_database_storage | 12000 | 2 -> 3 REGRESSION | 3 -> 3 cpu +1% |" in out
-    quality.report(runs)  # against a stored baseline: one column for it
-    assert "| test_uc1_database_storage | 12000 | 3 | 3 REGRESSION | 3 cpu +1% |" in capsys.readouterr().out
-
-
 def test_uc4_state_bench_times_two_folds_that_agree():
     bench = load_script("bench_uc4_state")
     batch = bench.readings(240)
