@@ -213,7 +213,7 @@ def test_the_pr_comment_file_holds_the_verdict_both_sides_and_the_run_link(proje
     assert "| load | REF main (0123456) | change | status | CPU per record |" in lines
     assert any(line.startswith("| 2000 | 2 | 3 | REGRESSION |") for line in lines)
     assert "Raw results (lag series, demand tables, plots): https://github.com/o/r/actions/runs/42" in lines
-    assert any("analyse " in line and "change --experiment ID` (ids: scripted)" in line for line in lines)
+    assert any("analyse theodolite-results/change --experiment ID` (ids: scripted)" in line for line in lines)
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])

@@ -290,7 +290,7 @@ def write_summaries(terminalreporter: Any, config: pytest.Config, *, interrupted
     comment_path = config.getoption("theodolite_pr_comment", None)
     if comment_path and controller:
         counts = GateCounts(state.regressions, state.unmeasured, state.other_failures, interrupted)
-        write_pr_comment(Path(comment_path), summaries, counts, settings_of(config))
+        write_pr_comment(Path(comment_path), summaries, counts, settings_of(config), config.rootpath)
     if not summaries:
         return
     terminalreporter.section("theodolite: scalability gates")
@@ -304,11 +304,18 @@ def write_summaries(terminalreporter: Any, config: pytest.Config, *, interrupted
 
 
 def write_pr_comment(
-    path: Path, summaries: list[dict[str, Any]], counts: GateCounts, settings: TheodoliteSettings
+    path: Path,
+    summaries: list[dict[str, Any]],
+    counts: GateCounts,
+    settings: TheodoliteSettings,
+    rootdir: Path,
 ) -> None:
-    """The comment a workflow posts: written also when no gate ran, so that the posting step finds it."""
+    """The comment a workflow posts: written also when no gate ran, so that the posting step finds it. The
+    results directory is named relative to the rootdir, as in the workflow's artifact, where it lies in it."""
     sections = [BenchmarkSection.from_dict(b) for s in summaries for b in s.get("benchmarks", ())]
     results_dir = settings.results_dir / "change" if settings.compare_ref else settings.results_dir
+    if results_dir.is_relative_to(rootdir):
+        results_dir = results_dir.relative_to(rootdir)
     text = pr_comment(
         sorted(sections, key=lambda section: section.name),
         counts,
