@@ -74,6 +74,7 @@ def project(tmp_path):
     (root / "test_gate.py").write_text(GATE)
     (root / "jobs.py").write_text(JOBS)
     (root / "capacity.txt").write_text("1000\n")
+    (root / ".gitignore").write_text("__pycache__/\n")  # as a project has: the gate imports its modules here
     (root / "baselines" / "scripted.json").write_text(json.dumps(baseline_of({1000: 1, 2000: 2})))
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.email", "t@example.org")

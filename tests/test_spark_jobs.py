@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from pytest_theodolite.engine.monitor import all_progress
 from spark_jobs import uc1, uc2, uc3, uc4
 
 pytestmark = pytest.mark.integration
@@ -127,8 +128,8 @@ def run_available_now(query) -> None:
 def observed_totals(query, metric: str = "records") -> dict[str, int]:
     """Sum a per-batch observation over the query's progress reports."""
     totals = {"total": 0, "malformed": 0}
-    for progress in query.recentProgress:
-        row = progress["observedMetrics"].get(metric)
+    for progress in all_progress(query):
+        row = (progress.get("observedMetrics") or {}).get(metric)  # pyspark 3.5 leaves an empty one out
         if row is not None:
             totals["total"] += row["total"] or 0
             totals["malformed"] += row["malformed"] or 0
@@ -596,7 +597,7 @@ def test_uc4_counts_the_readings_it_drops_as_late_and_writes_no_result_for_them(
     ``late_rows`` observation -- as the runner adds them up (monitor.late_rows_per_batch). Which of the two
     drops a reading depends on where Spark cuts the micro-batches; UC4's own count is tested on its function
     above (test_uc4_drops_a_late_reading_...), here that its observation is reported with every batch."""
-    from pytest_theodolite.engine.monitor import all_progress, late_rows_per_batch
+    from pytest_theodolite.engine.monitor import late_rows_per_batch
 
     publish_registry(kafka_cluster, uc4_topics, registry(4, 1))
     query = start_uc4(spark, kafka_cluster, uc4_topics, tmp_path, watermark_delay="5 seconds")
@@ -666,7 +667,7 @@ def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
 
         # the registry was read once per record, by its own query; no micro-batch of the aggregation scans
         # the registry topic (a static Kafka read would name the topic in the plan)
-        registry_reads = sum(p.numInputRows for p in query.registry.recentProgress)
+        registry_reads = sum(p["numInputRows"] for p in all_progress(query.registry))
         assert registry_reads == 2
         plan = query._jsq.streamingQuery().lastExecution().executedPlan().toString()
         assert "LocalTableScan" in plan and uc4_topics["config"] not in plan
