@@ -1,7 +1,8 @@
 """``python -m pytest_theodolite``: ``analyse RESULTS_DIR`` re-judges recorded results (cli/analyse.py);
 ``points MODULE:BENCHMARK --point LOAD:INSTANCES ...`` measures chosen points under the gates' protocol, to
 choose a gate's loads (cli/points.py); ``export RESULTS_DIR... --format bmf|github-action-benchmark`` gives
-each point's demand, CPU per record and capacity to a dashboard (cli/export.py); ``quality ... -- PYTEST_ARGS``
+each point's demand, CPU per record and capacity to a dashboard (cli/export.py); ``history RESULTS_DIR...``
+lines runs up by commit and has Apache Otava mark change points (cli/history.py); ``quality ... -- PYTEST_ARGS``
 runs gates repeatedly, unchanged and with an injected regression, for their false-alarm and detection rates
 (cli/quality.py); ``reference [--write DIR]`` prints or writes docs/reference/ (reference.py)."""
 
@@ -42,6 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_theodolite.cli.quality import main as quality
 
         return quality(argv[1:])
+    if argv[:1] == ["history"]:
+        from pytest_theodolite.cli.history import main as history
+
+        return history(argv[1:])
     if argv[:1] == ["export"]:
         from pytest_theodolite.cli.export import main as export
 

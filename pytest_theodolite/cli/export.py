@@ -61,7 +61,7 @@ def _measures(text: str | None, output_format: str) -> tuple[str, ...]:
     return chosen
 
 
-def _experiment_dirs(directory: Path, stderr: TextIO) -> Path:
+def experiment_dir(directory: Path, stderr: TextIO) -> Path:
     """A pull-request run's directory holds ref/ and change/: the change is what a history follows."""
     if not directory.is_dir():
         raise ResultsError(f"results directory {str(directory)!r} does not exist or is not a directory")
@@ -74,7 +74,7 @@ def _experiment_dirs(directory: Path, stderr: TextIO) -> Path:
 def collect(directories: Sequence[Path], measures: Sequence[str], stderr: TextIO) -> list[Figure]:
     found: list[Figure] = []
     for directory in directories:
-        source = _experiment_dirs(directory, stderr)
+        source = experiment_dir(directory, stderr)
         ids = list_experiment_ids(source)
         if not ids:
             raise ResultsError(

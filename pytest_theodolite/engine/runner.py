@@ -55,7 +55,7 @@ from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark import shipping
 from pytest_theodolite.infra.spark.cluster import SparkCluster, driver_jvm_pid, executor_addresses
 from pytest_theodolite.infra.waiting import wait_until
-from pytest_theodolite.store.results import ResultsWriter
+from pytest_theodolite.store.results import ResultsWriter, environment_info
 
 RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
 
@@ -728,7 +728,10 @@ def new_writer(
     settings: ExperimentSettings,
     metric: Metric,
     testbed: Mapping[str, Any],
+    source_dir: Path | None = None,
 ) -> ResultsWriter:
+    """`source_dir`: where the measured job's checkout lies (REF's worktree in pull-request mode), whose git
+    revision the results record; by default the working directory."""
     return ResultsWriter(
         results_dir,
         experiment_id,
@@ -737,6 +740,7 @@ def new_writer(
         settings=experiment_settings_dict(benchmark, settings, testbed),
         loads=settings.loads,
         resources=settings.resources,
+        environment=environment_info(source_dir),
     )
 
 

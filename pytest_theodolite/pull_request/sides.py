@@ -207,7 +207,9 @@ def serve(connection: Connection, spec: SideSpec) -> None:
             raise SideError(f"{spec.side}: {exc}") from None
         job_file = str(origin)
         testbed = {**spec.testbed, "job_file": job_file}  # the results say which version was measured
-        writer = new_writer(spec.results_dir, spec.experiment_id, benchmark, settings, Metric.DEMAND, testbed)
+        writer = new_writer(
+            spec.results_dir, spec.experiment_id, benchmark, settings, Metric.DEMAND, testbed, spec.job_root
+        )
         runner = ExperimentRunner(
             benchmark,
             settings,
