@@ -1,5 +1,6 @@
 """``python -m pytest_theodolite points``: chosen points of any benchmark under the gates' protocol."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -7,9 +8,12 @@ import textwrap
 import pytest
 
 from pytest_theodolite.cli import points
+from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
+from pytest_theodolite.engine.capacity_probe import CERTAIN, CapacityMeasurement
+from pytest_theodolite.engine.capacity_search import capacity_cost
 
 GATE_MODULE = """
 from generator import Workload
@@ -49,8 +53,10 @@ def gate_dir(tmp_path, monkeypatch):
             "unknown theodolite marker argument",
         ),
         (["points_gate:UC1", "--point", "100:1", "--set", "threshold=fast"], "threshold 'fast' is neither"),
-        (["points_gate:UC1", "--point", "100:1", "--set", "loads=[1]"], "--point LOAD:INSTANCES, not --set"),
+        (["points_gate:UC1", "--point", "100:1", "--set", "loads=[1]"], "--capacity INSTANCES, not --set"),
         (["points_gate:OLD_JOB", "--point", "100:1"], "cannot take kafka_options, max_offsets_per_trigger"),
+        (["points_gate:UC1"], "nothing to measure: give --point LOAD:INSTANCES or --capacity INSTANCES"),
+        (["points_gate:UC1", "--capacity", "1"], "--capacity needs --load LOAD"),
     ],
 )
 def test_bad_input_is_a_clear_error_before_anything_starts(gate_dir, argv, message, capsys):
@@ -76,6 +82,24 @@ def test_a_row_says_the_verdict_and_what_explains_it():
     assert row.endswith(" | 1.50 | 61 |")
 
 
+def test_a_capacity_row_says_the_capacity_its_certainty_and_the_cost_at_it():
+    estimate = CapacityEstimate(2, 8000.0, 7600.0, 8400.0, 6, 30.0, True, 16000, per_batch_s=0.42)
+    measurement = CapacityMeasurement(2, 4000, 10000.0, 16000, estimate, CERTAIN)
+    cost = capacity_cost(estimate, 0.25)
+    assert cost is not None
+    row = points.capacity_row(measurement, cost, 71.6)
+    # 2 x 0.25 cores / 8 000 records/s = 62.5 us per record
+    assert row == "| 2 | 8,000 [7,600, 8,400] records/s (6 batches) | certain | 62.5 | 0.42 | 72 |"
+    broken = CapacityMeasurement(1, 4000, 10000.0, 16000, None, "errored", reason="the query died")
+    assert points.capacity_row(broken, None, 12.0) == "| 1 | - | errored: the query died | - | - | 12 |"
+
+
+def test_capacity_counts_must_be_positive_whole_numbers():
+    for bad in ("0", "two"):
+        with pytest.raises(SystemExit):
+            points._build_parser().parse_args(["m:B", "--capacity", bad])
+
+
 @pytest.mark.integration
 @pytest.mark.theodolite_exclusive  # it measures: nothing may run beside it under pytest-xdist
 def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
@@ -90,6 +114,8 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
             "points_gate:UC1",
             "--point",
             "200:1",
+            "--capacity",
+            "1",
             "--set",
             "duration=8",
             "--set",
@@ -109,3 +135,9 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 200 | 1 | ")]
     assert row.split(" | ")[2] in {"pass", "fail", "invalid", "errored"}, textwrap.shorten(done.stdout, 2000)
     assert list((tmp_path / "results").glob("*_200_1_lag-trend_0.csv"))
+    assert "theodolite: uc1-points capacity of 1 instances: " in done.stdout
+    assert "uc1-points: capacities, offered the keys of load 200" in done.stdout
+    (capacity,) = [line for line in done.stdout.splitlines() if line.startswith("| 1 | ")]
+    assert capacity.split(" | ")[2].split(":")[0] in {"certain", "uncertain", "errored", "invalid"}, capacity
+    recorded = json.loads((tmp_path / "results" / "exppoints_results.json").read_text())
+    assert [m["instances"] for m in recorded["capacity_measurements"]][-1] == 1

@@ -6,6 +6,10 @@ interval against its threshold, how the measurement ended, the CPU per record, t
 CPU, and the median micro-batch. A point whose interval ends near its threshold, or whose instances spend
 nearly all their CPU, is at a capacity edge: its verdict flips between runs, and a gate should not use it.
 
+``--capacity INSTANCES ...`` measures those instance counts' capacities instead or as well -- the records/s
+each sustains, with its interval, as the capacity strategy measures them, offered the keys of ``--load`` (by
+default the highest point's load): a gate's loads belong well below or well above each capacity, not at it.
+
 Exit code 0 once every point was measured (whatever its verdict), 2 on bad input.
 """
 
@@ -20,14 +24,18 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.job_contract import JobContractError
 from pytest_theodolite.core.records import SERIES_BATCH_DURATION, SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.slo import LAG_TREND
 from pytest_theodolite.engine.benchmark import Benchmark
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
+from pytest_theodolite.engine.capacity_search import CapacitySearch
 from pytest_theodolite.engine.markers import GateSpecError, gate_spec
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
@@ -42,6 +50,13 @@ HEADER = (
     "| load | instances | verdict | lag slope [95 % interval] | threshold | stop | CPU us per record "
     "| share of the instances' CPU | median batch, s | wall, s |\n"
     "|---:|---:|---|---|---:|---|---:|---:|---:|---:|"
+)
+
+
+CAPACITY_HEADER = (
+    "| instances | capacity, records/s [95 % interval] | status | CPU us per record at capacity "
+    "| per-batch s | wall, s |\n"
+    "|---:|---|---|---:|---:|---:|"
 )
 
 
@@ -87,6 +102,16 @@ def parse_point(text: str) -> tuple[int, int]:
     if load < 1 or instances < 1:
         raise argparse.ArgumentTypeError(f"load and instances must be positive, got {text!r}")
     return load, instances
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 2, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
 
 
 def parse_setting(text: str) -> tuple[str, Any]:
@@ -139,6 +164,20 @@ def point_row(
     return "| " + " | ".join(map(str, cells)) + " |"
 
 
+def capacity_row(measurement: CapacityMeasurement, cost: PointCost | None, wall_s: float) -> str:
+    """One Markdown row of the sweep: the capacity, how certain, and what a record costs at it."""
+    estimate = measurement.estimate
+    cells = [
+        measurement.instances,
+        "-" if estimate is None else estimate.text(),
+        measurement.status + (f": {measurement.reason}" if measurement.reason and estimate is None else ""),
+        "-" if cost is None else f"{cost.cpu_us_per_record:.1f}",
+        "-" if estimate is None or estimate.per_batch_s is None else f"{estimate.per_batch_s:.2f}",
+        f"{wall_s:.0f}",
+    ]
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_theodolite points",
@@ -149,7 +188,22 @@ def _build_parser() -> argparse.ArgumentParser:
         "benchmark", metavar="MODULE:BENCHMARK", help="the Benchmark your gate's marker takes"
     )
     parser.add_argument(
-        "--point", type=parse_point, action="append", required=True, metavar="LOAD:INSTANCES", dest="points"
+        "--point", type=parse_point, action="append", default=[], metavar="LOAD:INSTANCES", dest="points"
+    )
+    parser.add_argument(
+        "--capacity",
+        type=positive_int,
+        action="append",
+        default=[],
+        metavar="INSTANCES",
+        dest="capacities",
+        help="measure this instance count's capacity (repeat for a sweep)",
+    )
+    parser.add_argument(
+        "--load",
+        type=positive_int,
+        default=None,
+        help="the load whose keys a capacity measurement offers (default: the highest --point load)",
     )
     parser.add_argument(
         "--set",
@@ -180,16 +234,17 @@ def main(
         marker: Mapping[str, Any] = dict(args.settings)
         if {"loads", "resources"} & set(marker):
             raise PointsInputError(
-                "the points name the loads and instances: --point LOAD:INSTANCES, not --set"
+                "the points name the loads and instances: --point LOAD:INSTANCES or --capacity INSTANCES, not --set"
             )
+        if not args.points and not args.capacities:
+            raise PointsInputError("nothing to measure: give --point LOAD:INSTANCES or --capacity INSTANCES")
+        if args.capacities and args.load is None and not args.points:
+            raise PointsInputError("--capacity needs --load LOAD: the load whose keys the generator offers")
+        capacity_load = args.load or max((load for load, _ in args.points), default=0)
+        loads = {load for load, _ in args.points} | ({capacity_load} if args.capacities else set())
+        instance_counts = {instances for _, instances in args.points} | set(args.capacities)
         spec = gate_spec(
-            (benchmark,),
-            {
-                **marker,
-                "loads": sorted({load for load, _ in args.points}),
-                "resources": sorted({instances for _, instances in args.points}),
-            },
-            {},
+            (benchmark,), {**marker, "loads": sorted(loads), "resources": sorted(instance_counts)}, {}
         )
         spec.benchmark.check_job()
     except (PointsInputError, GateSpecError, JobContractError) as exc:
@@ -197,11 +252,31 @@ def main(
         return EXIT_BAD_INPUT
     settings = spec.settings
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-points-"))
-    infra = TheodoliteSettings(max_instances=max(instances for _, instances in args.points))
-    rows = []
+    infra = TheodoliteSettings(max_instances=max(instance_counts))
+    rows, capacity_rows = [], []
     with open_kafka(infra) as kafka, open_spark(infra) as spark:
         writer = new_writer(results, "points", spec.benchmark, settings, Metric.DEMAND, {})
         runner = ExperimentRunner(spec.benchmark, settings, kafka, spark, writer)
+        if args.capacities:
+            # offered the capacity load's keys: the sweep's runner knows only that load
+            sweep_settings = replace(settings, loads=(capacity_load,), resources=tuple(args.capacities))
+            sweep = CapacitySearch(ExperimentRunner(spec.benchmark, sweep_settings, kafka, spark, writer))
+            walls: dict[int, float] = {}
+            mark = time.monotonic()
+
+            def report(measurement: CapacityMeasurement) -> None:
+                nonlocal mark
+                now = time.monotonic()
+                walls[measurement.instances] = walls.get(measurement.instances, 0.0) + now - mark
+                mark = now
+                stdout.write(f"theodolite: {spec.benchmark.name} {measurement.progress_text()}\n")
+                stdout.flush()
+
+            sweep.on_measurement = report
+            sweep.measure_capacities(args.capacities)
+            for instances, measurement in sweep.measurements.items():
+                cost = sweep.cost(instances, settings.instance_cpu)
+                capacity_rows.append(capacity_row(measurement, cost, walls.get(instances, 0.0)))
         for load, instances in args.points:
             started = time.monotonic()
             record = runner.run_sub_experiment(load, instances)
@@ -215,5 +290,13 @@ def main(
                     time.monotonic() - started,
                 )
             )
-    stdout.write(f"\n{spec.benchmark.name}\n{HEADER}\n" + "\n".join(rows) + f"\n\nraw results: {results}\n")
+    if capacity_rows:
+        stdout.write(
+            f"\n{spec.benchmark.name}: capacities, offered the keys of load {capacity_load}\n{CAPACITY_HEADER}\n"
+            + "\n".join(capacity_rows)
+            + "\n"
+        )
+    if rows:
+        stdout.write(f"\n{spec.benchmark.name}\n{HEADER}\n" + "\n".join(rows) + "\n")
+    stdout.write(f"\nraw results: {results}\n")
     return EXIT_OK

@@ -11,7 +11,7 @@ above the baseline's is never reported on a prediction alone: the lag trend deci
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from generator import Workload
@@ -172,8 +172,9 @@ class CapacitySearch:
     def threshold_share(self) -> float:
         return self.runner.settings.slo.lag_trend_threshold.relative_to_load or 0.0
 
-    def measure_capacities(self) -> None:
-        """mu(r) up the instance counts until one takes the highest load outside the guard band (once)."""
+    def measure_capacities(self, instance_counts: Sequence[int] | None = None) -> None:
+        """mu(r) up the instance counts until one takes the highest load outside the guard band (once); with
+        `instance_counts`, each of those whatever the fewer took (a sweep: ``points --capacity``)."""
         if self.measurements:
             return
         settings, benchmark = self.runner.settings, self.runner.benchmark
@@ -181,7 +182,7 @@ class CapacitySearch:
         top_rate = benchmark.workload(top).target_rate
         offered = offered_workload(benchmark.workload, top, self.plan.probe_factor)
         plan = self.plan.probe_plan(top_rate)
-        for r in settings.resources:
+        for r in instance_counts or settings.resources:
 
             def measure(
                 workload: Workload, probe: ProbePlan, attempt: int, r: int = r
@@ -196,8 +197,10 @@ class CapacitySearch:
             self.measurements[r] = measurement
             if measurement.status in (Outcome.ERRORED.value, Outcome.INVALID.value):
                 break  # the job or the generator broke: the instance counts above it stay to the lag trend
-            if measurement.estimate is not None and predicted_pass(
-                measurement.estimate, top_rate, self.threshold_share, self.plan.guard
+            if (
+                instance_counts is None
+                and measurement.estimate is not None
+                and predicted_pass(measurement.estimate, top_rate, self.threshold_share, self.plan.guard)
             ):
                 break
 
