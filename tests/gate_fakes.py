@@ -245,3 +245,31 @@ class ScriptedSession(TheodoliteSession):
                 benchmark, settings, runner, self.on_sub_experiment
             )
         return self.experiments[benchmark.name]
+
+
+#: a scripted project's conftest: its gates run on ScriptedSession (`preamble`: lines run before, at import)
+SCRIPTED_CONFTEST = """
+import os, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})  # gate_fakes
+
+import pytest
+from gate_fakes import ScriptedSession
+{preamble}
+
+@pytest.fixture(scope="session")
+def theodolite(tmp_path_factory, theodolite_settings):
+    return ScriptedSession(tmp_path_factory.mktemp("results"), theodolite_settings.compare_ref)
+"""
+
+
+def scripted_conftest(preamble: str = "") -> str:
+    return SCRIPTED_CONFTEST.format(tests=str(Path(__file__).parent), preamble=preamble)
+
+
+#: the job module a scripted project keeps in its repository, as pull-request mode requires (each side imports
+#: its own); the scripted session never starts it
+SCRIPTED_JOBS = """
+def start_query(spark, **options):
+    raise AssertionError("scripted: never started")
+"""

@@ -11,24 +11,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # gate_fakes, test_gates
 
+from gate_fakes import SCRIPTED_JOBS, scripted_conftest
 from test_gates import baseline_of
 
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})  # gate_fakes
-
-import pytest
-from gate_fakes import ScriptedSession
-
-@pytest.fixture(scope="session")
-def theodolite(tmp_path_factory, theodolite_settings):
-    return ScriptedSession(tmp_path_factory.mktemp("results"), theodolite_settings.compare_ref)
-"""
-
-JOBS = """
-def start_query(spark, **options):
-    raise AssertionError("scripted: never started")
-"""
+CONFTEST = scripted_conftest()
+JOBS = SCRIPTED_JOBS
 
 GATE = """
 import pytest

@@ -11,33 +11,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # test_gates
 
+from gate_fakes import SCRIPTED_JOBS, scripted_conftest
 from test_gates import baseline_of
 
 from pytest_theodolite.cli.quality import job_path, main
 from pytest_theodolite.report.quality import GatePointResult, QualityRun, Rate, points_of, quality_report
 
-TESTS = Path(__file__).parent
 
 # the scripted job's capacity is the project's capacity.txt: a patch to it is a change of the job
-CONFTEST = f"""
-import os, sys
-from pathlib import Path
-sys.path.insert(0, {str(TESTS)!r})  # gate_fakes
-
-import pytest
-from gate_fakes import ScriptedSession
-
-os.environ["SCRIPTED_CAPACITY"] = (Path(__file__).parent / "capacity.txt").read_text().strip()
-
-@pytest.fixture(scope="session")
-def theodolite(tmp_path_factory, theodolite_settings):
-    return ScriptedSession(tmp_path_factory.mktemp("results"), theodolite_settings.compare_ref)
-"""
-
-JOBS = """
-def start_query(spark, **options):
-    raise AssertionError("scripted: never started")
-"""
+CONFTEST = scripted_conftest(
+    'os.environ["SCRIPTED_CAPACITY"] = (Path(__file__).parent / "capacity.txt").read_text().strip()'
+)
+JOBS = SCRIPTED_JOBS
 
 # the job in the repository, as pull-request mode requires (each side imports its own)
 GATE = """

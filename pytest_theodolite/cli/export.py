@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -23,7 +23,7 @@ from pytest_theodolite.report.export import (
     github_action_benchmark,
     tool_name,
 )
-from pytest_theodolite.store.results import ResultsError, list_experiment_ids, read_results
+from pytest_theodolite.store.results import ExperimentResults, ResultsError, list_experiment_ids, read_results
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -71,8 +71,8 @@ def experiment_dir(directory: Path, stderr: TextIO) -> Path:
     return directory
 
 
-def collect(directories: Sequence[Path], measures: Sequence[str], stderr: TextIO) -> list[Figure]:
-    found: list[Figure] = []
+def experiments(directories: Sequence[Path], stderr: TextIO) -> Iterator[tuple[Path, ExperimentResults]]:
+    """Every experiment of the directories given (a pull-request run's: its change), with its directory."""
     for directory in directories:
         source = experiment_dir(directory, stderr)
         ids = list_experiment_ids(source)
@@ -81,8 +81,16 @@ def collect(directories: Sequence[Path], measures: Sequence[str], stderr: TextIO
                 f"no results in {str(source)!r}: expected the exp<id>_results.json of a gate run"
             )
         for experiment in ids:
-            found += [f for f in figures(read_results(source, experiment)) if f.measure in measures]
-    return found
+            yield source, read_results(source, experiment)
+
+
+def collect(directories: Sequence[Path], measures: Sequence[str], stderr: TextIO) -> list[Figure]:
+    return [
+        f
+        for _, results in experiments(directories, stderr)
+        for f in figures(results)
+        if f.measure in measures
+    ]
 
 
 def main(

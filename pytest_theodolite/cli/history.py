@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from pytest_theodolite.cli.export import experiment_dir
+from pytest_theodolite.cli.export import experiments
 from pytest_theodolite.report.export import figures
 from pytest_theodolite.report.history import (
     Run,
@@ -30,7 +30,7 @@ from pytest_theodolite.report.history import (
     history_table,
     otava_config,
 )
-from pytest_theodolite.store.results import ExperimentResults, ResultsError, list_experiment_ids, read_results
+from pytest_theodolite.store.results import ExperimentResults
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 OTAVA_CONFIG = "otava.yaml"
@@ -69,16 +69,7 @@ def run_of(source: Path, results: ExperimentResults) -> Run:
 
 
 def collect_runs(directories: Sequence[Path], stderr: TextIO) -> list[Run]:
-    runs = []
-    for directory in directories:
-        source = experiment_dir(directory, stderr)
-        ids = list_experiment_ids(source)
-        if not ids:
-            raise ResultsError(
-                f"no results in {str(source)!r}: expected the exp<id>_results.json of a gate run"
-            )
-        runs += [run_of(source, read_results(source, experiment)) for experiment in ids]
-    return runs
+    return [run_of(source, results) for source, results in experiments(directories, stderr)]
 
 
 def analyse_with_otava(
