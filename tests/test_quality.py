@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # test_gates
+sys.path.insert(0, str(Path(__file__).parent))  # gate_fakes, test_gates
 
 from gate_fakes import SCRIPTED_JOBS, scripted_conftest
 from test_gates import baseline_of
 
 from pytest_theodolite.cli.quality import job_path, main
 from pytest_theodolite.report.quality import GatePointResult, QualityRun, Rate, points_of, quality_report
-
 
 # the scripted job's capacity is the project's capacity.txt: a patch to it is a change of the job
 CONFTEST = scripted_conftest(
