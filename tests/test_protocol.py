@@ -291,6 +291,42 @@ def test_long_batches_at_the_edge_get_a_longer_warmup_and_their_lag_trend_is_mea
     assert protocol.warmup_used_s > PLAN.max_warmup_s  # it needed the longer bound
 
 
+def test_long_batches_falling_from_a_peak_get_the_time_of_eight_batches_to_settle():
+    # measured: an own stateful job at 32 000 records/s on two quarter-core instances (docs/lab-notes/
+    # own-gate-walkthrough.md), batches under the limit 23.0, 22.3, 18.6, 16.2 s when the 90 s bound
+    # ended it as a not-settled guess (not comparable); given eight of its batches' time, they settle at 16 s.
+    # Primed 30 s in three batches, as recorded: the four after the limit are the first judged
+    recorded = [7.0, 15.4, 7.8, 17.4, 23.0, 22.3, 18.6, 16.2]
+    samples = micro_batch_run(32000, lambda k: recorded[k] if k < len(recorded) else 16.0, 500, jitter=0.0)
+    plan = MeasurementPlan(max_prime_s=30, max_warmup_s=90)  # the gates' bounds
+    protocol = MeasurementProtocol(plan, threshold_rps=1600, offered_rate=32000)
+    phases = run(protocol, samples)
+    assert Phase.MEASURING in phases and protocol.stop is not Stop.NOT_SETTLED
+    settled_after = protocol.measure_from_s - protocol.limited_at_s
+    assert plan.max_warmup_s < settled_after <= 2 * plan.max_warmup_s
+
+
+def test_long_batches_that_never_settle_end_at_twice_the_bound_as_a_guess():
+    # 24 s batches lengthening by 1.5 s each: rising faster than the threshold allows, far from doubling
+    samples = micro_batch_run(8000, lambda k: 24.0 + 1.5 * k, 600, jitter=0.0)
+    plan = MeasurementPlan(max_prime_s=30, max_warmup_s=90)
+    protocol = MeasurementProtocol(plan, threshold_rps=200, offered_rate=8000)
+    run(protocol, samples)
+    assert protocol.stop is Stop.NOT_SETTLED and protocol.certain is False
+    # eight batches of this length take longer than twice the bound: the cap ends it
+    assert protocol.last_s - protocol.limited_at_s == pytest.approx(2 * plan.max_warmup_s, abs=1)
+    assert "extended to 180 s for its long batches" in protocol.failure_reason
+
+
+def test_short_batches_keep_the_plain_warmup_bound():
+    # 3 s batches still falling: eight of them fit the bound many times over, so it is not extended
+    samples = micro_batch_run(12000, lambda k: max(0.5, 3.0 * 0.995**k) if k > 2 else 1.0, 300, jitter=0.0)
+    plan = MeasurementPlan(max_warmup_s=90, settle_tolerance=0.0)
+    protocol = MeasurementProtocol(plan, threshold_rps=600, offered_rate=12000)
+    run(protocol, samples)
+    assert protocol.warmup_bound_s == plan.max_warmup_s
+
+
 def test_long_batches_that_grow_are_told_falling_behind_within_the_longer_warmup():
     # measured: UC1 12 000 with +50 % CPU per record on 2 instances, 9.4, 18.3, 32.8 s when the 90 s bound
     # ended it as a not-settled guess; one more batch shows the growth

@@ -21,7 +21,9 @@ host (docs/how-it-works.md says why). One repetition goes through four phases, f
    ``settle_batches`` batches finished under the limit by then: batches of 20-40 s (a job at or past the edge
    of its capacity) leave too few in 90 s to tell settling from falling behind, and such a verdict was a
    guess. Unless those few already doubled, they get the bound once more (``2 x max_warmup_s``), so that the
-   batches decide: they settle and the lag trend is measured, or grow and the job falls behind. A fixed
+   batches decide: they settle and the lag trend is measured, or grow and the job falls behind. Batches too
+   long for ``2 x settle_batches`` of them to fit the bound (a job whose steady batches take 12 s or more)
+   get as long as that many take, up to the same ``2 x max_warmup_s``, unless they already diverge. A fixed
    ``warmup_s`` (Theodolite's protocol) replaces this phase.
 3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
    after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import enum
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,7 +105,7 @@ class MeasurementPlan:
     max_prime_s: float = 30.0
     settle_batches: int = 4
     settle_tolerance: float = 0.2
-    #: the settling phase's bound, counted from the end of priming (twice that while too few batches finished)
+    #: the settling phase's bound, counted from the end of priming (up to twice that for few or long batches)
     max_warmup_s: float = 90.0
     min_duration_s: float = 20.0
     max_duration_s: float = 120.0
@@ -253,11 +256,17 @@ class MeasurementProtocol:
     def warmup_bound_s(self) -> float:
         """The settling phase's bound now: ``max_warmup_s``, twice that while fewer than ``settle_batches``
         batches have finished under the CPU limit (too few to tell; see the module docstring) and they have
-        not yet doubled (which already tells a job falling behind)."""
+        not yet doubled (which already tells a job falling behind). Long batches get the time of
+        ``2 x settle_batches`` of them at their median, up to that same twice, unless they already diverge: a
+        start transient lasts batches, not seconds, and the settling test judges the last ``settle_batches``."""
         limited = self._limited_durations()
+        longest = 2 * self.plan.max_warmup_s
         if len(limited) < self.plan.settle_batches and not durations_doubled(limited):
-            return 2 * self.plan.max_warmup_s
-        return self.plan.max_warmup_s
+            return longest
+        if durations_diverging(limited):
+            return self.plan.max_warmup_s
+        in_batches = 2 * self.plan.settle_batches * statistics.median(limited)
+        return min(longest, max(self.plan.max_warmup_s, in_batches))
 
     def _start_measuring(self, now: float) -> None:
         self.phase, self.measure_from_s = Phase.MEASURING, now
