@@ -82,6 +82,16 @@ def test_a_row_says_the_verdict_and_what_explains_it():
     assert row.endswith(" | 1.50 | 61 |")
 
 
+def test_the_median_batch_is_read_from_the_repetitions_a_row_shows(tmp_path):
+    for repetition, durations in ((0, [1000, 2000, 3000]), (1, [8000, 9000])):
+        rows = "".join(f"{{series=batch-duration}},{i},{d}\n" for i, d in enumerate(durations))
+        path = tmp_path / f"exppoints_4000_2_batch-duration_{repetition}.csv"
+        path.write_text("labels,timestamp,value\n" + rows)
+    assert points.median_batch_s(tmp_path, 4000, 2, [0]) == 2.0
+    assert points.median_batch_s(tmp_path, 4000, 2, [1]) == 8.5
+    assert points.median_batch_s(tmp_path, 4000, 2) == 3.0  # all of them
+
+
 def test_a_capacity_row_says_the_capacity_its_certainty_and_the_cost_at_it():
     estimate = CapacityEstimate(2, 8000.0, 7600.0, 8400.0, 6, 30.0, True, 16000, per_batch_s=0.42)
     measurement = CapacityMeasurement(2, 4000, 10000.0, 16000, estimate, CERTAIN)
@@ -114,6 +124,8 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
             "points_gate:UC1",
             "--point",
             "200:1",
+            "--point",
+            "200:1",  # again: its second repetition
             "--capacity",
             "1",
             "--set",
@@ -132,9 +144,15 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "theodolite: uc1-points load=200 instances=1: " in done.stdout
-    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 200 | 1 | ")]
-    assert row.split(" | ")[2] in {"pass", "fail", "invalid", "errored"}, textwrap.shorten(done.stdout, 2000)
-    assert list((tmp_path / "results").glob("*_200_1_lag-trend_0.csv"))
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 200 | 1 | ")]
+    assert len(rows) == 2, textwrap.shorten(done.stdout, 2000)
+    for row in rows:
+        assert row.split(" | ")[2] in {"pass", "fail", "invalid", "errored"}, textwrap.shorten(
+            done.stdout, 2000
+        )
+    # each run's raw series kept: the second is the point's next repetition, not written over the first
+    for repetition in (0, 1):
+        assert list((tmp_path / "results").glob(f"*_200_1_lag-trend_{repetition}.csv"))
     assert "theodolite: uc1-points capacity of 1 instances: " in done.stdout
     assert "uc1-points: capacities, offered the keys of load 200" in done.stdout
     (capacity,) = [line for line in done.stdout.splitlines() if line.startswith("| 1 | ")]

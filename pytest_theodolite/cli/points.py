@@ -9,6 +9,8 @@ nearly all their CPU, is at a capacity edge: its verdict flips between runs, and
 ``--capacity INSTANCES ...`` measures those instance counts' capacities instead or as well -- the records/s
 each sustains, with its interval, as the capacity strategy measures them, offered the keys of ``--load`` (by
 default the highest point's load): a gate's loads belong well below or well above each capacity, not at it.
+A point named twice runs twice, each run its own row and raw series (repetitions 0, 1, ...): how far a point's
+verdict moves between runs is what tells an edge.
 
 Exit code 0 once every point was measured (whatever its verdict), 2 on bad input.
 """
@@ -23,7 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -125,15 +127,24 @@ def parse_setting(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def series_values(results: Path, load: int, instances: int, series: str) -> list[float]:
-    """Every value the runner sampled into one raw series of a point (all repetitions)."""
-    paths = sorted(results.glob(f"*_{load}_{instances}_{series}_*.csv"))
+def series_values(
+    results: Path, load: int, instances: int, series: str, repetitions: Iterable[int] | None = None
+) -> list[float]:
+    """Every value the runner sampled into one raw series of a point (all repetitions, or those given)."""
+    if repetitions is None:
+        paths = sorted(results.glob(f"*_{load}_{instances}_{series}_*.csv"))
+    else:
+        paths = [
+            p for r in repetitions for p in sorted(results.glob(f"*_{load}_{instances}_{series}_{r}.csv"))
+        ]
     return [v for path in paths for v in read_series(path).values.tolist()]
 
 
-def median_batch_s(results: Path, load: int, instances: int) -> float | None:
+def median_batch_s(
+    results: Path, load: int, instances: int, repetitions: Iterable[int] | None = None
+) -> float | None:
     """The median of the batch durations the runner sampled at a point (its ``batch-duration`` series)."""
-    durations = series_values(results, load, instances, SERIES_BATCH_DURATION)
+    durations = series_values(results, load, instances, SERIES_BATCH_DURATION, repetitions)
     return statistics.median(durations) / 1000 if durations else None
 
 
@@ -188,7 +199,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "benchmark", metavar="MODULE:BENCHMARK", help="the Benchmark your gate's marker takes"
     )
     parser.add_argument(
-        "--point", type=parse_point, action="append", default=[], metavar="LOAD:INSTANCES", dest="points"
+        "--point",
+        type=parse_point,
+        action="append",
+        default=[],
+        metavar="LOAD:INSTANCES",
+        dest="points",
+        help="run this point (repeat for more; a point named again runs again, as its next repetition)",
     )
     parser.add_argument(
         "--capacity",
@@ -279,14 +296,21 @@ def main(
                 capacity_rows.append(capacity_row(measurement, cost, walls.get(instances, 0.0)))
         for load, instances in args.points:
             started = time.monotonic()
-            record = runner.run_sub_experiment(load, instances)
+            if (load, instances) in runner.records:
+                # named again: one more repetition, its raw series kept beside the earlier ones', its own row
+                repetition = runner.confirm_sub_experiment(load, instances).repetitions[-1]
+                record = SubExperimentRecord.from_repetitions(
+                    load, instances, runner.records[(load, instances)].target_rate, [repetition]
+                )
+            else:
+                record = runner.run_sub_experiment(load, instances)
             stdout.write(f"theodolite: {spec.benchmark.name} {progress_line(record, runner.timings)}\n")
             stdout.flush()
             rows.append(
                 point_row(
                     record,
                     settings.instance_cpu,
-                    median_batch_s(results, load, instances),
+                    median_batch_s(results, load, instances, [r.repetition for r in record.repetitions]),
                     time.monotonic() - started,
                 )
             )
