@@ -22,7 +22,7 @@ host (docs/how-it-works.md says why). One repetition goes through four phases, f
    of its capacity) leave too few in 90 s to tell settling from falling behind, and such a verdict was a
    guess. Unless those few already doubled, they get the bound once more (``2 x max_warmup_s``), so that the
    batches decide: they settle and the lag trend is measured, or grow and the job falls behind. Batches too
-   long for ``2 x settle_batches`` of them to fit the bound (a job whose steady batches take 12 s or more)
+   long for ``2 x settle_batches`` of them to fit the bound (batches of more than 11 s at the gates' 90 s)
    get as long as that many take, up to the same ``2 x max_warmup_s``, unless they already diverge. A fixed
    ``warmup_s`` (Theodolite's protocol) replaces this phase.
 3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed

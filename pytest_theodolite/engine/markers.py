@@ -62,7 +62,8 @@ MARKER_HELP: dict[str, str] = {
     "confidence interval lies on one side of the threshold",
     "warmup": "auto (until the micro-batch durations stop falling) or seconds of lag dropped before fitting "
     "the trend",
-    "max_warmup": "seconds an auto warm-up may take before the sub-experiment fails as not settled",
+    "max_warmup": "seconds an auto warm-up may take before the sub-experiment fails as not settled (up to twice "
+    "that where few or long micro-batches finish)",
     "prime": "true: run the first micro-batches without the instances' CPU limit (JIT and code generation "
     "are set-up); false: under the limit from the start",
     "confidence": "confidence of the lag slope's interval, e.g. 0.95",
