@@ -8,9 +8,11 @@ from pytest_theodolite.core.capacity import (
     CapacityEstimate,
     CapacityRule,
     MicroBatch,
+    batches_needed,
     counted_batches,
     derive_demand,
     estimate_capacity,
+    phase_bound_s,
     predicted_pass,
     scaling_curve,
     settled_start,
@@ -158,6 +160,17 @@ def test_too_few_batches_give_no_estimate_and_batches_out_of_order_are_an_error(
     ]
     with pytest.raises(ValueError, match="ended before the one before it"):
         estimate_capacity(overlapping, instances=1, batch_cap=10, rule=CapacityRule(settle_batches=0))
+
+
+def test_a_phase_with_long_batches_gets_the_time_its_rule_needs_up_to_twice_its_bound():
+    # 2 settling + 1 opening the window + 5 counted
+    assert batches_needed(RULE) == 8
+    assert phase_bound_s([], RULE, 60.0) == 60.0  # nothing finished yet
+    assert phase_bound_s([2.1, 1.9, 2.4], RULE, 60.0) == 60.0  # short batches: the bound as it is
+    # the click-stream example's 10-13 s batches: four fitted in 60 s; eight at their median now
+    assert phase_bound_s([10.2, 11.5, 12.8], RULE, 60.0) == pytest.approx(8 * 11.5)
+    assert phase_bound_s([22.0, 25.0], RULE, 60.0) == 120.0  # never beyond twice the bound
+    assert phase_bound_s([10.2, 11.5, 12.8], CapacityRule(settle_batches=1), 60.0) == pytest.approx(7 * 11.5)
 
 
 def test_a_rule_out_of_range_is_refused():

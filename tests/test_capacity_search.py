@@ -343,9 +343,14 @@ def test_batches_mostly_spent_on_the_per_batch_cost_are_grown_until_a_record_s_c
     # offered: 4 x the 10 000-batches' 4 167 records/s, then the capacity without the per-batch cost, x 1.25
     assert [rate for rate, _, _ in asked] == pytest.approx([6_250, 20_833, 31_250], rel=0.01)
     assert used.batch_records == 160_000 and workload.target_rate == pytest.approx(31_250, rel=0.01)
-    # within a 60 s bound 160 000-record batches (8.4 s) leave no room for 2 settling + 5 counted + 1: not grown
+    # a 60 s bound stretches for them (8 x 8.4 s = 67 s, core/capacity.phase_bound_s): grown as within 90 s
     asked.clear()
-    measurements, _, used = measure_saturated(measure, offered, ProbePlan(10_000, max_measure_s=60), plan)
+    measure_saturated(measure, offered, ProbePlan(10_000, max_measure_s=60), plan)
+    assert [cap for _, cap, _ in asked][-1] == 160_000
+    # within a 30 s bound, stretched to 60 s, 160 000-record batches leave no room for 2 settling + 5 counted
+    # + 1: not grown
+    asked.clear()
+    measurements, _, used = measure_saturated(measure, offered, ProbePlan(10_000, max_measure_s=30), plan)
     assert [cap for _, cap, _ in asked] == [10_000, 40_000] and used.batch_records == 40_000
     # pull-request mode's second side is measured at the batches it is given, not grown again
     asked.clear()
@@ -451,3 +456,50 @@ def test_an_instance_count_without_a_capacity_below_one_that_fails_the_load_is_n
     runs = Runs({2: Outcome.FAIL, 3: Outcome.PASS})
     step, _ = search.demand(6000, runs)
     assert (step.optimum, runs.asked) == (3, [(6000, 2), (6000, 3)])
+
+
+class FakeClock:
+    """time.monotonic and time.sleep for a measurement loop: sleeping moves the clock, nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_phase_of_long_batches_measures_until_its_rule_s_batches_fit_then_stops_uncertain(monkeypatch):
+    # 40 000-record batches of 9-14 s (median 11.5 s), too uneven ever to be certain: the phase may measure the
+    # time of 8 of them (92 s) instead of 60 s, and stops then with the estimate it has
+    from pytest_theodolite.core.capacity import CapacityRule, MicroBatch
+    from pytest_theodolite.engine import capacity_probe
+
+    clock, durations = FakeClock(), [9.0, 14.0, 11.5, 10.0, 13.0]
+    script, t = [], 0.0
+    for i in range(40):
+        script.append(MicroBatch(i, t, durations[i % len(durations)], 40_000))
+        t += durations[i % len(durations)]
+    monkeypatch.setattr(capacity_probe, "time", clock)
+    monkeypatch.setattr(capacity_probe, "_check_running", lambda job, executors: None)
+    monkeypatch.setattr(capacity_probe.monitor, "all_progress", lambda query: None)
+    monkeypatch.setattr(
+        capacity_probe,
+        "batches_of",
+        lambda progress, topic: {b.batch_id: b for b in script if b.end_s <= clock.now},
+    )
+    job = SimpleNamespace(query=None, topics={"input": "input"})
+    batches: dict = {}
+    estimate, certain, measured_s = capacity_probe._measure_phase(
+        job, 1, frozenset(), batches, 40_000, CapacityRule(), 0.0, 60.0, 1.0
+    )
+    assert not certain and estimate is not None and estimate.batches >= 5
+    assert measured_s == pytest.approx(8 * 11.5, abs=1.5)
+    # batches of 2 s keep the bound: the same loop stops after 60 s
+    clock.now, script[:] = 0.0, [MicroBatch(i, 2.0 * i, (1.5, 2.5)[i % 2], 4_000) for i in range(60)]
+    _, certain, measured_s = capacity_probe._measure_phase(
+        job, 1, frozenset(), {}, 4_000, CapacityRule(precision=0.001), 0.0, 60.0, 1.0
+    )
+    assert not certain and measured_s == pytest.approx(60.0, abs=1.5)

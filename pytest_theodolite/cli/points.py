@@ -298,9 +298,9 @@ def main(
             started = time.monotonic()
             if (load, instances) in runner.records:
                 # named again: one more repetition, its raw series kept beside the earlier ones', its own row
-                repetition = runner.confirm_sub_experiment(load, instances).repetitions[-1]
+                combined = runner.confirm_sub_experiment(load, instances)
                 record = SubExperimentRecord.from_repetitions(
-                    load, instances, runner.records[(load, instances)].target_rate, [repetition]
+                    load, instances, combined.target_rate, [combined.repetitions[-1]]
                 )
             else:
                 record = runner.run_sub_experiment(load, instances)

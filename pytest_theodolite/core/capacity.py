@@ -89,6 +89,28 @@ class CapacityRule:
             )
 
 
+#: a capacity phase with long micro-batches may run up to this many times its bound in seconds (phase_bound_s)
+LONGEST_PHASE_FACTOR = 2.0
+
+
+def batches_needed(rule: CapacityRule) -> int:
+    """The batches a phase needs at the least: the rule's settling ones, the one that opens the window, and
+    the rule's fewest counted."""
+    return rule.settle_batches + 1 + rule.min_batches
+
+
+def phase_bound_s(durations: Sequence[float], rule: CapacityRule, max_measure_s: float) -> float:
+    """How long a capacity phase may measure, its batches so far taking `durations` seconds: `max_measure_s`,
+    or where batches are long, the time of ``batches_needed`` of them at their median, up to
+    LONGEST_PHASE_FACTOR times `max_measure_s`. An estimate's precision comes from its batches, not its
+    seconds: within 60 s, 10-13 s batches left four, too few for any estimate (the click-stream example on a
+    quarter core). The lag-trend warm-up stretches alike (core/protocol.py, ``warmup_bound_s``)."""
+    if not durations:
+        return max_measure_s
+    in_batches = batches_needed(rule) * float(np.median(durations))
+    return min(LONGEST_PHASE_FACTOR * max_measure_s, max(max_measure_s, in_batches))
+
+
 @dataclass(frozen=True)
 class CapacityEstimate:
     """mu(r) with its interval, from the batches counted."""

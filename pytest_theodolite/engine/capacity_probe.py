@@ -3,8 +3,9 @@
 The generator offers a load above what the instances take, the job reads it in micro-batches capped at
 ``batch_records`` (``maxOffsetsPerTrigger``), primed at full speed for the plan's priming batches where the
 instances' CPU can be limited, then limited; the batches are read from the query's progress every
-``interval_s`` until the estimate is certain (``CapacityRule``) or ``max_measure_s`` has passed. The batches are
-written as series (``capacity-rows``, ``capacity-ms``, ``capacity-id``, timestamped by the batch's start), so the
+``interval_s`` until the estimate is certain (``CapacityRule``) or the phase's bound has passed
+(``max_measure_s``, longer for long batches: core/capacity.phase_bound_s). The batches are written as series
+(``capacity-rows``, ``capacity-ms``, ``capacity-id``, timestamped by the batch's start), so the
 estimate can be recomputed from the files.
 """
 
@@ -24,6 +25,7 @@ from pytest_theodolite.core.capacity import (
     CapacityRule,
     MicroBatch,
     estimate_capacity,
+    phase_bound_s,
     two_phase_capacity,
 )
 from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
@@ -127,7 +129,8 @@ class ProbePlan:
     rule: CapacityRule = field(default_factory=CapacityRule)
     #: the second phase's cap as a share of the first's; None: one phase, the per-batch cost left in
     small_batch_share: float | None = 0.25
-    max_measure_s: float = 60.0  # per phase, from the CPU limit on
+    #: per phase, from the CPU limit on; long batches stretch it (core/capacity.phase_bound_s)
+    max_measure_s: float = 60.0
 
 
 def measure_capacity(
@@ -188,7 +191,7 @@ def measure_capacity(
                 runner.spark, runner.kafka.local_pids, job.generator.worker_pids, driver_jvm_pid(job.spark)
             )
             host_samples.append((time.time(), host.sample()))
-            large, certain = _measure_phase(
+            large, certain, measured_s = _measure_phase(
                 job,
                 instances,
                 executors,
@@ -200,6 +203,7 @@ def measure_capacity(
                 interval_s,
             )
             timings["measure_s"] = time.monotonic() - t_limited
+            uncertain_phase = f"{measured_s:.0f} s"
             if small_batch_share and large is not None and large.saturated:
                 t_small = time.monotonic()
                 small_records = max(1, round(batch_records * small_batch_share))
@@ -207,7 +211,7 @@ def measure_capacity(
                 small_from = time.time()
                 small_rule = replace(rule, settle_batches=1)
                 # the batch planned before the restart may run again after it, at the first cap
-                _, small_certain = _measure_phase(
+                _, small_certain, small_measured_s = _measure_phase(
                     job,
                     instances,
                     executors,
@@ -219,11 +223,12 @@ def measure_capacity(
                     interval_s,
                     largest_cap=batch_records,
                 )
-                certain = certain and small_certain
+                if certain and not small_certain:
+                    certain, uncertain_phase = False, f"{small_measured_s:.0f} s of smaller batches"
                 timings["measure_small_s"] = time.monotonic() - t_small
             host_samples.append((time.time(), host.sample()))
             if not certain:
-                status, reason = UNCERTAIN, f"not certain after {max_measure_s:g} s"
+                status, reason = UNCERTAIN, f"not certain after {uncertain_phase}"
     except RunAborted as exc:
         status, reason = exc.outcome.value, exc.reason
         if BATCH_CAP_OPTION in reason:  # the job refused or ignored the cap: say how to take it
@@ -319,9 +324,10 @@ def _measure_phase(
     max_s: float,
     interval_s: float,
     largest_cap: int | None = None,
-) -> tuple[CapacityEstimate | None, bool]:
-    """Read batches until the estimate over those that started after `from_s` is certain or `max_s` passed;
-    (the estimate, whether it is certain)."""
+) -> tuple[CapacityEstimate | None, bool, float]:
+    """Read batches until the estimate over those that started after `from_s` is certain or the phase's bound
+    passed (`max_s`, stretched for long batches: phase_bound_s); (the estimate, whether it is certain, the
+    seconds it measured)."""
     started = time.monotonic()
     estimate = None
     while True:
@@ -336,10 +342,12 @@ def _measure_phase(
             rule=rule,
             limited_from_s=from_s,
         )
+        elapsed = time.monotonic() - started
         if estimate is not None and estimate.certain(rule):
-            return estimate, True
-        if time.monotonic() - started > max_s:
-            return estimate, False
+            return estimate, True, elapsed
+        durations = [b.duration_s for b in batches.values() if b.start_s >= from_s and b.input_rows > 0]
+        if elapsed > phase_bound_s(durations, rule, max_s):
+            return estimate, False, elapsed
 
 
 def _write_batches(

@@ -15,7 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from generator import Workload
-from pytest_theodolite.core.capacity import CapacityEstimate, CapacityRule, derive_demand, predicted_pass
+from pytest_theodolite.core.capacity import (
+    CapacityEstimate,
+    CapacityRule,
+    batches_needed,
+    derive_demand,
+    phase_bound_s,
+    predicted_pass,
+)
 from pytest_theodolite.core.cost import CostEstimate, PointCost
 from pytest_theodolite.core.outcomes import STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, Outcome
 from pytest_theodolite.core.records import SubExperimentRecord
@@ -87,13 +94,13 @@ def per_batch_share(measurement: CapacityMeasurement) -> float | None:
 
 def fits_the_bound(estimate: CapacityEstimate, batch_records: int, plan: ProbePlan) -> bool:
     """Whether batches of `batch_records` -- c0 + n / mu seconds each, by `estimate` -- leave time within the
-    plan's bound for the settling batches, the rule's fewest and the one that opens the window. Larger ones
-    end the measurement with too few batches for any estimate (the click-stream example on a quarter core:
-    160 000-record batches of 10-13 s, four in 60 s)."""
+    plan's bound, as long batches stretch it (core/capacity.phase_bound_s), for the settling batches, the
+    rule's fewest and the one that opens the window. Larger ones end the measurement with too few batches for
+    any estimate."""
     if estimate.per_batch_s is None or not estimate.records_per_s > 0:
         return False
     cycle = estimate.per_batch_s + batch_records / estimate.records_per_s
-    return cycle * (plan.rule.settle_batches + plan.rule.min_batches + 1) <= plan.max_measure_s
+    return cycle * batches_needed(plan.rule) <= phase_bound_s([cycle], plan.rule, plan.max_measure_s)
 
 
 def measure_saturated(
