@@ -8,6 +8,12 @@ then with a candidate rule for ending a falling-behind repetition early. Prints 
 verdict the candidate changes, and the seconds it would have saved.
 
     python experiments/replay_protocol.py RESULTS_DIR... [--candidate marginal-rate --confidence 0.95]
+    python experiments/replay_protocol.py RESULTS_DIR... --candidate plan --plan min_duration_s=15
+
+``--candidate plan`` replays the plan each run recorded with fields of core.protocol.MeasurementPlan changed
+(``--plan FIELD=VALUE``, repeatable) instead of a falling-behind rule; a repetition whose replay runs past its
+recorded samples (the candidate would have measured longer than the run did) is counted apart, its verdict
+unknown.
 
 Candidates (ORed with today's falling-behind rule):
 - ``four-growing``: the last four batches under the limit grow by steps that do not shrink, to 1.5x the first
@@ -23,6 +29,7 @@ the last finished batch and the one running); its records are its processed rate
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from itertools import pairwise
 from pathlib import Path
@@ -86,14 +93,29 @@ def marginal_rate(protocol: MeasurementProtocol, records: dict[int, float], args
     return bool(low > 0 and 1 / low < protocol.offered_rate - protocol.threshold_rps)
 
 
-CANDIDATES = {"four-growing": four_growing, "marginal-rate": marginal_rate}
+CANDIDATES = {"four-growing": four_growing, "marginal-rate": marginal_rate, "plan": None}
 
 
-def replay(results, sub, repetition, rows, rule=None, args=None):
+def plan_overrides(entries):
+    """``["min_duration_s=15"]`` -> ``{"min_duration_s": 15.0}``, typed as MeasurementPlan's field."""
+    fields = {f.name: f for f in dataclasses.fields(MeasurementPlan)}
+    overrides = {}
+    for entry in entries:
+        name, _, value = entry.partition("=")
+        if name not in fields:
+            raise SystemExit(f"--plan {entry}: no such MeasurementPlan field; one of {', '.join(fields)}")
+        default = getattr(MeasurementPlan(), name)
+        overrides[name] = type(default)(value) if default is not None else float(value)
+    return overrides
+
+
+def replay(results, sub, repetition, rows, rule=None, args=None, overrides=None):
     slo = results.slo_settings
     rate = sub.target_rate
     threshold = slo.lag_trend_threshold.for_load(rate)
     plan = MeasurementPlan.from_dict(results.settings.get("protocol") or {})
+    if overrides:
+        plan = dataclasses.replace(plan, **overrides)
     records = {b: n for _, _, b, _, _, n in rows if b is not None and n is not None}
     today = protocol_module.MeasurementProtocol._falling_behind
 
@@ -112,6 +134,8 @@ def replay(results, sub, repetition, rows, rule=None, args=None):
     for t, lag, batch, finished, end, _ in rows:
         if protocol.feed(t, lag, batch, finished, end) is Phase.DONE:
             break
+    if protocol.phase is not Phase.DONE:
+        return ("ran-out", None, False, protocol.last_s - rows[0][0])
     if protocol.stop in FAILING_STOPS:
         verdict = "fail"
     else:
@@ -135,8 +159,12 @@ def main() -> None:
     parser.add_argument(
         "--batches", type=int, default=3, help="marginal-rate: batches under the limit, at least"
     )
+    parser.add_argument(
+        "--plan", action="append", default=[], help="plan: a MeasurementPlan field changed, FIELD=VALUE"
+    )
     args = parser.parse_args()
-    total = same = 0
+    overrides = plan_overrides(args.plan) if args.candidate == "plan" else None
+    total = same = ran_out = 0
     seconds_now = saved = 0.0
     changed = []
     for directory in args.results:
@@ -151,10 +179,16 @@ def main() -> None:
                         continue
                     rows = samples(series)
                     now = replay(results, sub, repetition, rows)
-                    candidate = replay(results, sub, repetition, rows, CANDIDATES[args.candidate], args)
+                    candidate = replay(
+                        results, sub, repetition, rows, CANDIDATES[args.candidate], args, overrides
+                    )
                     total += 1
                     same += now[0] == record.protocol["stop"]
                     seconds_now += now[3]
+                    if candidate[0] == "ran-out":
+                        ran_out += 1
+                        changed.append(f"  {directory} {experiment} {sub.load}@{sub.resources}: ran out")
+                        continue
                     saved += now[3] - candidate[3]
                     if now[:3] != candidate[:3]:
                         changed.append(
@@ -164,7 +198,8 @@ def main() -> None:
     print("\n".join(changed))
     print(
         f"{total} repetitions; replay reproduces the recorded stop in {same}; candidate {args.candidate} changes "
-        f"{len(changed)}, saves {saved:.0f} of {seconds_now:.0f} s"
+        f"{len(changed) - ran_out} ({ran_out} ran past the recorded samples), saves {saved:.0f} of "
+        f"{seconds_now:.0f} s"
     )
 
 
