@@ -146,6 +146,15 @@ class MeasurementPlan:
     def adaptive(self) -> bool:
         return self.warmup_s is None
 
+    @property
+    def longest_s(self) -> float:
+        """The longest a repetition may take by these rules: priming, the settling phase at its stretched bound
+        (twice ``max_warmup_s``) and the measurement at ``max_duration_s`` -- twice over for an adaptive warm-up,
+        whose measurement may go back to settling once, the bound counted anew."""
+        if self.warmup_s is not None:
+            return self.max_prime_s + self.warmup_s + self.max_duration_s
+        return self.max_prime_s + 2 * (2 * self.max_warmup_s + self.max_duration_s)
+
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
