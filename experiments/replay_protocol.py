@@ -98,14 +98,19 @@ CANDIDATES = {"four-growing": four_growing, "marginal-rate": marginal_rate, "pla
 
 def plan_overrides(entries):
     """``["min_duration_s=15"]`` -> ``{"min_duration_s": 15.0}``, typed as MeasurementPlan's field."""
-    fields = {f.name: f for f in dataclasses.fields(MeasurementPlan)}
+    names = [f.name for f in dataclasses.fields(MeasurementPlan)]
     overrides = {}
     for entry in entries:
         name, _, value = entry.partition("=")
-        if name not in fields:
-            raise SystemExit(f"--plan {entry}: no such MeasurementPlan field; one of {', '.join(fields)}")
+        if name not in names:
+            raise SystemExit(f"--plan {entry}: no such MeasurementPlan field; one of {', '.join(names)}")
         default = getattr(MeasurementPlan(), name)
-        overrides[name] = type(default)(value) if default is not None else float(value)
+        if isinstance(default, bool):  # bool("false") is True
+            if value.lower() not in ("true", "false"):
+                raise SystemExit(f"--plan {entry}: {name} takes true or false")
+            overrides[name] = value.lower() == "true"
+        else:
+            overrides[name] = type(default)(value) if default is not None else float(value)
     return overrides
 
 
