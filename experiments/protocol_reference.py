@@ -13,6 +13,11 @@ capacity strategy's). ``--gate-slos`` adds the shipped gate's own micro-batch bo
 benchmarks/test_scalability_gates.py) to both, so that the long protocol judges the gate's verdict definition:
 
     python experiments/protocol_reference.py --protocol theodolite --gate-slos --pair 3:8000:1
+
+``--boundaries UC`` runs both sides of every demand in that use case's stored baseline (baselines/): for a load
+whose demand is r, r instances (the baseline says they pass) and r - 1 (they fail), where r - 1 >= 1:
+
+    python experiments/protocol_reference.py --gate-slos --boundaries 3 --boundaries 4
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ from pytest_theodolite.engine.markers import parse_threshold
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.store.baseline import Baseline, baseline_path, load_baseline
 
+BASELINES = Path(__file__).resolve().parents[1] / "baselines"
 BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_ELEMENTS}
 PROTOCOLS = {
     "gates": (MeasurementPlan(), "batch-aligned"),
@@ -75,10 +82,49 @@ def parse_pair(text: str) -> tuple[int, int, int]:
     return uc, load, resources
 
 
+def parse_use_case(text: str) -> int:
+    if text not in {str(uc) for uc in BENCHMARKS}:
+        raise argparse.ArgumentTypeError(f"use case {text!r} is not one of {sorted(BENCHMARKS)}")
+    return int(text)
+
+
+def boundary_pairs(uc: int, baseline: Baseline) -> list[tuple[int, int, int]]:
+    """Both sides of each stored demand: (uc, load, r) and (uc, load, r - 1); a load of demand 1 has one side
+    (no instance count below it), a load of demand "none" none (no count was seen to pass)."""
+    pairs = []
+    for load, demand in baseline.demand.items():
+        if demand is not None:
+            pairs += [(uc, load, r) for r in (demand - 1, demand) if r >= 1]
+    return pairs
+
+
+def stored_boundaries(uc: int) -> list[tuple[int, int, int]]:
+    name = BENCHMARKS[uc].name
+    baseline = load_baseline(baseline_path(BASELINES, name), name)
+    if baseline is None:
+        raise SystemExit(
+            f"no baseline for {name} in {BASELINES}: record one or give --pair UC:LOAD:INSTANCES"
+        )
+    return boundary_pairs(uc, baseline)
+
+
+def agreement(verdicts_by_pair: list[dict[str, str]]) -> str:
+    """'k of n agree' over the pairs both protocols ran."""
+    compared = [verdicts for verdicts in verdicts_by_pair if len(verdicts) > 1]
+    same = sum(1 for verdicts in compared if len(set(verdicts.values())) == 1)
+    return f"{same} of {len(compared)} pairs reached the same verdict under both protocols"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pair", type=parse_pair, action="append", default=[], metavar="UC:LOAD:INSTANCES")
     parser.add_argument(
-        "--pair", type=parse_pair, action="append", required=True, metavar="UC:LOAD:INSTANCES"
+        "--boundaries",
+        type=parse_use_case,
+        action="append",
+        default=[],
+        metavar="UC",
+        help="both sides of every demand in the use case's stored baseline",
     )
     parser.add_argument("--results", type=Path, default=None)
     parser.add_argument(
@@ -90,11 +136,14 @@ def main() -> None:
         help="judge the gate's micro-batch bound too (UC3), not the lag alone",
     )
     args = parser.parse_args()
+    pairs = args.pair + [pair for uc in args.boundaries for pair in stored_boundaries(uc)]
+    if not pairs:
+        parser.error("give the sub-experiments to run: --pair UC:LOAD:INSTANCES or --boundaries UC")
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-reference-"))
     infra = TheodoliteSettings(max_instances=4)
-    rows = []
+    rows, verdicts_by_pair = [], []
     with open_kafka(infra) as kafka, open_spark(infra) as spark:
-        for index, (uc, load, resources) in enumerate(args.pair):
+        for index, (uc, load, resources) in enumerate(pairs):
             benchmark = BENCHMARKS[uc]
             verdicts = {}
             for name, (plan, method) in PROTOCOLS.items():
@@ -132,6 +181,7 @@ def main() -> None:
                 rows.append(
                     (uc, load, resources, name, record.outcome.value, slope, time.monotonic() - started)
                 )
+            verdicts_by_pair.append(verdicts)
             if len(verdicts) > 1:  # one protocol alone has nothing to agree with
                 print(
                     f"   -> {'same verdict' if len(set(verdicts.values())) == 1 else 'DIFFERENT verdicts'}",
@@ -141,6 +191,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for uc, load, resources, name, outcome, slope, wall in rows:
         print(f"| UC{uc} | {load} | {resources} | {name} | {outcome} | {slope} | {wall:.0f} |")
+    if any(len(verdicts) > 1 for verdicts in verdicts_by_pair):
+        print(f"\n{agreement(verdicts_by_pair)}")
     print(f"\nraw results: {results}")
 
 

@@ -1,5 +1,6 @@
 """The benchmark scripts' own formatting, on scripted records (the scripts themselves need a broker)."""
 
+import argparse
 import importlib.util
 import json
 import sys
@@ -191,6 +192,37 @@ def test_pair_order_compares_the_second_side_of_each_pair_with_the_first(tmp_pat
     assert [r.side for r in found[("uc1-keys", 4000, 2)]] == ["change", "ref"]
     assert round(pairs.second_vs_first(found[("uc1-keys", 2000, 1)]), 3) == 0.1
     assert round(pairs.second_vs_first(found[("uc1-keys", 4000, 2)]), 3) == 0.05
+
+
+def test_protocol_reference_runs_both_sides_of_each_stored_demand():
+    from pytest_theodolite.store.baseline import Baseline
+    from pytest_theodolite.store.testbed import Testbed
+
+    reference = load_script("protocol_reference")
+    testbed = Testbed(None, None, 0.25, "embedded", "standalone", None, "3.11")
+    baseline = Baseline("uc1-keys", {4000: 1, 12000: 2, 20000: 4, 30000: None}, {}, testbed)
+    # demand 1 has no count below it; "none" was never seen to pass, so it has no boundary to certify
+    assert reference.boundary_pairs(1, baseline) == [
+        (1, 4000, 1),
+        (1, 12000, 1),
+        (1, 12000, 2),
+        (1, 20000, 3),
+        (1, 20000, 4),
+    ]
+    # the committed baselines are read by the use case's benchmark name
+    for uc in (1, 2, 3, 4):
+        stored = reference.stored_boundaries(uc)
+        assert stored and all(pair[0] == uc for pair in stored)
+    assert reference.parse_use_case("3") == 3
+    with pytest.raises(argparse.ArgumentTypeError, match="not one of"):
+        reference.parse_use_case("5")
+    # a pair only one protocol ran has nothing to agree with
+    ran = [
+        {"gates": "pass", "theodolite": "pass"},
+        {"gates": "fail", "theodolite": "pass"},
+        {"gates": "fail"},
+    ]
+    assert reference.agreement(ran) == "1 of 2 pairs reached the same verdict under both protocols"
 
 
 def test_bench_jobs_counts_the_batches_after_the_first_and_after_the_warm_up():
