@@ -108,10 +108,14 @@ def stored_boundaries(uc: int) -> list[tuple[int, int, int]]:
     return boundary_pairs(uc, baseline)
 
 
+def same_verdict(verdicts: dict[str, str]) -> bool:
+    return len(set(verdicts.values())) == 1
+
+
 def agreement(verdicts_by_pair: list[dict[str, str]]) -> str:
     """'k of n agree' over the pairs both protocols ran."""
     compared = [verdicts for verdicts in verdicts_by_pair if len(verdicts) > 1]
-    same = sum(1 for verdicts in compared if len(set(verdicts.values())) == 1)
+    same = sum(1 for verdicts in compared if same_verdict(verdicts))
     return f"{same} of {len(compared)} pairs reached the same verdict under both protocols"
 
 
@@ -184,7 +188,7 @@ def main() -> None:
             verdicts_by_pair.append(verdicts)
             if len(verdicts) > 1:  # one protocol alone has nothing to agree with
                 print(
-                    f"   -> {'same verdict' if len(set(verdicts.values())) == 1 else 'DIFFERENT verdicts'}",
+                    f"   -> {'same verdict' if same_verdict(verdicts) else 'DIFFERENT verdicts'}",
                     flush=True,
                 )
     print("\n| use case | load | instances | protocol | verdict | lag slope (records/s) | wall time (s) |")
