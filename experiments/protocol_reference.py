@@ -18,11 +18,19 @@ benchmarks/test_scalability_gates.py) to both, so that the long protocol judges 
 whose demand is r, r instances (the baseline says they pass) and r - 1 (they fail), where r - 1 >= 1:
 
     python experiments/protocol_reference.py --gate-slos --boundaries 3 --boundaries 4
+
+``--read DIR`` (repeatable) runs nothing: it pairs the verdicts of runs this script recorded (each ``--results``
+directory) and prints the agreement over all of them. The agreement counts apart the pairs whose gates' verdict
+was uncertain (the gate itself says so, and a stored-mode gate measures such a point again or calls it not
+comparable): that is the band within which the two protocols may differ.
+
+    python experiments/protocol_reference.py --read /tmp/pref-a --read /tmp/pref-b
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -44,6 +52,7 @@ from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.store.baseline import Baseline, baseline_path, load_baseline
+from pytest_theodolite.store.results import list_experiment_ids, read_results
 
 BASELINES = Path(__file__).resolve().parents[1] / "baselines"
 BENCHMARKS = {1: UC1_KEYS, 2: UC2_KEYS, 3: UC3_KEYS, 4: UC4_ELEMENTS}
@@ -108,15 +117,58 @@ def stored_boundaries(uc: int) -> list[tuple[int, int, int]]:
     return boundary_pairs(uc, baseline)
 
 
-def same_verdict(verdicts: dict[str, str]) -> bool:
-    return len(set(verdicts.values())) == 1
+@dataclasses.dataclass
+class PairVerdicts:
+    """One sub-experiment's verdicts: each protocol's outcome (pass/fail) and whether the gates' was certain."""
+
+    label: str  # e.g. "uc3-keys 16000@4"
+    outcomes: dict[str, str] = dataclasses.field(default_factory=dict)
+    gates_certain: bool | None = None
 
 
-def agreement(verdicts_by_pair: list[dict[str, str]]) -> str:
-    """'k of n agree' over the pairs both protocols ran."""
-    compared = [verdicts for verdicts in verdicts_by_pair if len(verdicts) > 1]
-    same = sum(1 for verdicts in compared if same_verdict(verdicts))
-    return f"{same} of {len(compared)} pairs reached the same verdict under both protocols"
+def same_verdict(pair: PairVerdicts) -> bool:
+    return len(set(pair.outcomes.values())) == 1
+
+
+def agreement(pairs: list[PairVerdicts]) -> str:
+    """'k of n agree' over the pairs both protocols ran, and over those whose gates' verdict was certain."""
+    compared = [pair for pair in pairs if len(pair.outcomes) > 1]
+    same = sum(1 for pair in compared if same_verdict(pair))
+    certain = [pair for pair in compared if pair.gates_certain]
+    same_certain = sum(1 for pair in certain if same_verdict(pair))
+    return (
+        f"{same} of {len(compared)} pairs reached the same verdict under both protocols; "
+        f"of the {len(certain)} whose gates' verdict was certain, {same_certain}"
+    )
+
+
+def recorded_pairs(directory: Path) -> list[PairVerdicts]:
+    """The pairs a ``--results`` directory of this script holds: experiments ``<protocol>-<index>``, one
+    sub-experiment each, paired by index."""
+    pairs: dict[str, PairVerdicts] = {}
+    for experiment in list_experiment_ids(directory):
+        protocol, _, index = experiment.rpartition("-")
+        if protocol not in PROTOCOLS or not index.isdigit():
+            continue
+        results = read_results(directory, experiment)
+        for sub in results.sub_experiments:
+            label = f"{results.settings.get('benchmark', '?')} {sub.load}@{sub.resources}"
+            pair = pairs.setdefault(index, PairVerdicts(label))
+            pair.outcomes[protocol] = sub.outcome.value
+            if protocol == "gates":
+                pair.gates_certain = sub.certain
+    return [pairs[index] for index in sorted(pairs, key=int)]
+
+
+def print_recorded(directories: list[Path]) -> None:
+    everything = []
+    for directory in directories:
+        for pair in recorded_pairs(directory):
+            everything.append(pair)
+            verdicts = ", ".join(f"{name} {outcome.upper()}" for name, outcome in pair.outcomes.items())
+            certainty = {None: "", True: " (gates certain)", False: " (gates uncertain)"}[pair.gates_certain]
+            print(f"{directory}: {pair.label}: {verdicts}{certainty}")
+    print(f"\n{agreement(everything)}")
 
 
 def main() -> None:
@@ -132,6 +184,14 @@ def main() -> None:
     )
     parser.add_argument("--results", type=Path, default=None)
     parser.add_argument(
+        "--read",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="run nothing: the agreement over runs this script recorded in DIR (repeatable)",
+    )
+    parser.add_argument(
         "--protocol", choices=sorted(PROTOCOLS), action="append", help="run only these (default: both)"
     )
     parser.add_argument(
@@ -140,6 +200,9 @@ def main() -> None:
         help="judge the gate's micro-batch bound too (UC3), not the lag alone",
     )
     args = parser.parse_args()
+    if args.read:
+        print_recorded(args.read)
+        return
     pairs = args.pair + [pair for uc in args.boundaries for pair in stored_boundaries(uc)]
     if not pairs:
         parser.error("give the sub-experiments to run: --pair UC:LOAD:INSTANCES or --boundaries UC")
@@ -149,7 +212,7 @@ def main() -> None:
     with open_kafka(infra) as kafka, open_spark(infra) as spark:
         for index, (uc, load, resources) in enumerate(pairs):
             benchmark = BENCHMARKS[uc]
-            verdicts = {}
+            verdicts = PairVerdicts(f"{benchmark.name} {load}@{resources}")
             for name, (plan, method) in PROTOCOLS.items():
                 if args.protocol and name not in args.protocol:
                     continue
@@ -172,7 +235,9 @@ def main() -> None:
                 started = time.monotonic()
                 record = runner.run_sub_experiment(load, resources)
                 lag = next(v for v in record.verdicts if v.name == "lag-trend")
-                verdicts[name] = record.outcome.value
+                verdicts.outcomes[name] = record.outcome.value
+                if name == "gates":
+                    verdicts.gates_certain = record.certain
                 slope = "-" if lag.value is None else f"{lag.value:+.0f}"
                 failed = [v.name for v in record.verdicts if v.outcome.value == "fail"]
                 which = f" ({', '.join(failed)})" if failed else ""
@@ -186,7 +251,7 @@ def main() -> None:
                     (uc, load, resources, name, record.outcome.value, slope, time.monotonic() - started)
                 )
             verdicts_by_pair.append(verdicts)
-            if len(verdicts) > 1:  # one protocol alone has nothing to agree with
+            if len(verdicts.outcomes) > 1:  # one protocol alone has nothing to agree with
                 print(
                     f"   -> {'same verdict' if same_verdict(verdicts) else 'DIFFERENT verdicts'}",
                     flush=True,
@@ -195,7 +260,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for uc, load, resources, name, outcome, slope, wall in rows:
         print(f"| UC{uc} | {load} | {resources} | {name} | {outcome} | {slope} | {wall:.0f} |")
-    if any(len(verdicts) > 1 for verdicts in verdicts_by_pair):
+    if any(len(verdicts.outcomes) > 1 for verdicts in verdicts_by_pair):
         print(f"\n{agreement(verdicts_by_pair)}")
     print(f"\nraw results: {results}")
 

@@ -216,13 +216,52 @@ def test_protocol_reference_runs_both_sides_of_each_stored_demand():
     assert reference.parse_use_case("3") == 3
     with pytest.raises(argparse.ArgumentTypeError, match="not one of"):
         reference.parse_use_case("5")
-    # a pair only one protocol ran has nothing to agree with
+    # a pair only one protocol ran has nothing to agree with; an uncertain gates' verdict lies in the band
+    pair = reference.PairVerdicts
     ran = [
-        {"gates": "pass", "theodolite": "pass"},
-        {"gates": "fail", "theodolite": "pass"},
-        {"gates": "fail"},
+        pair("a", {"gates": "pass", "theodolite": "pass"}, gates_certain=True),
+        pair("b", {"gates": "fail", "theodolite": "pass"}, gates_certain=False),
+        pair("c", {"gates": "fail", "theodolite": "pass"}, gates_certain=True),
+        pair("d", {"gates": "fail"}, gates_certain=True),
     ]
-    assert reference.agreement(ran) == "1 of 2 pairs reached the same verdict under both protocols"
+    assert reference.agreement(ran) == (
+        "1 of 3 pairs reached the same verdict under both protocols; "
+        "of the 2 whose gates' verdict was certain, 1"
+    )
+
+
+def test_protocol_reference_pairs_the_verdicts_it_recorded(tmp_path):
+    from pytest_theodolite.core.estimators import SlopeThreshold
+    from pytest_theodolite.core.evaluation import SloSettings
+    from pytest_theodolite.core.scalability import Metric
+    from pytest_theodolite.store.results import ResultsWriter
+
+    reference = load_script("protocol_reference")
+    ran = {  # experiment -> (outcome, certain)
+        "gates-0": (Outcome.FAIL, False),
+        "theodolite-0": (Outcome.PASS, False),
+        "gates-1": (Outcome.PASS, True),
+        "theodolite-1": (Outcome.PASS, False),
+    }
+    for experiment, (outcome, certain) in ran.items():
+        writer = ResultsWriter(
+            tmp_path,
+            experiment,
+            metric=Metric.DEMAND,
+            slo_settings=SloSettings(warmup_s=0, lag_trend_threshold=SlopeThreshold(relative_to_load=0.05)),
+            settings={"benchmark": "uc4-elements"},
+            loads=[20],
+            resources=[1],
+        )
+        verdict = SloVerdict(LAG_TREND, outcome, 1.0, 400.0)
+        repetition = RepetitionRecord(0, (verdict,), protocol={"stop": "certain", "certain": certain})
+        writer.record_sub_experiment(SubExperimentRecord.from_repetitions(20, 1, 8000.0, [repetition]))
+    pairs = reference.recorded_pairs(tmp_path)
+    assert [(p.label, p.outcomes, p.gates_certain) for p in pairs] == [
+        ("uc4-elements 20@1", {"gates": "fail", "theodolite": "pass"}, False),
+        ("uc4-elements 20@1", {"gates": "pass", "theodolite": "pass"}, True),
+    ]
+    assert reference.agreement(pairs).startswith("1 of 2 pairs")
 
 
 def test_bench_jobs_counts_the_batches_after_the_first_and_after_the_warm_up():
@@ -283,3 +322,52 @@ def test_the_injected_change_edits_the_click_stream_job_or_says_it_cannot():
     assert changed != source and "for _ in range(3):" in changed
     with pytest.raises(SystemExit, match="no longer has the line"):
         own_job.changed_source("def start_query(spark, **options): ...", 3)
+
+
+def scripted_rows(durations_s, rate=1000.0, span_s=300):
+    """replay_protocol.samples rows, one a second, of a job whose batches take `durations_s` one after the
+    other and commit all the lag there is: (t, lag, last finished id, its ms, its end, its records)."""
+    ends, end = [], 0.0
+    for duration in durations_s:
+        end += duration
+        ends.append(end)
+    rows = []
+    for t in range(span_s):
+        done = [k for k, e in enumerate(ends) if e <= t]
+        if not done:
+            rows.append((float(t), rate * t, None, None, None, None))
+            continue
+        k = done[-1]
+        rows.append(
+            (float(t), rate * (t - ends[k]), k, 1000 * durations_s[k], ends[k], rate * durations_s[k])
+        )
+    return rows
+
+
+def test_window_verdicts_counts_a_certain_verdict_the_long_run_contradicts():
+    from pytest_theodolite.core.slo import BATCH_DURATION
+
+    windows = load_script("window_verdicts")
+    # a steady job whose batches sit above a 7.5 s bound for three batches, then below it for good
+    rows = scripted_rows([4.0, 4.0, 8.4, 8.4, 8.4] + [6.0] * 60)
+    today = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate())
+    assert (today.outcome, today.certain) == (Outcome.FAIL, True)  # two long batches decided it
+    assert today.measured_s < 30
+    wider = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate(min_batches=6))
+    assert (wider.outcome, wider.certain) == (Outcome.PASS, True)
+    assert wider.measured_s > today.measured_s
+    # without the bound the lag alone decides: it is 0 after every commit
+    lag_only = windows.replay_from(rows, 8.5, 50.0, 1000.0, None, windows.Candidate())
+    assert (lag_only.outcome, lag_only.certain) == (Outcome.PASS, True)
+    # the rows end before a replay begun late can stop: no verdict
+    assert windows.replay_from(rows[:40], 8.5, 50.0, 1000.0, 7.5, windows.Candidate(min_batches=6)) is None
+    assert windows.starts_in(rows, 60.0, 5.0, 120.0) == [60.0 + 5 * i for i in range(24)]
+
+    tally = windows.Tally()
+    tally.add([today, wider], Outcome.PASS)
+    assert (tally.right, tally.wrong, tally.uncertain) == (1, 1, 0)
+    failed_bound = SloVerdict(BATCH_DURATION, Outcome.FAIL, 9.0, 7.5)
+    passed_lag = SloVerdict(LAG_TREND, Outcome.PASS, 1.0, 50.0)
+    assert windows.reference_outcome([passed_lag, failed_bound]) is Outcome.FAIL
+    assert windows.reference_outcome([passed_lag]) is Outcome.PASS
+    assert windows.reference_outcome([SloVerdict(GENERATOR_RATE, Outcome.PASS, 1.0, 1.0)]) is None
