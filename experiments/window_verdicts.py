@@ -33,7 +33,14 @@ from pathlib import Path
 from replay_protocol import samples
 
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.protocol import FAILING_STOPS, MeasurementPlan, MeasurementProtocol, Phase
+from pytest_theodolite.core.protocol import (
+    FAILING_STOPS,
+    MeasurementPlan,
+    MeasurementProtocol,
+    Phase,
+    sides_decide,
+)
+from pytest_theodolite.core.records import SERIES_BATCH_ID, SERIES_LAG
 from pytest_theodolite.core.slo import BATCH_DURATION, LAG_TREND
 from pytest_theodolite.store.results import iter_repetition_series, list_experiment_ids, read_results
 
@@ -111,12 +118,12 @@ def replay_from(
     measured_s = protocol.last_s - (protocol.measure_from_s or protocol.last_s)
     if protocol.stop in FAILING_STOPS:
         return WindowVerdict(start_s, Outcome.FAIL, bool(protocol.certain), measured_s)
-    lag = protocol.estimate.side_of(threshold_rps) if protocol.estimate is not None else None
-    batch = protocol.batch_side()
-    if Outcome.FAIL in (lag, batch):  # one certain FAIL decides (core.protocol.sides_decide)
-        outcome = Outcome.FAIL
-    elif lag is Outcome.PASS and batch is Outcome.PASS:
-        outcome = Outcome.PASS
+    sides = (
+        protocol.estimate.side_of(threshold_rps) if protocol.estimate is not None else None,
+        protocol.batch_side(),
+    )
+    if sides_decide(sides):
+        outcome = Outcome.FAIL if Outcome.FAIL in sides else Outcome.PASS
     else:  # stopped at its bound: the lag's point estimate decides, as the gates report it
         slope_fails = protocol.estimate is not None and protocol.estimate.slope >= threshold_rps
         outcome = Outcome.FAIL if slope_fails else Outcome.PASS
@@ -182,7 +189,7 @@ def main() -> None:
                 for repetition, series in iter_repetition_series(results, sub.load, sub.resources):
                     record = next((r for r in sub.repetitions if r.repetition == repetition), None)
                     truth = None if record is None else reference_outcome(record.verdicts)
-                    if truth is None or "lag-trend" not in series or "batch-id" not in series:
+                    if truth is None or SERIES_LAG not in series or SERIES_BATCH_ID not in series:
                         continue
                     rows = samples(series)
                     starts = starts_in(rows, float(fixed), args.step, plan.max_duration_s)
