@@ -13,10 +13,11 @@ right, certain and wrong, or uncertain (stopped at its bound; the point estimate
 Why: a job at the edge of its capacity lengthens and shortens its micro-batches over minutes (a longer batch
 takes more records, so the next one is longer too), and both intervals treat consecutive batches as
 independent. Where that overstates the gates' certainty, certain-and-wrong counts show it. Candidates:
-``--confidence`` (wider intervals) and ``--min-batches`` (the median batch decides only once that many
-measured batches finished).
+``--confidence`` (wider intervals), ``--min-batches`` (the median batch decides only once that many
+measured batches finished) and ``--min-duration`` (no verdict before that many seconds measured).
 
-    python experiments/window_verdicts.py RESULTS_DIR... [--confidence 0.95 0.99] [--min-batches 0 6]
+    python experiments/window_verdicts.py RESULTS_DIR... [--confidence 0.95 0.99] [--min-batches 0 6] \
+        [--min-duration 20 30]
 
 The falling-behind rule is off in these replays: a long-protocol recording starts under the CPU limit without
 priming, and the rule would read that start transient as growth.
@@ -59,10 +60,12 @@ class WindowVerdict:
 class Candidate:
     confidence: float = 0.95
     min_batches: int = 0  # measured batches the median batch needs before it decides; 0: today's rule
+    min_duration_s: float | None = None  # seconds measured before any verdict; None: the plan's (today's)
 
     def __str__(self) -> str:
         batches = f", median batch from >= {self.min_batches} batches" if self.min_batches else ""
-        return f"confidence {self.confidence:.2f}{batches}"
+        duration = "" if self.min_duration_s is None else f", >= {self.min_duration_s:g} s measured"
+        return f"confidence {self.confidence:.2f}{batches}{duration}"
 
 
 @dataclasses.dataclass
@@ -102,6 +105,8 @@ def replay_from(
     plan = dataclasses.replace(
         plan or MeasurementPlan(), warmup_s=start_s, prime_unlimited=False, falling_behind_batches=0
     )
+    if candidate.min_duration_s is not None:
+        plan = dataclasses.replace(plan, min_duration_s=candidate.min_duration_s)
     protocol = MinBatchesProtocol(
         plan,
         threshold_rps,
@@ -172,9 +177,18 @@ def main() -> None:
     parser.add_argument(
         "--min-batches", type=int, nargs="+", default=[0], help="measured batches the median batch needs"
     )
+    parser.add_argument(
+        "--min-duration",
+        type=float,
+        nargs="+",
+        default=[None],
+        help="seconds measured before any verdict (default: the gates' plan)",
+    )
     parser.add_argument("--step", type=float, default=5.0, help="seconds between replays' starting moments")
     args = parser.parse_args()
-    candidates = [Candidate(c, k) for c in args.confidence for k in args.min_batches]
+    candidates = [
+        Candidate(c, k, d) for c in args.confidence for k in args.min_batches for d in args.min_duration
+    ]
     plan = MeasurementPlan()
     totals = {candidate: Tally() for candidate in candidates}
     for directory in args.results:

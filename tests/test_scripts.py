@@ -356,6 +356,11 @@ def test_window_verdicts_counts_a_certain_verdict_the_long_run_contradicts():
     wider = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate(min_batches=6))
     assert (wider.outcome, wider.certain) == (Outcome.PASS, True)
     assert wider.measured_s > today.measured_s
+    # so does a longer least measurement: by 40 s the settled batches outnumber the long ones
+    longer = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate(min_duration_s=40.0))
+    assert (longer.outcome, longer.certain) == (Outcome.PASS, True)
+    assert longer.measured_s >= 40
+    assert str(windows.Candidate(min_duration_s=40.0)) == "confidence 0.95, >= 40 s measured"
     # without the bound the lag alone decides: it is 0 after every commit
     lag_only = windows.replay_from(rows, 8.5, 50.0, 1000.0, None, windows.Candidate())
     assert (lag_only.outcome, lag_only.certain) == (Outcome.PASS, True)
