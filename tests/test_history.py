@@ -4,6 +4,8 @@ and commit, as a table, CSVs and the configuration Apache Otava reads (report/hi
 import csv
 import io
 import json
+import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -135,6 +137,50 @@ def test_otava_failing_is_the_exit_code_with_its_error(three_runs, tmp_path, fak
     code, _, err = run(*map(str, three_runs), "--out", str(tmp_path / "h"), "--otava", str(fake_otava))
     assert code == 3
     assert "exited 3" in err and "otava complains" in err
+
+
+def real_otava() -> str:
+    """Apache Otava itself: the program THEODOLITE_OTAVA names (CI installs it there: .ci/run), else `otava` on
+    PATH; the test skips where neither is."""
+    program = os.environ.get("THEODOLITE_OTAVA") or shutil.which("otava")
+    if not program:
+        pytest.skip("Apache Otava is not installed (`pipx install apache-otava`; CI installs it: .ci/run)")
+    return program
+
+
+def ten_runs(directory, change_at):
+    """Ten daily runs of one benchmark; from run `change_at` on, load 1000 needs two instances and one
+    instance's capacity falls by 30 % (None: no change). Capacities jitter by 0-26 records/s."""
+    runs = []
+    for i in range(10):
+        changed = change_at is not None and i >= change_at
+        capacity = (1400.0 if changed else 2000.0) + (i % 3) * 13
+        started = f"2026-11-{10 + i:02d}T12:00:00+00:00"
+        runs.append(write_run(directory / f"run{i}", started, f"{i:x}" * 10, 2 if changed else 1, capacity))
+    return runs
+
+
+def test_apache_otava_marks_the_commit_where_the_demand_rose(tmp_path):
+    program = real_otava()
+    code, out, err = run(*map(str, ten_runs(tmp_path, 6)), "--out", str(tmp_path / "h"), "--otava", program)
+    assert code == 0, err
+    report = out[out.index("written:") :].splitlines()  # Otava's own table follows the files' line
+    last_before = next(i for i, line in enumerate(report) if " 5555555 " in line)
+    first_after = next(i for i, line in enumerate(report) if " 6666666 " in line)
+    marks = "\n".join(report[last_before + 1 : first_after])
+    assert "+100.0%" in marks and "-30.0%" in marks  # the demand and the capacity, between those commits
+    assert "%" not in "\n".join(report[:last_before] + report[first_after:])
+
+
+def test_apache_otava_marks_nothing_in_runs_that_did_not_change(tmp_path):
+    program = real_otava()
+    code, out, err = run(
+        *map(str, ten_runs(tmp_path, None)), "--out", str(tmp_path / "h"), "--otava", program
+    )
+    assert code == 0, err
+    report = out[out.index("written:") :]
+    assert " 9999999 " in report  # Otava printed every run
+    assert "%" not in report
 
 
 def test_a_run_recorded_before_revisions_counts_by_its_file_time_and_an_unknown_commit(tmp_path):
