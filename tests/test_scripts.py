@@ -376,3 +376,44 @@ def test_window_verdicts_counts_a_certain_verdict_the_long_run_contradicts():
     assert windows.reference_outcome([passed_lag, failed_bound]) is Outcome.FAIL
     assert windows.reference_outcome([passed_lag]) is Outcome.PASS
     assert windows.reference_outcome([SloVerdict(GENERATOR_RATE, Outcome.PASS, 1.0, 1.0)]) is None
+
+
+def test_reference_tracking_compares_each_pair_of_rounds_speed_changes():
+    tracking = load_script("reference_tracking")
+    job = [1000.0, 800.0, 1000.0]
+    # a reference that moves with the job by the same factors tracks it exactly, whatever its own scale
+    assert tracking.pair_errors([50.0, 40.0, 50.0], job) == pytest.approx([0.0] * 6)
+    # one that reads round 2 no slower than round 1 is 25 % off between them (1.0 / 0.8), both ways round
+    errors = tracking.pair_errors([50.0, 50.0, 50.0], job)
+    assert errors[0] == pytest.approx(0.8 - 1)  # rounds (1, 2): the reference says 1.0x, the job 1.25x
+    assert errors[2] == pytest.approx(1.25 - 1)  # rounds (2, 1): 1.0x against 0.8x
+    assert tracking.correlation([50.0, 40.0, 50.0], job) == pytest.approx(1.0)
+    assert tracking.correlation([50.0, 50.0, 50.0], job) is None  # a flat reference tells nothing
+
+
+def test_reference_tracking_summarises_recorded_rounds_and_skips_unsaturated_ones(
+    tmp_path, capsys, monkeypatch
+):
+    tracking = load_script("reference_tracking")
+
+    def round_(busy, sha, kafka, mu):
+        uc1 = {"records_per_s": mu, "status": "certain", "busiest_share": 0.9}
+        if mu is None:
+            uc1 = {"records_per_s": None, "status": "certain, not saturated", "busiest_share": None}
+        return {
+            "busy": busy,
+            "sha": {"rows_per_s": sha, "spread": 0.1, "cpu_us_per_row": 1.0},
+            "kafka": {"rows_per_s": kafka, "spread": 0.05, "cpu_us_per_row": 40.0},
+            "mu": {"1": uc1},
+        }
+
+    rounds = [round_(0, 300_000, 50_000, 1000.0), round_(1, 300_000, 40_000, 800.0), round_(0, 1, 1, None)]
+    (tmp_path / tracking.ROUNDS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    monkeypatch.setattr(sys, "argv", ["reference_tracking.py", "--read", str(tmp_path)])
+    tracking.main()
+    out = capsys.readouterr().out
+    assert "| 2 | 1 | 300,000 (10%) | 40,000 (5%, 40.0) | 800 (90%) |" in out
+    assert "| 3 | 0 | 1 (10%) | 1 (5%, 40.0) | certain, not saturated |" in out
+    # the third round has no mu(1): two rounds, two ordered pairs; the Kafka reference moved as the job did
+    assert "| UC1 | Kafka | 2 | 0.0% | 0.0% | 2 of 2 | - |" in out
+    assert "| UC1 | SHA-512 | 2 | 22.5% | 25.0% | 0 of 2 | - |" in out
