@@ -36,9 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import test_scalability_gates as gates  # the shipped gates' markers
+from capacity_probe import GATES  # the shipped gates, by use case (experiments/ is on the path)
 from confluent_kafka import Producer
 from kafka.admin import NewTopic
 
@@ -53,12 +51,6 @@ from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.process import terminate_as_interrupt
 
-GATES = {
-    1: gates.test_uc1_database_storage,
-    2: gates.test_uc2_downsampling,
-    3: gates.test_uc3_aggregation_by_time_attribute,
-    4: gates.test_uc4_hierarchical_aggregation,
-}
 REFERENCE_TOPIC = "theodolite-reference-records"
 ROUNDS_FILE = "rounds.jsonl"
 
