@@ -152,6 +152,12 @@ def replica_counts(kafka: KafkaCluster, name: str) -> list[int]:
     return sorted(len(p["replica_nodes"]) for p in described.get("partitions") or [])
 
 
+def topic_config(kafka: KafkaCluster, name: str) -> dict[str, dict]:
+    """The topic's settings that differ from the broker's defaults, as one broker describes them."""
+    resource = ConfigResource(ConfigResourceType.TOPIC, name, configs=["min.insync.replicas"])
+    return kafka.admin.describe_configs(config_resources=[resource]).get("topic", {}).get(name, {})
+
+
 def test_gate_topics_are_replicated_as_the_cluster_allows(tmp_path):
     with EmbeddedKafkaCluster(3, work_dir=tmp_path / "kafka") as cluster:
         kafka = KafkaCluster(cluster.bootstrap_servers, provider="external", min_insync_replicas=2)
@@ -169,12 +175,14 @@ def test_gate_topics_are_replicated_as_the_cluster_allows(tmp_path):
                     f"topic {name!r} not described as 3 partitions of 3 replicas: {replica_counts(kafka, name)}"
                 ),
             )
-            config = kafka.admin.describe_configs(
-                config_resources=[
-                    ConfigResource(ConfigResourceType.TOPIC, name, configs=["min.insync.replicas"])
-                ]
+            # the same holds for its configs: a broker that has not applied the topic answers with no entries
+            # (kafka-python drops the error code), so ask until one describes the setting
+            setting = wait_until(
+                lambda: topic_config(kafka, name).get("min.insync.replicas"),
+                timeout_s=30,
+                transient=(KafkaError,),
+                what=lambda: f"topic {name!r} has no min.insync.replicas: {topic_config(kafka, name)}",
             )
-            setting = config["topic"][name]["min.insync.replicas"]
             assert (setting["value"], setting["config_source"]) == ("2", "DYNAMIC_TOPIC_CONFIG"), setting
             # a replication the cluster cannot give is refused with the options that change it
             four = KafkaCluster(cluster.bootstrap_servers, provider="external", replication_factor=4)
