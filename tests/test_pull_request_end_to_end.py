@@ -41,18 +41,36 @@ def git(path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(pytester):
-    """Which verdict is reached depends on the host; that both sides were measured, compared and reported,
-    each from its own tree, and that the worktree is gone afterwards, does not."""
-    pytester.makepyfile(myjobs=JOB.format(version="ref"), test_uc1_gate=GATE)
-    git(pytester.path, "init", "-q", "-b", "main")
-    git(pytester.path, "config", "user.email", "t@example.org")
-    git(pytester.path, "config", "user.name", "t")
-    git(pytester.path, "add", "-A")
-    git(pytester.path, "commit", "-qm", "base")
-    pytester.makepyfile(myjobs=JOB.format(version="change"))  # uncommitted: the working tree differs
-    commit = git(pytester.path, "rev-parse", "HEAD")
+#: where a repository keeps the job module, and where its gate runs pytest (the rootdir): the layouts a
+#: pull request comes from -- the repository root, a src/ layout (``pythonpath = src``), a gate with its own
+#: pytest.ini in a subfolder
+LAYOUTS = {"root": ("", ""), "src": ("src", ""), "subfolder": ("examples/own", "examples/own")}
 
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(pytester, monkeypatch, layout):
+    """Which verdict is reached depends on the host; that both sides were measured, compared and reported,
+    each from its own tree and the same place in it, and that the worktree is gone afterwards, does not."""
+    job_dir, run_dir = LAYOUTS[layout]
+    repo = pytester.path
+    job_file, run_root = repo / job_dir / "myjobs.py", repo / run_dir
+    job_file.parent.mkdir(parents=True, exist_ok=True)
+    run_root.mkdir(parents=True, exist_ok=True)
+    job_file.write_text(JOB.format(version="ref"))
+    (run_root / "test_uc1_gate.py").write_text(GATE)
+    if layout == "src":
+        (repo / "pytest.ini").write_text("[pytest]\npythonpath = src\n")
+    elif layout == "subfolder":
+        (run_root / "pytest.ini").write_text("[pytest]\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.org")
+    git(repo, "config", "user.name", "t")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    job_file.write_text(JOB.format(version="change"))  # uncommitted: the working tree differs
+    commit = git(repo, "rev-parse", "HEAD")
+
+    monkeypatch.chdir(run_root)  # as the user runs the gate: from its rootdir
     result = pytester.runpytest_subprocess(
         "-p",
         "no:cacheprovider",
@@ -75,18 +93,21 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(pyteste
             "*300 | * | * | * | *",
         ]
     )
-    results = pytester.path / "results"
+    results = run_root / "results"
     job_files = {}
     for side in ("ref", "change"):  # each side's raw series and results, as a single-revision run keeps them
         assert sorted((results / side).glob("expuc1-pr_300_*_lag-trend_0.csv")), side
         document = json.loads((results / side / "expuc1-pr_results.json").read_text())
         job_files[side] = Path(document["settings"]["testbed"]["job_file"])
-    # each side measured its own version of the job
-    assert job_files["change"] == (pytester.path / "myjobs.py").resolve()
-    assert job_files["ref"].parent.name == "tree" and job_files["ref"].parent.parent.name.startswith(
-        "theodolite-ref-"
-    )
+    # each side measured its own version of the job, from the same place in its tree
+    assert job_files["change"] == job_file.resolve()
+    [tree] = [
+        d
+        for d in job_files["ref"].parents
+        if d.name == "tree" and d.parent.name.startswith("theodolite-ref-")
+    ]
+    assert job_files["ref"].relative_to(tree) == Path(job_dir, "myjobs.py")
     assert not job_files["ref"].exists()  # the worktree was removed
     # the worktree and its entry are gone, the working tree keeps its uncommitted change
-    assert git(pytester.path, "worktree", "list").count("\n") == 0
-    assert 'VERSION = "change"' in (pytester.path / "myjobs.py").read_text()
+    assert git(repo, "worktree", "list").count("\n") == 0
+    assert 'VERSION = "change"' in job_file.read_text()
