@@ -3,6 +3,8 @@ and a local Spark cluster, each side in its own driver process importing its own
 
 import json
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -43,12 +45,72 @@ def git(path, *args: str) -> str:
 
 #: where a repository keeps the job module, and where its gate runs pytest (the rootdir): the layouts a
 #: pull request comes from -- the repository root, a src/ layout (``pythonpath = src``), a gate with its own
-#: pytest.ini in a subfolder
-LAYOUTS = {"root": ("", ""), "src": ("src", ""), "subfolder": ("examples/own", "examples/own")}
+#: pytest.ini in a subfolder, and a package installed with ``pip install -e .`` whose gate sits in a folder
+#: of its own, so that only the installation makes the job importable
+LAYOUTS = {
+    "root": ("", ""),
+    "src": ("src", ""),
+    "subfolder": ("examples/own", "examples/own"),
+    "editable": ("", "gates"),
+}
+
+PYPROJECT = """
+[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "myjobs"
+version = "0.0.0"
+
+[tool.setuptools]
+py-modules = ["myjobs"]
+"""
+
+
+def editable_install(repo: Path, venv: Path) -> str:
+    """The python of a new virtual environment that sees this one's packages (pytest, pyspark, the plugin) and
+    has ``repo`` installed in editable mode by pip; a flat layout like this one is served by setuptools'
+    import hook, not by a path entry."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    here = sysconfig.get_path("purelib")
+    Path(purelib, "outer-environment.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "-e", str(repo)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return python
+
+
+def imported_from(python: str, module: str, cwd: Path) -> Path | None:
+    """Where ``python`` started in ``cwd`` imports ``module`` from (None where it cannot)."""
+    done = subprocess.run(
+        [
+            python,
+            "-c",
+            f"import importlib.util as u; s = u.find_spec({module!r}); print(s.origin if s else '')",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(done.stdout.strip()).resolve() if done.stdout.strip() else None
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(pytester, monkeypatch, layout):
+def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(
+    pytester, monkeypatch, tmp_path_factory, layout
+):
     """Which verdict is reached depends on the host; that both sides were measured, compared and reported,
     each from its own tree and the same place in it, and that the worktree is gone afterwards, does not."""
     job_dir, run_dir = LAYOUTS[layout]
@@ -60,8 +122,10 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(pyteste
     (run_root / "test_uc1_gate.py").write_text(GATE)
     if layout == "src":
         (repo / "pytest.ini").write_text("[pytest]\npythonpath = src\n")
-    elif layout == "subfolder":
+    elif layout in ("subfolder", "editable"):
         (run_root / "pytest.ini").write_text("[pytest]\n")
+    if layout == "editable":
+        (repo / "pyproject.toml").write_text(PYPROJECT)
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.email", "t@example.org")
     git(repo, "config", "user.name", "t")
@@ -70,8 +134,21 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(pyteste
     job_file.write_text(JOB.format(version="change"))  # uncommitted: the working tree differs
     commit = git(repo, "rev-parse", "HEAD")
 
+    python = sys.executable
+    if layout == "editable":
+        python = editable_install(repo, tmp_path_factory.mktemp("venv"))
+        # only the installation makes the job importable, and from the working tree
+        outside = tmp_path_factory.mktemp("elsewhere")
+        assert imported_from(sys.executable, "myjobs", outside) is None
+        assert imported_from(python, "myjobs", outside) == job_file.resolve()
+        assert imported_from(python, "myjobs", run_root) == job_file.resolve()
+
     monkeypatch.chdir(run_root)  # as the user runs the gate: from its rootdir
-    result = pytester.runpytest_subprocess(
+    result = pytester.run(
+        python,
+        "-m",
+        "pytest",
+        f"--basetemp={tmp_path_factory.mktemp('inner')}",
         "-p",
         "no:cacheprovider",
         "--theodolite-results=results",
