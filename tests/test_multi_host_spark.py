@@ -84,6 +84,10 @@ def test_clicks(theodolite_gate):
 
 
 def _spark_env(network: HostNetwork, host: int, work: Path) -> dict[str, str]:
+    # the host's JVMs (its executors too) keep their temp files in its work dir, not in the shared /tmp: a host
+    # removed mid-run SIGKILLs them, and what a JVM meant to delete at exit (lz4-java's native library) would
+    # stay behind
+    (work / "tmp").mkdir(parents=True, exist_ok=True)
     return {
         **os.environ,
         "SPARK_HOME": str(pyspark_home()),
@@ -94,6 +98,7 @@ def _spark_env(network: HostNetwork, host: int, work: Path) -> dict[str, str]:
         "SPARK_LOCAL_DIRS": str(work / "local"),
         "JAVA_HOME": str(Path(os.path.realpath(java_executable())).parent.parent),
         "PYTHONPATH": "",
+        "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={work / 'tmp'}",
     }
 
 
