@@ -6,6 +6,7 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -43,15 +44,21 @@ def git(path, *args: str) -> str:
     return done.stdout.strip()
 
 
-#: where a repository keeps the job module, and where its gate runs pytest (the rootdir): the layouts a
-#: pull request comes from -- the repository root, a src/ layout (``pythonpath = src``), a gate with its own
-#: pytest.ini in a subfolder, and a package installed with ``pip install -e .`` whose gate sits in a folder
+class Layout(NamedTuple):
+    job_dir: str  # where the repository keeps the job module
+    run_dir: str  # where its gate runs pytest (the rootdir)
+    pytest_ini: str | None  # the pytest.ini there, if any
+    installed: bool = False  # the repository is a package installed with ``pip install -e .``
+
+
+#: the layouts a pull request comes from -- the repository root, a src/ layout (``pythonpath = src``), a gate
+#: with its own pytest.ini in a subfolder, and a package installed in editable mode whose gate sits in a folder
 #: of its own, so that only the installation makes the job importable
 LAYOUTS = {
-    "root": ("", ""),
-    "src": ("src", ""),
-    "subfolder": ("examples/own", "examples/own"),
-    "editable": ("", "gates"),
+    "root": Layout("", "", None),
+    "src": Layout("src", "", "[pytest]\npythonpath = src\n"),
+    "subfolder": Layout("examples/own", "examples/own", "[pytest]\n"),
+    "editable": Layout("", "gates", "[pytest]\n", installed=True),
 }
 
 PYPROJECT = """
@@ -113,18 +120,16 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(
 ):
     """Which verdict is reached depends on the host; that both sides were measured, compared and reported,
     each from its own tree and the same place in it, and that the worktree is gone afterwards, does not."""
-    job_dir, run_dir = LAYOUTS[layout]
+    chosen = LAYOUTS[layout]
     repo = pytester.path
-    job_file, run_root = repo / job_dir / "myjobs.py", repo / run_dir
+    job_file, run_root = repo / chosen.job_dir / "myjobs.py", repo / chosen.run_dir
     job_file.parent.mkdir(parents=True, exist_ok=True)
     run_root.mkdir(parents=True, exist_ok=True)
     job_file.write_text(JOB.format(version="ref"))
     (run_root / "test_uc1_gate.py").write_text(GATE)
-    if layout == "src":
-        (repo / "pytest.ini").write_text("[pytest]\npythonpath = src\n")
-    elif layout in ("subfolder", "editable"):
-        (run_root / "pytest.ini").write_text("[pytest]\n")
-    if layout == "editable":
+    if chosen.pytest_ini is not None:
+        (run_root / "pytest.ini").write_text(chosen.pytest_ini)
+    if chosen.installed:
         (repo / "pyproject.toml").write_text(PYPROJECT)
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.email", "t@example.org")
@@ -135,7 +140,7 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(
     commit = git(repo, "rev-parse", "HEAD")
 
     python = sys.executable
-    if layout == "editable":
+    if chosen.installed:
         python = editable_install(repo, tmp_path_factory.mktemp("venv"))
         # only the installation makes the job importable, and from the working tree
         outside = tmp_path_factory.mktemp("elsewhere")
@@ -183,7 +188,7 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(
         for d in job_files["ref"].parents
         if d.name == "tree" and d.parent.name.startswith("theodolite-ref-")
     ]
-    assert job_files["ref"].relative_to(tree) == Path(job_dir, "myjobs.py")
+    assert job_files["ref"].relative_to(tree) == Path(chosen.job_dir, "myjobs.py")
     assert not job_files["ref"].exists()  # the worktree was removed
     # the worktree and its entry are gone, the working tree keeps its uncommitted change
     assert git(repo, "worktree", "list").count("\n") == 0
