@@ -141,14 +141,16 @@ def test_a_gate_on_a_replicated_cluster_survives_a_killed_broker_without_losing_
             assert counters["records_in_input_topic"] >= counters["records_acknowledged"] > 0, counters
         # the topics were created at replication factor 3, min ISR 2, and deleted on the brokers left
         assert "replication factor 3" not in output  # no refusal
+
         # deleted: each broker applies the deletion in its own time, so ask until the one asked agrees
+        def gate_topics() -> list[str]:
+            return sorted(t for t in operator.list_topics() if t.startswith("theodolite-"))
+
         wait_until(
-            lambda: not [t for t in operator.list_topics() if t.startswith("theodolite-")],
+            lambda: not gate_topics(),
             timeout_s=30,
             transient=(KafkaError,),
-            what=lambda: (
-                f"gate topics left: {sorted(t for t in operator.list_topics() if t.startswith('theodolite-'))}"
-            ),
+            what=lambda: f"gate topics left: {gate_topics()}",
         )
         assert all(b.process is not None and b.process.alive() for b in cluster.brokers if b is not victim)
         assert took < 600, took
