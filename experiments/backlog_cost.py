@@ -8,7 +8,7 @@ module names. Each run of a side: a fresh query on one instance (Spark's own set
 seconds and stops, while the instance runs without a CPU limit (JIT, code generation); then the instance is limited
 to ``--instance-cpu`` of a core and the full batches that start after that (the first ``--warm`` of them left out)
 are measured: seconds per batch and the instances' CPU (cgroup) per record read -- or, with ``--settle N``, the
-newest ``--batches`` once the last N batches no longer fall (capacity.settled_start). The sides alternate in ABBA
+``--batches`` that follow once the last N batches no longer fall (capacity.settled_start). The sides alternate in ABBA
 order for ``--rounds`` rounds, so that a drift of the host falls on both.
 
     python experiments/backlog_cost.py --hash-rounds 5 --rounds 3     # A/B: five extra hashes a record
@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from types import ModuleType
 
 from own_job_quality import EXAMPLE, changed_source, job_module
 from scipy import stats
@@ -42,6 +43,7 @@ from pytest_theodolite.engine.capacity_probe import BATCH_CAP_OPTION, batches_of
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
 
 
@@ -117,6 +119,7 @@ def run_side(
             spark.limit_instances(args.instance_cpu)
         filled_at = time.time()
         deadline = time.monotonic() + args.max_s
+        settled_at: int | None = None  # with --settle: the index in `full` from which batches are measured
         while time.monotonic() < deadline:
             time.sleep(0.5)
             used = spark.instance_cpu_seconds_each()
@@ -125,14 +128,16 @@ def run_side(
             batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
             full = [b for b in sorted(batches.values(), key=lambda b: b.batch_id) if b.start_s >= filled_at]
             full = [b for b in full if b.input_rows >= 0.99 * cap]
-            if args.settle:
-                # the last `settle` batches show no fall (capacity.settled_start's test): measure the newest
+            if args.settle and settled_at is None:
+                # the last `settle` batches show no fall (capacity.settled_start's test): measure from the next
                 tail = [b.duration_s for b in full[args.warm :]][-args.settle :]
                 if len(tail) == args.settle and settled_start(tail, 0.95, 0.05, args.settle - 1) == 0:
-                    break
-            elif len(full) >= args.warm + args.batches:
+                    settled_at = len(full)
+            first = settled_at if args.settle else args.warm
+            if first is not None and len(full) >= first + args.batches:
                 break
-    measured = full[-args.batches :] if args.settle else full[args.warm : args.warm + args.batches]
+    first = (settled_at if settled_at is not None else len(full)) if args.settle else args.warm
+    measured = full[first : first + args.batches]
     cpu = None
     if measured:
         begin = cpu_at(samples, measured[0].start_s)
@@ -141,6 +146,27 @@ def run_side(
     each = [(cpu_at(samples, b.start_s), cpu_at(samples, b.start_s + b.duration_s)) for b in measured]
     batch_cpu = [e - b for b, e in each if b is not None and e is not None]
     return BacklogRun(side, round_, measured, cpu, time.monotonic() - started, batch_cpu)
+
+
+def side_runner(
+    side: str,
+    module: ModuleType,
+    kafka: KafkaCluster,
+    spark: SparkCluster,
+    results: Path,
+    args: argparse.Namespace,
+) -> ExperimentRunner:
+    """A runner of the click-stream job `module` (one side) on one instance, its results under `results`."""
+    records = module.CLICKS
+    benchmark = Benchmark(
+        f"backlog-{side}",
+        module.start_query,
+        lambda users: Workload(keys=users, records=records),
+        input_partitions=4,
+    )
+    settings = ExperimentSettings(loads=(args.users,), resources=(1,), instance_cpu=args.instance_cpu)
+    writer = new_writer(results, side, benchmark, settings, Metric.DEMAND, {})
+    return ExperimentRunner(benchmark, settings, kafka, spark, writer)
 
 
 def mean_interval(ratios: list[float]) -> str:
@@ -166,7 +192,7 @@ def main() -> None:
         "--settle",
         type=int,
         default=0,
-        help="measure the newest --batches once the last SETTLE full batches no longer fall (0: a fixed count)",
+        help="measure the --batches after the last SETTLE full batches no longer fall (0: a fixed count)",
     )
     parser.add_argument("--instance-cpu", type=float, default=1.0)
     args = parser.parse_args()
@@ -175,24 +201,15 @@ def main() -> None:
     changed = changed_source(source, args.hash_rounds) if args.hash_rounds else source
     jobs = {"ref": job_module("backlog_ref", source), "change": job_module("backlog_change", changed)}
     results = Path(tempfile.mkdtemp(prefix="theodolite-backlog-"))
-    settings = ExperimentSettings(loads=(args.users,), resources=(1,), instance_cpu=args.instance_cpu)
     runs: list[BacklogRun] = []
     wall = time.monotonic()
     with (
         open_kafka(TheodoliteSettings(max_instances=1)) as kafka,
         open_spark(TheodoliteSettings(max_instances=1)) as spark,
     ):
-        runners = {}
-        for side, module in jobs.items():
-            records = module.CLICKS
-            benchmark = Benchmark(
-                f"backlog-{side}",
-                module.start_query,
-                lambda users, records=records: Workload(keys=users, records=records),
-                input_partitions=4,
-            )
-            writer = new_writer(results, side, benchmark, settings, Metric.DEMAND, {})
-            runners[side] = ExperimentRunner(benchmark, settings, kafka, spark, writer)
+        runners = {
+            side: side_runner(side, module, kafka, spark, results, args) for side, module in jobs.items()
+        }
         for round_ in range(args.rounds):
             for side in ("ref", "change") if round_ % 2 == 0 else ("change", "ref"):
                 run = run_side(runners[side], spark, side, round_, args.users, args)

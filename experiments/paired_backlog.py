@@ -1,0 +1,166 @@
+"""Does measuring REF and the change at the same time, rather than one after the other, take out the drift that
+made backlog_cost.py's runs of one code differ by up to 1.8x (docs/lab-notes/capacity.md, 2026-11-27)?
+
+Each round starts both sides together, each in its own driver process with its own Spark cluster of one
+instance (as pull-request mode runs each side in a driver of its own), on one embedded broker. Each side does
+what backlog_cost.py's run does -- fill its input topic at ``--fill-factor`` times the load while its instance
+runs without a limit, then limit the instance and read the backlog in micro-batches capped at
+``--batch-records`` -- but the two start filling at the same moment, and the full batches ``--warm`` ...
+``--warm + --batches`` of both are measured over the same minutes, so a drift of the host or of the executors'
+warm-up falls on both at once. Per round: the change's median batch time over REF's, and the median of the
+batch-by-batch ratios (batch k of the change over batch k of REF).
+
+    python experiments/paired_backlog.py --hash-rounds 0 --rounds 3     # A/A
+    python experiments/paired_backlog.py --hash-rounds 2 --rounds 3     # two extra hashes a record
+
+Nothing else may run beside it (the instances are CPU-limited).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from backlog_cost import mean_interval, run_side, side_runner
+from own_job_quality import EXAMPLE, changed_source, job_module
+
+from pytest_theodolite.engine.services import open_kafka, open_spark
+from pytest_theodolite.engine.settings import TheodoliteSettings
+
+SIDES = ("ref", "change")
+#: what each side's process is given of the parent's options
+RUN_OPTIONS = "hash_rounds users fill_factor fill_s batch_records warm batches max_s instance_cpu".split()
+
+
+def run_arguments(args: argparse.Namespace) -> list[str]:
+    return [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in RUN_OPTIONS]
+
+
+def change_over_ref(ref: list[float], change: list[float]) -> tuple[float, float]:
+    """Each side's measured batches as seconds per record, in order -> the change's median over REF's, and the
+    median of the batch-by-batch ratios (batch k of the change over batch k of REF: both read over the same
+    minutes, so a stall or a drift that falls on both cancels)."""
+    if not ref or not change:
+        raise ValueError("a side measured no full batch")
+    pairs = [c / r for c, r in zip(change, ref, strict=False)]
+    return statistics.median(change) / statistics.median(ref), statistics.median(pairs)
+
+
+def child(args: argparse.Namespace) -> None:
+    """One side of one round: wait until the other side's cluster is up too, then run."""
+    source = (EXAMPLE / "clickstream.py").read_text()
+    if args.child == "change" and args.hash_rounds:
+        source = changed_source(source, args.hash_rounds)
+    module = job_module(f"paired_{args.child}", source)
+    sync = Path(args.sync)
+    settings = TheodoliteSettings(kafka_provider="external", kafka_bootstrap=args.bootstrap, max_instances=1)
+    args.settle = 0  # both sides measure the same batches by number, over the same minutes
+    with open_kafka(settings) as kafka, open_spark(settings) as spark:
+        runner = side_runner(args.child, module, kafka, spark, sync, args)
+        (sync / f"ready-{args.child}").touch()
+        deadline = time.monotonic() + 300
+        while not all((sync / f"ready-{side}").exists() for side in SIDES):
+            if time.monotonic() > deadline:
+                raise SystemExit("the other side's cluster did not come up within 300 s")
+            time.sleep(0.2)
+        run = run_side(runner, spark, args.child, args.round, args.users, args)
+    (sync / f"{args.child}.json").write_text(
+        json.dumps(
+            {
+                "batches": [[b.start_s, b.duration_s, b.input_rows] for b in run.batches],
+                "cpu_us_per_record": run.cpu_us_per_record,
+                "wall_s": run.wall_s,
+            }
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hash-rounds", type=int, default=2, help="0: the change is the unchanged job (A/A)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--users", type=int, default=5000)
+    parser.add_argument("--fill-factor", type=float, default=15.0)
+    parser.add_argument("--fill-s", type=float, default=50.0)
+    parser.add_argument("--batch-records", type=int, default=120_000)
+    parser.add_argument("--warm", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--max-s", type=float, default=300.0)
+    parser.add_argument("--instance-cpu", type=float, default=0.25)
+    parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--sync", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+
+    root = Path(tempfile.mkdtemp(prefix="theodolite-paired-"))
+    median_ratios, paired_ratios = [], []
+    wall = time.monotonic()
+    with open_kafka(TheodoliteSettings(max_instances=1)) as kafka:
+        for round_ in range(args.rounds):
+            sync = root / f"round-{round_}"
+            sync.mkdir()
+            children = [
+                subprocess.Popen(
+                    [
+                        *(sys.executable, __file__, f"--child={side}", f"--round={round_}"),
+                        *(f"--bootstrap={kafka.bootstrap_servers}", f"--sync={sync}", *run_arguments(args)),
+                    ],
+                    stdout=(sync / f"{side}.log").open("w"),
+                    stderr=subprocess.STDOUT,
+                )
+                for side in SIDES
+            ]
+            if any(c.wait() != 0 for c in children):
+                raise SystemExit(f"a side failed in round {round_}: {sync}/*.log")
+            runs = {side: json.loads((sync / f"{side}.json").read_text()) for side in SIDES}
+            seconds = {side: [d / n for _, d, n in runs[side]["batches"]] for side in SIDES}
+            if not all(seconds.values()):
+                print(f"round {round_}: a side measured no full batch ({sync})", flush=True)
+                continue
+            for side in SIDES:
+                durations = ", ".join(f"{d:.1f}" for _, d, _ in runs[side]["batches"])
+                starts = [s for s, _, _ in runs[side]["batches"]]
+                print(
+                    f"round {round_} {side:6}: {len(starts)} batches ({durations} s) from "
+                    f"{time.strftime('%H:%M:%S', time.localtime(starts[0]))}: "
+                    f"median {statistics.median(seconds[side]) * 1e6:.2f} us/record wall",
+                    flush=True,
+                )
+            by_medians, by_pairs = change_over_ref(seconds["ref"], seconds["change"])
+            median_ratios.append(by_medians)
+            paired_ratios.append(by_pairs)
+            print(
+                f"round {round_}: change over REF {median_ratios[-1] - 1:+.1%} (median batches), "
+                f"{paired_ratios[-1] - 1:+.1%} (median of batch-by-batch ratios)",
+                flush=True,
+            )
+    if not median_ratios:
+        raise SystemExit(f"no round measured both sides: {root}")
+    print(
+        f"\nchange ({args.hash_rounds} hash rounds) over REF, {len(median_ratios)} rounds measured together:"
+    )
+    print(
+        "  median batches: "
+        + ", ".join(f"{r - 1:+.1%}" for r in median_ratios)
+        + f" -> {mean_interval(median_ratios)}"
+    )
+    print(
+        "  batch by batch: "
+        + ", ".join(f"{r - 1:+.1%}" for r in paired_ratios)
+        + f" -> {mean_interval(paired_ratios)}"
+    )
+    print(f"wall time {time.monotonic() - wall:.0f} s; logs and batches: {root}")
+
+
+if __name__ == "__main__":
+    main()
