@@ -163,6 +163,18 @@ def test_a_kubernetes_session_asks_for_exactly_r_limited_pods(monkeypatch):
     assert cluster.limits_instance_cpu and not cluster.can_limit_cpu
 
 
+def test_every_session_states_whether_it_keeps_an_event_log(monkeypatch):
+    # a process's first session's settings become its JVM's defaults: a session that does not state the event
+    # log would inherit a capacity measurement's (whose directory is gone by then)
+    cluster = SparkCluster("spark://m:7077", max_instances=2, jars=[], kind=MasterKind.STANDALONE)
+    plain = _session_settings(monkeypatch, cluster, 1, 1).settings
+    assert plain["spark.eventLog.enabled"] == "false"
+    asked = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file:///tmp/log"}
+    logging = _session_settings(monkeypatch, cluster, 1, 1, conf=asked).settings
+    assert logging["spark.eventLog.enabled"] == "true"
+    assert logging["spark.eventLog.dir"] == "file:///tmp/log"
+
+
 def test_more_executors_than_asked_for_is_a_setup_error_naming_the_count(monkeypatch):
     cluster = SparkCluster("yarn", max_instances=4, jars=[], kind=MasterKind.YARN)
     with pytest.raises(

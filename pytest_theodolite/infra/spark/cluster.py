@@ -55,6 +55,10 @@ DEFAULT_SESSION_CONF = {
     # the runner counts per micro-batch (records read, dropped as late) over the progresses Spark keeps, 100 by
     # default: fewer than a measurement's batches where they are short
     "spark.sql.streaming.numRecentProgressUpdates": "1000",
+    # stated on every session: PySpark starts a process's JVM with its first session's settings as spark-submit
+    # options, which become every later session's defaults -- a capacity measurement's event log (a directory
+    # removed after it) would otherwise be on in the next session, which refuses the missing directory
+    "spark.eventLog.enabled": "false",
 }
 
 
