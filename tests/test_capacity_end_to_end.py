@@ -1,5 +1,5 @@
 """The capacity strategy in a real gate: embedded broker, local Spark cluster, UC1; capacities measured,
-recorded with their batch series, reported, and recomputed offline."""
+recorded with their batch series and task CPU, reported, and recomputed offline."""
 
 import io
 import json
@@ -67,6 +67,12 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
             .read_text()
             .startswith("labels,timestamp,value\n")
         )
+        if measurement["estimate"]["saturated"]:
+            # full batches were read: each has its tasks' CPU from the session's event log, kept as a series
+            task_cpu = measurement["task_cpu"]
+            assert task_cpu["batches"] >= 1 and task_cpu["median_us"] > 0, measurement
+            series = results / f"expuc1-capacity_{load}_{r}_capacity-task-cpu-ms_{attempt}.csv"
+            assert len(series.read_text().splitlines()) > task_cpu["batches"], series
     demand = (results / "expuc1-capacity_demand.csv").read_text().splitlines()
     assert demand[0] == "load,resources" and len(demand) == 3, demand
     # every lag-trend run was a certification, judged like any sub-experiment
@@ -91,3 +97,5 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
         recomputed, recorded = row[3], row[4]
         assert recomputed.startswith(f"{value} ") or recomputed.startswith(f">= {value} "), row
         assert recorded == value, row  # recomputed from the files, and as recorded
+        if measurement["task_cpu"] is not None:
+            assert row[6] == f"{measurement['task_cpu']['median_us']:.2f}", row

@@ -134,6 +134,22 @@ def test_the_offered_workload_sends_the_highest_loads_keys_more_often():
 def test_the_report_line_names_each_capacity_and_the_seconds():
     note = capacity_note({m.instances: m for m in CAPACITIES[:2]})
     assert note.startswith("capacity per instance count, measured directly (60 s): 1: 7,000 [6,700, 7,300]")
+    assert "task CPU" not in note  # none was read
+
+
+def test_the_task_cpu_per_record_is_reported_beside_the_capacity_and_kept_in_the_results():
+    from dataclasses import replace
+
+    from pytest_theodolite.core.task_cpu import TaskCpuPerRecord
+
+    task_cpu = TaskCpuPerRecord(44.85, 41.92, 46.85, 9)
+    measurement = replace(CAPACITIES[0], task_cpu=task_cpu)
+    note = capacity_note({1: measurement, 2: CAPACITIES[1]})
+    assert "1: 7,000 [6,700, 7,300]" in note
+    assert f"certain, {task_cpu.text()}" in measurement.progress_text()
+    assert note.count("task CPU 44.85 us/record") == 1  # the second count has no figure
+    assert TaskCpuPerRecord.from_dict(measurement.to_dict()["task_cpu"]) == task_cpu
+    assert CAPACITIES[1].to_dict()["task_cpu"] is None
 
 
 def test_a_plain_search_refuses_the_capacity_strategy_with_what_to_use():
@@ -390,15 +406,21 @@ def test_pull_request_mode_measures_a_capacity_far_above_the_loads_and_judges_th
 
 def test_a_job_that_refuses_the_batch_cap_gets_no_capacity_and_is_told_how_to_take_it():
     from contextlib import contextmanager
+    from urllib.parse import urlparse
 
     from pytest_theodolite.engine.capacity_probe import BATCH_CAP_OPTION, measure_capacity
     from pytest_theodolite.engine.runner import RunAborted, RunningJob
 
     series: list[tuple[int, int, str, int]] = []
+    event_logs: list[Path] = []
 
     @contextmanager
-    def refusing_job(job, load, resources, workload, *, instance_cpu, query_options):
+    def refusing_job(job, load, resources, workload, *, instance_cpu, query_options, spark_conf):
         assert query_options == {BATCH_CAP_OPTION: 10_000}
+        # the probe's session keeps an event log (each batch's task CPU) in a directory of the measurement's
+        assert spark_conf["spark.eventLog.enabled"] == "true"
+        event_logs.append(Path(urlparse(spark_conf["spark.eventLog.dir"]).path))
+        assert event_logs[-1].is_dir()
         job.teardown_started = 0.0
         raise RunAborted(
             Outcome.ERRORED, f"the job did not start: TypeError: unknown option(s) ['{BATCH_CAP_OPTION}']"
@@ -417,13 +439,27 @@ def test_a_job_that_refuses_the_batch_cap_gets_no_capacity_and_is_told_how_to_ta
     runner.new_job = lambda: RunningJob("r1", {"input": "i", "output": "o"})
     runner.running_job = refusing_job
     runner.writer = Writer()
+    runner.settings.spark_conf = {}
     measurement = measure_capacity(runner, 1, 5000, ProbePlan(10_000), attempt=1)  # type: ignore[arg-type]
-    assert (measurement.status, measurement.estimate) == ("errored", None)
+    assert (measurement.status, measurement.estimate, measurement.task_cpu) == ("errored", None, None)
+    assert len(event_logs) == 1 and not event_logs[0].exists()  # removed with the measurement
     assert "unknown option(s)" in measurement.reason
     assert "pass it to the Kafka source as maxOffsetsPerTrigger" in measurement.reason
     assert {attempt for *_, attempt in series} == {
         1
     }  # a repeated measurement's series do not overwrite the first
+
+
+def test_a_gate_that_keeps_its_own_event_log_is_not_given_another(tmp_path):
+    from pytest_theodolite.engine.capacity_probe import event_log_conf
+
+    settings = event_log_conf(tmp_path, {"spark.sql.shuffle.partitions": "8"})
+    assert settings["spark.eventLog.enabled"] == "true"
+    assert settings["spark.eventLog.dir"] == tmp_path.resolve().as_uri()
+    assert settings["spark.eventLog.compress"] == "false"  # read line by line; Spark 4 compresses by default
+    assert (
+        event_log_conf(tmp_path, {"spark.eventLog.enabled": "True", "spark.eventLog.dir": "s3a://logs"}) == {}
+    )
 
 
 def test_batches_above_the_cap_mean_the_job_ignores_it():

@@ -50,6 +50,7 @@ from pytest_theodolite.core.scalability import (
     demand_from_sub_experiments,
 )
 from pytest_theodolite.core.slo import BATCH_DURATION, GENERATOR_RATE, LAG_TREND, SloVerdict
+from pytest_theodolite.core.task_cpu import SERIES_CAPACITY_TASK_CPU_MS, task_cpu_from_series
 from pytest_theodolite.store.results import (
     ExperimentResults,
     ResultsError,
@@ -301,10 +302,13 @@ def render_capacities(results: ExperimentResults) -> str:
         recorded = (
             CapacityEstimate.from_dict(measurement["estimate"]) if measurement.get("estimate") else None
         )
-        recomputed = None
+        recomputed, task_cpu = None, None
         if all(path is not None for path in series):
             rows_s, ms_s, ids_s = (read_series(path) for path in series if path is not None)
             recomputed = capacity_from_series(measurement, rows_s, ms_s, ids_s)
+            task_cpu_path = results.series_path(load, r, SERIES_CAPACITY_TASK_CPU_MS, attempt)
+            if task_cpu_path is not None:
+                task_cpu = task_cpu_from_series(measurement, rows_s, ids_s, read_series(task_cpu_path))
         rows.append(
             [
                 str(r),
@@ -313,10 +317,19 @@ def render_capacities(results: ExperimentResults) -> str:
                 "-" if recomputed is None else recomputed.text(),
                 "-" if recorded is None else f"{recorded.records_per_s:,.0f}",
                 str(measurement.get("status", "-")),
+                "-" if task_cpu is None else f"{task_cpu.median_us:.2f}",
             ]
         )
     # a measurement repeated at a higher rate has a row of its own, after the first
-    header = ["resources", "offered records/s", "batch cap", "capacity (recomputed)", "recorded", "status"]
+    header = [
+        "resources",
+        "offered records/s",
+        "batch cap",
+        "capacity (recomputed)",
+        "recorded",
+        "status",
+        "task CPU us/record (recomputed)",
+    ]
     return _format_table(header, rows)
 
 

@@ -6,14 +6,17 @@ instances' CPU can be limited, then limited; the batches are read from the query
 ``interval_s`` until the estimate is certain (``CapacityRule``) or the phase's bound has passed
 (``max_measure_s``, longer for long batches: core/capacity.phase_bound_s). The batches are written as series
 (``capacity-rows``, ``capacity-ms``, ``capacity-id``, timestamped by the batch's start), so the
-estimate can be recomputed from the files.
+estimate can be recomputed from the files. The session keeps an event log for the measurement, from which each
+batch's task CPU is read (core/task_cpu.py; series ``capacity-task-cpu-ms``) and reported beside the capacity.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from generator import Workload
@@ -31,6 +34,12 @@ from pytest_theodolite.core.capacity import (
 from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
 from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.task_cpu import (
+    SERIES_CAPACITY_TASK_CPU_MS,
+    TaskCpuPerRecord,
+    task_cpu_by_batch,
+    task_cpu_per_record,
+)
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.host_sampler import HostSampler
 from pytest_theodolite.engine.runner import ExperimentRunner, RunAborted, RunningJob
@@ -73,6 +82,9 @@ class CapacityMeasurement:
     #: instances wait for the driver, and on a quiet host their busiest ran at 81-91 % of its quota
     #: (docs/lab-notes/contention.md), too near what starvation leaves them; None where not read
     host: HostUsage | None = None
+    #: the first phase's task CPU per record (core/task_cpu.py); reported, not judged: it compares two runs only
+    #: where both read the same batches at the same time; None where no event log was read
+    task_cpu: TaskCpuPerRecord | None = None
 
     def progress_text(self) -> str:
         """One line for the live progress output."""
@@ -83,8 +95,10 @@ class CapacityMeasurement:
         host = "" if self.host is None else f" [{self.host.describe()}]"
         if self.estimate is None:
             return f"capacity of {self.instances} instances: {self.status}: {self.reason} [{seconds}]{host}"
+        task_cpu = "" if self.task_cpu is None else f", {self.task_cpu.text()}"
         return (
-            f"capacity of {self.instances} instances: {self.estimate.text()}, {self.status} [{seconds}]{host}"
+            f"capacity of {self.instances} instances: {self.estimate.text()}, {self.status}{task_cpu} "
+            f"[{seconds}]{host}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,6 +118,7 @@ class CapacityMeasurement:
             "rule": self.rule.to_dict(),
             "attempt": self.attempt,
             "host": None if self.host is None else self.host.to_dict(),
+            "task_cpu": None if self.task_cpu is None else self.task_cpu.to_dict(),
         }
 
 
@@ -133,6 +148,28 @@ class ProbePlan:
     max_measure_s: float = 60.0
 
 
+def event_log_conf(directory: Path, job_conf: Mapping[str, str]) -> dict[str, str]:
+    """The session settings that write its event log, uncompressed and in one file, into `directory`; none
+    where the gate's own settings (`job_conf`) keep an event log: that one is the user's, not read here."""
+    if str(job_conf.get("spark.eventLog.enabled", "false")).lower() == "true":
+        return {}
+    return {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": directory.resolve().as_uri(),
+        "spark.eventLog.compress": "false",  # compressed by default from Spark 4.0
+        "spark.eventLog.rolling.enabled": "false",
+    }
+
+
+def read_task_cpu(directory: Path, query_id: str) -> dict[int, float]:
+    """Each batch's task CPU seconds of the query `query_id`, from the event logs in `directory`."""
+    cpu: dict[int, float] = {}
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            cpu.update(task_cpu_by_batch(lines, query_id))
+    return cpu
+
+
 def measure_capacity(
     runner: ExperimentRunner,
     instances: int,
@@ -146,7 +183,24 @@ def measure_capacity(
     """mu(`instances`) of the runner's job, the generator offering `workload` (by default `load`'s; choose it
     above the capacity: where the job takes all of it, the estimate is a lower bound, ``saturated`` False).
     With the plan's `small_batch_share`, a second phase reads smaller batches from the same checkpoint, and
-    the per-batch cost is taken out of the estimate (capacity.without_per_batch_cost)."""
+    the per-batch cost is taken out of the estimate (capacity.without_per_batch_cost). The session's event log
+    lives in a temporary directory for the measurement, removed with it."""
+    with tempfile.TemporaryDirectory(prefix="theodolite-event-log-") as event_log:
+        return _measure_capacity(
+            runner, instances, load, plan, Path(event_log), workload, interval_s, attempt
+        )
+
+
+def _measure_capacity(
+    runner: ExperimentRunner,
+    instances: int,
+    load: int,
+    plan: ProbePlan,
+    event_log: Path,
+    workload: Workload | None,
+    interval_s: float,
+    attempt: int,
+) -> CapacityMeasurement:
     batch_records, rule, max_measure_s = plan.batch_records, plan.rule, plan.max_measure_s
     small_batch_share = plan.small_batch_share
     workload = workload or runner.benchmark.workload(load)
@@ -163,6 +217,8 @@ def measure_capacity(
     timings: dict[str, float] = {}
     host_samples: list[tuple[float, dict[str, float]]] = []
     host: HostSampler | None = None
+    log_conf = event_log_conf(event_log, runner.settings.spark_conf)
+    query_id: str | None = None
     t_start = time.monotonic()
     try:
         with runner.running_job(
@@ -172,8 +228,11 @@ def measure_capacity(
             workload,
             instance_cpu=None if prime else runner.settings.instance_cpu,
             query_options={BATCH_CAP_OPTION: batch_records},
+            spark_conf=log_conf,
         ):
             timings["setup_s"] = time.monotonic() - t_start
+            assert job.query is not None
+            query_id = str(job.query.id)  # kept over a restart from the checkpoint
             executors = executor_addresses(job.spark)
             if prime:
                 while sum(1 for b in batches.values() if b.input_rows > 0) < protocol.prime_batches:
@@ -234,7 +293,9 @@ def measure_capacity(
         if BATCH_CAP_OPTION in reason:  # the job refused or ignored the cap: say how to take it
             reason = f"{reason}; {BATCH_CAP_HINT}"
     timings["teardown_s"] = time.monotonic() - (job.teardown_started or t_start)
-    _write_batches(runner, load, instances, batches, attempt)
+    # the session has stopped: its event log is complete
+    task_cpu_s = read_task_cpu(event_log, query_id) if log_conf and query_id else {}
+    _write_batches(runner, load, instances, batches, attempt, task_cpu_s)
     # the same function gives the estimate again from the results files (offline re-analysis)
     estimate, large_estimate, small_estimate = two_phase_capacity(
         batches.values(),
@@ -264,6 +325,14 @@ def measure_capacity(
         rule,
         attempt,
         _host_usage(host_samples, host, runner, instances),
+        task_cpu_per_record(
+            batches.values(),
+            task_cpu_s,
+            batch_cap=batch_records,
+            from_s=limited_from,
+            before_s=small_from,
+            settle_batches=rule.settle_batches,
+        ),
     )
 
 
@@ -351,18 +420,31 @@ def _measure_phase(
 
 
 def _write_batches(
-    runner: ExperimentRunner, load: int, instances: int, batches: Mapping[int, MicroBatch], attempt: int
+    runner: ExperimentRunner,
+    load: int,
+    instances: int,
+    batches: Mapping[int, MicroBatch],
+    attempt: int,
+    task_cpu_s: Mapping[int, float],
 ) -> None:
     ordered = sorted(batches.values(), key=lambda b: b.batch_id)
     writers = {
         name: runner.writer.open_series(load, instances, name, attempt)
         for name in (SERIES_CAPACITY_ROWS, SERIES_CAPACITY_MS, SERIES_CAPACITY_ID)
     }
+    if task_cpu_s:
+        writers[SERIES_CAPACITY_TASK_CPU_MS] = runner.writer.open_series(
+            load, instances, SERIES_CAPACITY_TASK_CPU_MS, attempt
+        )
     try:
         for batch in ordered:
             writers[SERIES_CAPACITY_ROWS].append(batch.start_s, batch.input_rows)
             writers[SERIES_CAPACITY_MS].append(batch.start_s, batch.duration_s * 1000.0)
             writers[SERIES_CAPACITY_ID].append(batch.start_s, batch.batch_id)
+            if batch.batch_id in task_cpu_s:
+                writers[SERIES_CAPACITY_TASK_CPU_MS].append(
+                    batch.start_s, task_cpu_s[batch.batch_id] * 1000.0
+                )
     finally:
         for writer in writers.values():
             writer.close()

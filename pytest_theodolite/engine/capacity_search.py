@@ -340,6 +340,7 @@ def capacity_note(measurements: Mapping[int, CapacityMeasurement]) -> str:
     """The capacities as one line of the report, with the seconds their measurement took."""
     parts = [
         f"{r}: {m.estimate.text() if m.estimate is not None else f'{m.status} ({m.reason})'}"
+        + ("" if m.task_cpu is None or m.estimate is None else f", {m.task_cpu.text()}")
         for r, m in sorted(measurements.items())
     ]
     seconds = sum(sum(m.timings.values()) for m in measurements.values())

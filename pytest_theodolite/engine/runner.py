@@ -276,9 +276,11 @@ class ExperimentRunner:
         *,
         instance_cpu: float | None,
         query_options: Mapping[str, Any] | None = None,
+        spark_conf: Mapping[str, str] | None = None,
     ) -> Iterator[RunningJob]:
         """The job running against `workload` on `resources` instances, on fresh topics and a fresh checkpoint:
-        topics created, a session with exactly that many executors, the query started, then the generator.
+        topics created, a session with exactly that many executors (the gate's Spark settings and `spark_conf`),
+        the query started, then the generator.
         On exit, whatever happened, the reverse: generator, query (its counters and late rows kept in `job`),
         session, topics, checkpoint. Raises `RunAborted` where the job does not start (ERRORED) or the
         generator refuses the load (INVALID)."""
@@ -300,7 +302,7 @@ class ExperimentRunner:
             )
             with self.spark.session(
                 instances=resources,
-                conf=self.settings.spark_conf,
+                conf={**self.settings.spark_conf, **(spark_conf or {})},
                 instance_cpu=instance_cpu,
                 app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
                 py_files=py_files,
