@@ -95,9 +95,10 @@ def inject(project: Path, rounds: int) -> None:
     job.write_text(job.read_text().replace(ANCHOR, CHANGE.format(rounds=rounds)))
 
 
-def capacities(results: Path) -> dict[str, dict[int, str]]:
-    """Each side's measured capacities (records/s and interval) from a run's results files."""
-    found: dict[str, dict[int, str]] = {}
+def capacities(results: Path) -> dict[str, dict[int, dict]]:
+    """Each side's capacity measurements (their results-JSON entries) by instance count, from a run's results
+    files; a measurement repeated at a higher rate replaces the first."""
+    found: dict[str, dict[int, dict]] = {}
     for path in sorted(results.rglob("*.json")):
         try:
             data = json.loads(path.read_text())
@@ -106,15 +107,30 @@ def capacities(results: Path) -> dict[str, dict[int, str]]:
         if not isinstance(data, dict):
             continue
         for measurement in data.get("capacity_measurements") or []:
-            estimate = measurement.get("estimate")
             side = "REF" if "ref" in str(path.relative_to(results)).lower() else "change"
-            text = (
-                f"{estimate['records_per_s']:.0f} [{estimate['low']:.0f}, {estimate['high']:.0f}]"
-                if estimate
-                else measurement.get("status", "?")
-            )
-            found.setdefault(side, {})[measurement["instances"]] = text
+            found.setdefault(side, {})[measurement["instances"]] = measurement
     return found
+
+
+def capacity_text(measurement: dict) -> str:
+    """A capacity (records/s and interval, or why there is none) and its task CPU per record."""
+    estimate, task_cpu = measurement.get("estimate"), measurement.get("task_cpu")
+    text = (
+        f"{estimate['records_per_s']:.0f} [{estimate['low']:.0f}, {estimate['high']:.0f}]"
+        if estimate
+        else measurement.get("status", "?")
+    )
+    return text if not task_cpu else f"{text}, task CPU {task_cpu['median_us']:.2f} us/record"
+
+
+def task_cpu_change(found: dict[str, dict[int, dict]]) -> dict[int, float]:
+    """Per instance count both sides measured with a task CPU figure: the change's over REF's."""
+    ratios = {}
+    for r, measurement in found.get("change", {}).items():
+        ref = found.get("REF", {}).get(r, {}).get("task_cpu")
+        if measurement.get("task_cpu") and ref:
+            ratios[r] = measurement["task_cpu"]["median_us"] / ref["median_us"]
+    return ratios
 
 
 def changed_source(source: str, rounds: int) -> str:
@@ -182,9 +198,17 @@ def calibrate(rounds: int, records: int = 400_000, repeats: int = 5) -> None:
 def run_gate(kind: str, index: int, project: Path, out: Path, extra: list[str]) -> QualityRun:
     """One pull-request run of the scratch project's gate against HEAD, then each side's capacities."""
     run = run_gates(kind, index, out, ["-rs", "--theodolite-compare-ref=HEAD", *extra], cwd=project, paths=())
-    for side, by_count in sorted(capacities(out / f"{kind}-{index}").items()):
+    found = capacities(out / f"{kind}-{index}")
+    for side, by_count in sorted(found.items()):
         print(
-            f"   {side} capacities: " + "; ".join(f"{r}: {t}" for r, t in sorted(by_count.items())),
+            f"   {side} capacities: "
+            + "; ".join(f"{r}: {capacity_text(m)}" for r, m in sorted(by_count.items())),
+            flush=True,
+        )
+    if ratios := task_cpu_change(found):
+        print(
+            "   task CPU per record, change over REF: "
+            + "; ".join(f"{r}: {ratio - 1:+.1%}" for r, ratio in sorted(ratios.items())),
             flush=True,
         )
     return run

@@ -7,11 +7,14 @@ what backlog_cost.py's run does -- fill its input topic at ``--fill-factor`` tim
 runs without a limit, then limit the instance and read the backlog in micro-batches capped at
 ``--batch-records`` -- but the two start filling at the same moment, and the full batches ``--warm`` ...
 ``--warm + --batches`` of both are measured over the same minutes, so a drift of the host or of the executors'
-warm-up falls on both at once. Per round: the change's median batch time over REF's, and the median of the
-batch-by-batch ratios (batch k of the change over batch k of REF).
+warm-up falls on both at once. Per round and figure -- wall seconds per record, and the tasks' executor CPU per
+record from each side's event log (core/task_cpu.py) -- the change's median batch over REF's, and the median of
+the batch-by-batch ratios (batch k of the change over batch k of REF). ``--one-at-a-time`` runs the sides in turn
+instead, each alone on the host, as pull-request mode runs its sides.
 
     python experiments/paired_backlog.py --hash-rounds 0 --rounds 3     # A/A
     python experiments/paired_backlog.py --hash-rounds 2 --rounds 3     # two extra hashes a record
+    python experiments/paired_backlog.py --hash-rounds 0 --rounds 2 --one-at-a-time
 
 Nothing else may run beside it (the instances are CPU-limited).
 """
@@ -34,6 +37,8 @@ from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 
 SIDES = ("ref", "change")
+#: what each batch is compared by: its wall time, its tasks' executor CPU
+FIGURES = ("wall", "task CPU")
 #: what each side's process is given of the parent's options
 RUN_OPTIONS = "hash_rounds users fill_factor fill_s batch_records warm batches max_s instance_cpu".split()
 
@@ -61,24 +66,37 @@ def child(args: argparse.Namespace) -> None:
     sync = Path(args.sync)
     settings = TheodoliteSettings(kafka_provider="external", kafka_bootstrap=args.bootstrap, max_instances=1)
     args.settle = 0  # both sides measure the same batches by number, over the same minutes
-    with open_kafka(settings) as kafka, open_spark(settings) as spark:
+    with (
+        open_kafka(settings) as kafka,
+        open_spark(settings) as spark,
+        tempfile.TemporaryDirectory(prefix="theodolite-event-log-") as event_log,
+    ):
         runner = side_runner(args.child, module, kafka, spark, sync, args)
         (sync / f"ready-{args.child}").touch()
         deadline = time.monotonic() + 300
-        while not all((sync / f"ready-{side}").exists() for side in SIDES):
+        while not args.alone and not all((sync / f"ready-{side}").exists() for side in SIDES):
             if time.monotonic() > deadline:
                 raise SystemExit("the other side's cluster did not come up within 300 s")
             time.sleep(0.2)
-        run = run_side(runner, spark, args.child, args.round, args.users, args)
+        run = run_side(runner, spark, args.child, args.round, args.users, args, Path(event_log))
     (sync / f"{args.child}.json").write_text(
         json.dumps(
             {
                 "batches": [[b.start_s, b.duration_s, b.input_rows] for b in run.batches],
+                "task_cpu_s": run.batch_task_cpu_s,
                 "cpu_us_per_record": run.cpu_us_per_record,
                 "wall_s": run.wall_s,
             }
         )
     )
+
+
+def per_record(run: dict, figure: str) -> list[float]:
+    """A side's measured batches as seconds per record, in order: ``wall`` (the batch's duration) or ``task
+    CPU`` (its tasks' executor CPU; batches without a figure left out)."""
+    if figure == "wall":
+        return [d / n for _, d, n in run["batches"]]
+    return [c / n for (_, _, n), c in zip(run["batches"], run["task_cpu_s"], strict=True) if c is not None]
 
 
 def main() -> None:
@@ -93,7 +111,11 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--max-s", type=float, default=300.0)
     parser.add_argument("--instance-cpu", type=float, default=0.25)
+    parser.add_argument(
+        "--one-at-a-time", action="store_true", help="run the sides in turn, each alone, not at the same time"
+    )
     parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--alone", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--sync", help=argparse.SUPPRESS)
@@ -103,63 +125,72 @@ def main() -> None:
         return
 
     root = Path(tempfile.mkdtemp(prefix="theodolite-paired-"))
-    median_ratios, paired_ratios = [], []
+    ratios: dict[tuple[str, str], list[float]] = {}
     wall = time.monotonic()
     with open_kafka(TheodoliteSettings(max_instances=1)) as kafka:
         for round_ in range(args.rounds):
             sync = root / f"round-{round_}"
             sync.mkdir()
-            children = [
-                subprocess.Popen(
-                    [
-                        *(sys.executable, __file__, f"--child={side}", f"--round={round_}"),
-                        *(f"--bootstrap={kafka.bootstrap_servers}", f"--sync={sync}", *run_arguments(args)),
-                    ],
-                    stdout=(sync / f"{side}.log").open("w"),
-                    stderr=subprocess.STDOUT,
-                )
-                for side in SIDES
+            command = [
+                *(sys.executable, __file__, f"--round={round_}", f"--bootstrap={kafka.bootstrap_servers}"),
+                *(f"--sync={sync}", *run_arguments(args), *(["--alone"] if args.one_at_a_time else [])),
             ]
-            if any(c.wait() != 0 for c in children):
+            if args.one_at_a_time:
+                failed = any(run_child(command, side, sync).wait() != 0 for side in SIDES)
+            else:
+                children = [run_child(command, side, sync) for side in SIDES]
+                failed = any([c.wait() != 0 for c in children])
+            if failed:
                 raise SystemExit(f"a side failed in round {round_}: {sync}/*.log")
             runs = {side: json.loads((sync / f"{side}.json").read_text()) for side in SIDES}
-            seconds = {side: [d / n for _, d, n in runs[side]["batches"]] for side in SIDES}
-            if not all(seconds.values()):
-                print(f"round {round_}: a side measured no full batch ({sync})", flush=True)
-                continue
             for side in SIDES:
                 durations = ", ".join(f"{d:.1f}" for _, d, _ in runs[side]["batches"])
                 starts = [s for s, _, _ in runs[side]["batches"]]
+                medians = {
+                    figure: statistics.median(values) * 1e6
+                    for figure in FIGURES
+                    if (values := per_record(runs[side], figure))
+                }
                 print(
-                    f"round {round_} {side:6}: {len(starts)} batches ({durations} s) from "
-                    f"{time.strftime('%H:%M:%S', time.localtime(starts[0]))}: "
-                    f"median {statistics.median(seconds[side]) * 1e6:.2f} us/record wall",
+                    f"round {round_} {side:6}: {len(starts)} batches ({durations} s)"
+                    + (f" from {time.strftime('%H:%M:%S', time.localtime(starts[0]))}" if starts else "")
+                    + "".join(
+                        f", median {value:.2f} us/record {figure}" for figure, value in medians.items()
+                    ),
                     flush=True,
                 )
-            by_medians, by_pairs = change_over_ref(seconds["ref"], seconds["change"])
-            median_ratios.append(by_medians)
-            paired_ratios.append(by_pairs)
-            print(
-                f"round {round_}: change over REF {median_ratios[-1] - 1:+.1%} (median batches), "
-                f"{paired_ratios[-1] - 1:+.1%} (median of batch-by-batch ratios)",
-                flush=True,
-            )
-    if not median_ratios:
+            for figure in FIGURES:
+                ref, change = (per_record(runs[side], figure) for side in SIDES)
+                if not ref or not change:
+                    print(
+                        f"round {round_}: a side has no {figure} figure of a full batch ({sync})", flush=True
+                    )
+                    continue
+                by_medians, by_pairs = change_over_ref(ref, change)
+                ratios.setdefault((figure, "median batches"), []).append(by_medians)
+                ratios.setdefault((figure, "batch by batch"), []).append(by_pairs)
+                print(
+                    f"round {round_}: {figure}: change over REF {by_medians - 1:+.1%} (median batches), "
+                    f"{by_pairs - 1:+.1%} (median of batch-by-batch ratios)",
+                    flush=True,
+                )
+    if not ratios:
         raise SystemExit(f"no round measured both sides: {root}")
-    print(
-        f"\nchange ({args.hash_rounds} hash rounds) over REF, {len(median_ratios)} rounds measured together:"
-    )
-    print(
-        "  median batches: "
-        + ", ".join(f"{r - 1:+.1%}" for r in median_ratios)
-        + f" -> {mean_interval(median_ratios)}"
-    )
-    print(
-        "  batch by batch: "
-        + ", ".join(f"{r - 1:+.1%}" for r in paired_ratios)
-        + f" -> {mean_interval(paired_ratios)}"
-    )
+    how = "one after the other" if args.one_at_a_time else "together"
+    print(f"\nchange ({args.hash_rounds} hash rounds) over REF, measured {how}:")
+    for (figure, by), values in ratios.items():
+        print(
+            f"  {figure}, {by} ({len(values)} rounds): "
+            + ", ".join(f"{r - 1:+.1%}" for r in values)
+            + f" -> {mean_interval(values)}"
+        )
     print(f"wall time {time.monotonic() - wall:.0f} s; logs and batches: {root}")
+
+
+def run_child(command: list[str], side: str, sync: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*command, f"--child={side}"], stdout=(sync / f"{side}.log").open("w"), stderr=subprocess.STDOUT
+    )
 
 
 if __name__ == "__main__":

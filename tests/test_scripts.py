@@ -326,6 +326,10 @@ def test_paired_backlog_pairs_batches_by_number_and_hands_each_side_the_run_opti
     assert paired.change_over_ref([1.0, 1.0], [1.0, 2.0, 9.0])[1] == pytest.approx(1.5)  # 1.0 and 2.0
     with pytest.raises(ValueError, match="no full batch"):
         paired.change_over_ref([], [1.0])
+    # a side's batches as seconds per record: by wall time, or by task CPU where its event log had a figure
+    run = {"batches": [[100.0, 2.0, 100_000], [102.0, 3.0, 120_000]], "task_cpu_s": [None, 6.0]}
+    assert paired.per_record(run, "wall") == pytest.approx([2e-5, 2.5e-5])
+    assert paired.per_record(run, "task CPU") == pytest.approx([5e-5])
     # what the parent was given reaches each side's process unchanged
     given = argparse.Namespace(**{name: index + 0.5 for index, name in enumerate(paired.RUN_OPTIONS)})
     parser = argparse.ArgumentParser()
@@ -341,6 +345,30 @@ def test_the_injected_change_edits_the_click_stream_job_or_says_it_cannot():
     assert changed != source and "for _ in range(3):" in changed
     with pytest.raises(SystemExit, match="no longer has the line"):
         own_job.changed_source("def start_query(spark, **options): ...", 3)
+
+
+def test_own_job_quality_reads_each_sides_capacities_and_task_cpu(tmp_path):
+    own_job = load_script("own_job_quality")
+
+    def measurement(r, records_per_s, median_us):
+        estimate = {"records_per_s": records_per_s, "low": records_per_s - 100, "high": records_per_s + 100}
+        task_cpu = None if median_us is None else {"median_us": median_us}
+        return {"instances": r, "estimate": estimate, "status": "certain", "task_cpu": task_cpu}
+
+    for side, measured in {
+        "ref": [measurement(1, 3000, 40.0), measurement(2, 5000, 60.0)],
+        "change": [measurement(1, 2600, 46.0), measurement(2, 4500, None)],
+    }.items():
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "exp_results.json").write_text(json.dumps({"capacity_measurements": measured}))
+    (tmp_path / "ref" / "notes.json").write_text("[]")  # not a results file: skipped
+    found = own_job.capacities(tmp_path)
+    assert sorted(found) == ["REF", "change"] and sorted(found["REF"]) == [1, 2]
+    assert own_job.capacity_text(found["REF"][1]) == "3000 [2900, 3100], task CPU 40.00 us/record"
+    assert own_job.capacity_text(found["change"][2]) == "4500 [4400, 4600]"
+    assert own_job.capacity_text({"estimate": None, "status": "errored"}) == "errored"
+    # only where both sides have a figure
+    assert own_job.task_cpu_change(found) == pytest.approx({1: 46.0 / 40.0})
 
 
 def scripted_rows(durations_s, rate=1000.0, span_s=300):
