@@ -26,7 +26,7 @@ import argparse
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from types import ModuleType
@@ -39,12 +39,7 @@ from pytest_theodolite.core.capacity import MicroBatch, settled_start
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
-from pytest_theodolite.engine.capacity_probe import (
-    BATCH_CAP_OPTION,
-    batches_of,
-    event_log_conf,
-    read_task_cpu,
-)
+from pytest_theodolite.engine.capacity_probe import BATCH_CAP_OPTION, batches_of
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
@@ -60,8 +55,6 @@ class BacklogRun:
     cpu_s: float | None  # the instances' CPU over the measured batches
     wall_s: float
     batch_cpu_s: list[float]  # each measured batch's (from its start to its end)
-    #: each measured batch's tasks' executor CPU from the session's event log (core/task_cpu.py), where kept
-    batch_task_cpu_s: list[float | None] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -102,10 +95,7 @@ def run_side(
     round_: int,
     users: int,
     args: argparse.Namespace,
-    event_log: Path | None = None,
 ) -> BacklogRun:
-    """One side's run (the module's doc); with `event_log` (an empty directory), its session keeps an event log
-    there, from which each measured batch's task CPU is read."""
     started = time.monotonic()
     job = runner.new_job()
     fill = runner.benchmark.workload(users).sent_faster(args.fill_factor)
@@ -121,10 +111,7 @@ def run_side(
         fill,
         instance_cpu=None if prime else args.instance_cpu,
         query_options={BATCH_CAP_OPTION: cap},
-        spark_conf=None if event_log is None else event_log_conf(event_log, {}),
     ):
-        assert job.query is not None
-        query_id = str(job.query.id)
         time.sleep(args.fill_s)
         assert job.generator is not None
         job.generator.stop()
@@ -158,16 +145,7 @@ def run_side(
         cpu = None if begin is None or end is None else end - begin
     each = [(cpu_at(samples, b.start_s), cpu_at(samples, b.start_s + b.duration_s)) for b in measured]
     batch_cpu = [e - b for b, e in each if b is not None and e is not None]
-    task_cpu = {} if event_log is None else read_task_cpu(event_log, query_id)
-    return BacklogRun(
-        side,
-        round_,
-        measured,
-        cpu,
-        time.monotonic() - started,
-        batch_cpu,
-        [task_cpu.get(b.batch_id) for b in measured],
-    )
+    return BacklogRun(side, round_, measured, cpu, time.monotonic() - started, batch_cpu)
 
 
 def side_runner(

@@ -30,9 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from backlog_cost import mean_interval, run_side, side_runner
+from backlog_cost import mean_interval, side_runner
 from own_job_quality import EXAMPLE, changed_source, job_module
 
+from pytest_theodolite.core.paired_cost import paired_cost
+from pytest_theodolite.engine.backlog_read import BacklogPlan, read_backlog
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 
@@ -47,14 +49,15 @@ def run_arguments(args: argparse.Namespace) -> list[str]:
     return [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in RUN_OPTIONS]
 
 
-def change_over_ref(ref: list[float], change: list[float]) -> tuple[float, float]:
-    """Each side's measured batches as seconds per record, in order -> the change's median over REF's, and the
-    median of the batch-by-batch ratios (batch k of the change over batch k of REF: both read over the same
-    minutes, so a stall or a drift that falls on both cancels)."""
-    if not ref or not change:
-        raise ValueError("a side measured no full batch")
-    pairs = [c / r for c, r in zip(change, ref, strict=False)]
-    return statistics.median(change) / statistics.median(ref), statistics.median(pairs)
+def backlog_plan(args: argparse.Namespace) -> BacklogPlan:
+    return BacklogPlan(
+        batch_records=args.batch_records,
+        fill_factor=args.fill_factor,
+        fill_s=args.fill_s,
+        warm_batches=args.warm,
+        batches=args.batches,
+        max_read_s=args.max_s,
+    )
 
 
 def child(args: argparse.Namespace) -> None:
@@ -65,12 +68,7 @@ def child(args: argparse.Namespace) -> None:
     module = job_module(f"paired_{args.child}", source)
     sync = Path(args.sync)
     settings = TheodoliteSettings(kafka_provider="external", kafka_bootstrap=args.bootstrap, max_instances=1)
-    args.settle = 0  # both sides measure the same batches by number, over the same minutes
-    with (
-        open_kafka(settings) as kafka,
-        open_spark(settings) as spark,
-        tempfile.TemporaryDirectory(prefix="theodolite-event-log-") as event_log,
-    ):
+    with open_kafka(settings) as kafka, open_spark(settings) as spark:
         runner = side_runner(args.child, module, kafka, spark, sync, args)
         (sync / f"ready-{args.child}").touch()
         deadline = time.monotonic() + 300
@@ -78,13 +76,13 @@ def child(args: argparse.Namespace) -> None:
             if time.monotonic() > deadline:
                 raise SystemExit("the other side's cluster did not come up within 300 s")
             time.sleep(0.2)
-        run = run_side(runner, spark, args.child, args.round, args.users, args, Path(event_log))
+        # both sides measure the same batches by number, over the same minutes
+        run = read_backlog(runner, args.users, backlog_plan(args))
     (sync / f"{args.child}.json").write_text(
         json.dumps(
             {
                 "batches": [[b.start_s, b.duration_s, b.input_rows] for b in run.batches],
-                "task_cpu_s": run.batch_task_cpu_s,
-                "cpu_us_per_record": run.cpu_us_per_record,
+                "task_cpu_s": list(run.task_cpu_s),
                 "wall_s": run.wall_s,
             }
         )
@@ -166,12 +164,13 @@ def main() -> None:
                         f"round {round_}: a side has no {figure} figure of a full batch ({sync})", flush=True
                     )
                     continue
-                by_medians, by_pairs = change_over_ref(ref, change)
+                compared = paired_cost(ref, change)
+                by_medians = compared.change_median / compared.ref_median
                 ratios.setdefault((figure, "median batches"), []).append(by_medians)
-                ratios.setdefault((figure, "batch by batch"), []).append(by_pairs)
+                ratios.setdefault((figure, "batch by batch"), []).append(compared.batch_ratio)
                 print(
                     f"round {round_}: {figure}: change over REF {by_medians - 1:+.1%} (median batches), "
-                    f"{by_pairs - 1:+.1%} (median of batch-by-batch ratios)",
+                    f"{compared.change:+.1%} (median of batch-by-batch ratios)",
                     flush=True,
                 )
     if not ratios:

@@ -519,7 +519,7 @@ def test_a_phase_of_long_batches_measures_until_its_rule_s_batches_fit_then_stop
         script.append(MicroBatch(i, t, durations[i % len(durations)], 40_000))
         t += durations[i % len(durations)]
     monkeypatch.setattr(capacity_probe, "time", clock)
-    monkeypatch.setattr(capacity_probe, "_check_running", lambda job, executors: None)
+    monkeypatch.setattr(capacity_probe, "check_running", lambda job, executors: None)
     monkeypatch.setattr(capacity_probe.monitor, "all_progress", lambda query: None)
     monkeypatch.setattr(
         capacity_probe,

@@ -1,6 +1,8 @@
 """The measurement core end to end: a small UC1 demand function on the real broker and Spark."""
 
 import csv
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +185,27 @@ def test_a_confirming_repetition_is_added_to_its_sub_experiment_and_read_back(
     for repetition in (0, 1):  # each repetition keeps its own raw series
         assert len(read_series(recorded.series_path(200, 1, "lag-trend", repetition))) > 3
     assert analyse_cli.main(["analyse", str(tmp_path)]) == 0
+
+
+@pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it
+def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
+    kafka_cluster, spark_cluster, tmp_path
+):
+    from pytest_theodolite.engine.backlog_read import BacklogPlan, read_backlog
+
+    settings = ExperimentSettings(loads=(500,), resources=(1,), instance_cpu=0.5)
+    benchmark = uc1_benchmark()
+    writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
+    runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    plan = BacklogPlan(
+        batch_records=2_000, fill_factor=10.0, fill_s=4.0, warm_batches=1, batches=3, max_read_s=90
+    )
+    logs_before = set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*"))
+    read = read_backlog(runner, 500, plan)
+    # 20 000 records sent, read in batches of 2 000: the first full one is left to warm up, the next three measured
+    assert len(read.batches) == 3, read
+    assert all(b.input_rows >= 0.95 * 2_000 for b in read.batches), read
+    assert [b.batch_id for b in read.batches] == sorted(b.batch_id for b in read.batches)
+    # each batch's tasks' CPU, from the session's event log, which is gone with the read
+    assert len(read.task_cpu_per_record_s()) == 3 and all(c > 0 for c in read.task_cpu_per_record_s()), read
+    assert set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*")) == logs_before

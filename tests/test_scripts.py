@@ -315,36 +315,25 @@ def test_backlog_cost_reads_each_batchs_cpu_from_the_samples_around_it():
     assert backlog.mean_interval([1.1, 1.1, 1.1]) == "+10.0% [+10.0%, +10.0%]"
 
 
-def test_paired_backlog_pairs_batches_by_number_and_hands_each_side_the_run_options():
+def test_paired_backlog_hands_each_side_the_run_options_and_reads_its_batches():
     paired = load_script("paired_backlog")
-    ref = [2.0, 1.0, 1.0, 1.0]
-    change = [2.4, 1.1, 1.2, 1.3]  # a stall in the first batch on both sides
-    by_medians, by_pairs = paired.change_over_ref(ref, change)
-    assert by_medians == pytest.approx(1.25)  # median 1.25 over median 1.0
-    assert by_pairs == pytest.approx(1.2)  # the median of 1.2, 1.1, 1.2, 1.3
-    # a longer side is paired only as far as the shorter one goes
-    assert paired.change_over_ref([1.0, 1.0], [1.0, 2.0, 9.0])[1] == pytest.approx(1.5)  # 1.0 and 2.0
-    with pytest.raises(ValueError, match="no full batch"):
-        paired.change_over_ref([], [1.0])
-    # a side's batches as seconds per record: by wall time, or by task CPU where its event log had a figure
-    run = {"batches": [[100.0, 2.0, 100_000], [102.0, 3.0, 120_000]], "task_cpu_s": [None, 6.0]}
-    assert paired.per_record(run, "wall") == pytest.approx([2e-5, 2.5e-5])
-    assert paired.per_record(run, "task CPU") == pytest.approx([5e-5])
     # what the parent was given reaches each side's process unchanged
     given = argparse.Namespace(**{name: index + 0.5 for index, name in enumerate(paired.RUN_OPTIONS)})
     parser = argparse.ArgumentParser()
     for name in paired.RUN_OPTIONS:
         parser.add_argument(f"--{name.replace('_', '-')}", type=float)
     assert vars(parser.parse_args(paired.run_arguments(given))) == vars(given)
-
-
-def test_the_injected_change_edits_the_click_stream_job_or_says_it_cannot():
-    own_job = load_script("own_job_quality")
-    source = (own_job.EXAMPLE / "clickstream.py").read_text()
-    changed = own_job.changed_source(source, 3)
-    assert changed != source and "for _ in range(3):" in changed
-    with pytest.raises(SystemExit, match="no longer has the line"):
-        own_job.changed_source("def start_query(spark, **options): ...", 3)
+    # and becomes the engine's plan
+    options = argparse.Namespace(
+        batch_records=60_000, fill_factor=10.0, fill_s=30.0, warm=2, batches=6, max_s=200.0
+    )
+    plan = paired.backlog_plan(options)
+    assert (plan.batch_records, plan.fill_factor, plan.fill_s) == (60_000, 10.0, 30.0)
+    assert (plan.warm_batches, plan.batches, plan.max_read_s) == (2, 6, 200.0)
+    # a side's batches as seconds per record: by wall time, or by task CPU where its event log had a figure
+    run = {"batches": [[100.0, 2.0, 100_000], [102.0, 3.0, 120_000]], "task_cpu_s": [None, 6.0]}
+    assert paired.per_record(run, "wall") == pytest.approx([2e-5, 2.5e-5])
+    assert paired.per_record(run, "task CPU") == pytest.approx([5e-5])
 
 
 def test_own_job_quality_reads_each_sides_capacities_and_task_cpu(tmp_path):

@@ -239,7 +239,7 @@ def _measure_capacity(
                     if time.monotonic() - t_start > protocol.max_prime_s:
                         break
                     time.sleep(interval_s)
-                    _check_running(job, executors)
+                    check_running(job, executors)
                     batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
                 runner.spark.limit_instances(runner.settings.instance_cpu)
                 timings["prime_s"] = time.monotonic() - t_start - timings["setup_s"]
@@ -359,7 +359,8 @@ def _host_usage(
     )
 
 
-def _check_running(job: RunningJob, executors: frozenset[str]) -> None:
+def check_running(job: RunningJob, executors: frozenset[str]) -> None:
+    """Raise `RunAborted` (errored) where the job's query stopped or one of its `executors` is gone."""
     query = job.query
     if not query.isActive:
         exc = query.exception()
@@ -401,7 +402,7 @@ def _measure_phase(
     estimate = None
     while True:
         time.sleep(interval_s)
-        _check_running(job, executors)
+        check_running(job, executors)
         batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
         check_capped(batches.values(), largest_cap or batch_records, from_s)
         estimate = estimate_capacity(

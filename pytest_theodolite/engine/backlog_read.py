@@ -1,0 +1,131 @@
+"""One side's backlog read in large capped micro-batches on one instance: what a paired cost comparison measures.
+
+The generator fills the job's input topic at ``fill_factor`` times the load's rate for ``fill_s`` seconds while the
+instance runs without its CPU limit (code generation and JIT at full speed) and stops; then the instance is limited
+and the query reads the backlog in batches capped at ``batch_records``. The full batches after the first
+``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s`` allows -- each with its tasks'
+executor CPU from the session's event log (core/task_cpu.py). Two sides read at the same time are compared batch
+by batch (core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size
+small (docs/lab-notes/capacity.md, 2026-11-29).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator import Workload
+from pytest_theodolite.core.capacity import FULL_SHARE, MicroBatch
+from pytest_theodolite.engine import monitor
+from pytest_theodolite.engine.capacity_probe import (
+    BATCH_CAP_OPTION,
+    batches_of,
+    check_running,
+    event_log_conf,
+    read_task_cpu,
+)
+from pytest_theodolite.engine.runner import ExperimentRunner
+from pytest_theodolite.infra.spark.cluster import executor_addresses
+
+
+@dataclass(frozen=True)
+class BacklogPlan:
+    """How a backlog is filled and read (the defaults: the click-stream example's validated rounds)."""
+
+    batch_records: int = 120_000
+    fill_factor: float = 15.0
+    fill_s: float = 50.0
+    warm_batches: int = 3
+    batches: int = 12
+    max_read_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.batch_records < 1 or self.batches < 1 or self.warm_batches < 0:
+            raise ValueError(
+                f"need batch_records >= 1, batches >= 1 and warm_batches >= 0, got {self.batch_records}, "
+                f"{self.batches} and {self.warm_batches}"
+            )
+        if not (self.fill_factor > 0 and self.fill_s > 0 and self.max_read_s > 0):
+            raise ValueError(
+                f"need fill_factor, fill_s and max_read_s above 0, got {self.fill_factor}, {self.fill_s} and "
+                f"{self.max_read_s}"
+            )
+
+
+@dataclass(frozen=True)
+class BacklogRead:
+    """The measured full batches, in order, with each one's task CPU seconds (None: not in the event log)."""
+
+    batches: tuple[MicroBatch, ...]
+    task_cpu_s: tuple[float | None, ...]
+    wall_s: float  # the whole read, setup and teardown included
+
+    def task_cpu_per_record_s(self) -> list[float]:
+        """Each batch's task CPU per record, in order; batches without a figure left out."""
+        return [c / b.input_rows for b, c in zip(self.batches, self.task_cpu_s, strict=True) if c is not None]
+
+    def wall_per_record_s(self) -> list[float]:
+        return [b.duration_s / b.input_rows for b in self.batches]
+
+
+def full_batches(batches: dict[int, MicroBatch], batch_records: int, from_s: float) -> list[MicroBatch]:
+    """The batches that started from `from_s` and read the cap (``FULL_SHARE`` of it), in order."""
+    ordered = sorted(batches.values(), key=lambda b: b.batch_id)
+    return [b for b in ordered if b.start_s >= from_s and b.input_rows >= FULL_SHARE * batch_records]
+
+
+def read_backlog(
+    runner: ExperimentRunner,
+    load: int,
+    plan: BacklogPlan,
+    *,
+    workload: Workload | None = None,
+    interval_s: float = 0.5,
+) -> BacklogRead:
+    """The runner's job on one instance reading a backlog of `workload` (by default `load`'s) sent
+    ``plan.fill_factor`` times as fast (the module's doc). Raises `RunAborted` where the job does not start or
+    its query stops."""
+    started = time.monotonic()
+    fill = (workload or runner.benchmark.workload(load)).sent_faster(plan.fill_factor)
+    instance_cpu = runner.settings.instance_cpu
+    prime = instance_cpu is not None and runner.spark.can_limit_cpu
+    batches: dict[int, MicroBatch] = {}
+    full: list[MicroBatch] = []
+    with tempfile.TemporaryDirectory(prefix="theodolite-event-log-") as directory:
+        event_log = Path(directory)
+        log_conf = event_log_conf(event_log, runner.settings.spark_conf)
+        job = runner.new_job()
+        with runner.running_job(
+            job,
+            load,
+            1,
+            fill,
+            instance_cpu=None if prime else instance_cpu,
+            query_options={BATCH_CAP_OPTION: plan.batch_records},
+            spark_conf=log_conf,
+        ):
+            assert job.query is not None and job.generator is not None
+            query_id = str(job.query.id)
+            executors = executor_addresses(job.spark)
+            filling_until = time.monotonic() + plan.fill_s
+            while time.monotonic() < filling_until:
+                time.sleep(min(interval_s, max(0.0, filling_until - time.monotonic())))
+                check_running(job, executors)
+            job.generator.stop()
+            if prime:
+                runner.spark.limit_instances(instance_cpu)
+            filled_at = time.time()
+            deadline = time.monotonic() + plan.max_read_s
+            while time.monotonic() < deadline and len(full) < plan.warm_batches + plan.batches:
+                time.sleep(interval_s)
+                check_running(job, executors)
+                batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
+                full = full_batches(batches, plan.batch_records, filled_at)
+        measured = tuple(full[plan.warm_batches : plan.warm_batches + plan.batches])
+        # the session has stopped: its event log is complete
+        task_cpu = read_task_cpu(event_log, query_id) if log_conf else {}
+    return BacklogRead(
+        measured, tuple(task_cpu.get(b.batch_id) for b in measured), time.monotonic() - started
+    )
