@@ -112,6 +112,7 @@ def test_each_load_is_its_own_test_with_a_stable_id(gate_project):
         ("duration=1, tolerance=-1", "*tolerance -1 is not a whole number >= 0*"),
         ("duration=1, strategy='random'", "*random*"),
         ("duration=1, colour='blue'", "*unknown theodolite marker argument(s) [[]'colour'[]]*"),
+        ("duration=1, paired_cost='sometimes'", "*paired_cost 'sometimes' is neither true nor false*"),
         (
             "duration=1, max_late_rate='few'",
             "*max_late_rate 'few' is not a number; leave it out not to check it*",
@@ -176,6 +177,15 @@ def test_same_demand_passes_at_the_baseline_and_the_search_stops_there(gate_proj
         ]
     )
     assert "FAIL" not in result.stdout.str()
+
+
+def test_a_paired_cost_asked_for_outside_pull_request_mode_is_said_to_read_nothing(gate_project):
+    project = gate_project("duration=1, paired_cost=True", baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    result = project.runpytest()
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["*paired_cost is read only in pull-request mode (--theodolite-compare-ref): no backlog was read*"]
+    )
 
 
 def test_same_demand_passes_and_each_sub_experiment_is_shown_live(gate_project):

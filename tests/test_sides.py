@@ -204,3 +204,50 @@ def test_each_side_finds_the_job_where_the_working_tree_imports_it_from(tmp_path
     finally:
         for name in [m for m in sys.modules if m == "ljobs" or m.startswith("ljobs.")]:
             del sys.modules[name]
+
+
+@pytest.mark.integration
+@pytest.mark.theodolite_exclusive  # two CPU-limited instances at once: nothing else may run beside them
+def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compared(
+    kafka_cluster, spark_cluster, tmp_path
+):
+    import json
+
+    from pytest_theodolite.engine.backlog_read import BacklogPlan
+    from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
+    from spark_jobs import uc1
+
+    if spark_cluster.max_instances < 2:
+        pytest.skip("needs two instances at once (--theodolite-max-instances >= 2)")
+    project = Path(uc1.__file__).resolve().parents[1]
+    benchmark = Benchmark("uc1-paired", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
+    settings = ExperimentSettings(loads=(500,), resources=(1,), instance_cpu=0.5, paired_cost=True)
+    specs = {
+        side: spec_for(
+            side, project, benchmark, settings, kafka_cluster, spark_cluster, tmp_path / side, "t", {}
+        )
+        for side in ("ref", "change")
+    }
+    with SideProcess(specs["ref"]) as ref_side, SideProcess(specs["change"]) as change_side:
+        experiment = PairedExperiment(
+            benchmark,
+            settings,
+            CompareTarget("HEAD", "0123456789", project, project),
+            {"ref": ref_side, "change": change_side},
+            backlog_plan=BacklogPlan(
+                batch_records=2_000, fill_factor=10.0, fill_s=4.0, warm_batches=1, batches=3, max_read_s=90
+            ),
+        )
+        experiment._measure_paired_cost()
+    # which figure unchanged code reads depends on the host; that both sides read, were compared and the
+    # batches kept does not
+    assert experiment.paired_cost_problem is None, experiment.paired_cost_problem
+    assert experiment.paired_cost is not None and experiment.paired_cost.pairs == 3
+    reads = experiment.backlog_reads
+    # the same minutes: each side's first measured batch started within the other's fill
+    assert abs(reads["ref"].batches[0].start_s - reads["change"].batches[0].start_s) < 30, reads
+    written = json.loads((tmp_path / "uc1-paired_paired_cost.json").read_text())
+    assert written["comparison"]["pairs"] == 3
+    assert all(len(written["sides"][side]["task_cpu_s"]) == 3 for side in ("ref", "change"))
+    assert experiment.paired_cost_note().startswith("task CPU per record, change over REF batch by batch: ")
+    assert multiprocessing.active_children() == []

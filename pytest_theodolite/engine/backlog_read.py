@@ -83,10 +83,11 @@ def read_backlog(
     *,
     workload: Workload | None = None,
     interval_s: float = 0.5,
+    lock: bool = True,
 ) -> BacklogRead:
     """The runner's job on one instance reading a backlog of `workload` (by default `load`'s) sent
     ``plan.fill_factor`` times as fast (the module's doc). Raises `RunAborted` where the job does not start or
-    its query stops."""
+    its query stops. ``lock=False``: the caller holds the cluster's session lock (SparkCluster.sessions_held)."""
     started = time.monotonic()
     fill = (workload or runner.benchmark.workload(load)).sent_faster(plan.fill_factor)
     instance_cpu = runner.settings.instance_cpu
@@ -105,6 +106,7 @@ def read_backlog(
             instance_cpu=None if prime else instance_cpu,
             query_options={BATCH_CAP_OPTION: plan.batch_records},
             spark_conf=log_conf,
+            lock=lock,
         ):
             assert job.query is not None and job.generator is not None
             query_id = str(job.query.id)

@@ -58,6 +58,9 @@ class ExperimentSettings:
     )
     #: warm-up and stopping rules; None: Theodolite's fixed protocol (``slo.warmup_s``, then ``duration_s``)
     plan: MeasurementPlan | None = None
+    #: pull-request mode: both sides also read a backlog at the same time, compared batch by batch by their
+    #: task CPU per record (pull_request/experiment.py); reported, not judged
+    paired_cost: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -111,6 +114,7 @@ def experiment_settings_dict(
         "repetitions": settings.repetitions,
         "strategy": settings.strategy_name,
         "exact_demand": settings.exact_demand,
+        "paired_cost": settings.paired_cost,
         "spark_conf": dict(settings.spark_conf),
         "instance_cpu": settings.instance_cpu,
         "testbed": dict(testbed),

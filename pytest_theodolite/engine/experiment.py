@@ -256,6 +256,10 @@ class BenchmarkExperiment:
             self.runner.offered_share,
             self._regression_share(session.not_comparable(baseline), session.host_speed(baseline)),
         )
+        if self.settings.paired_cost:
+            notes += (
+                "paired_cost is read only in pull-request mode (--theodolite-compare-ref): no backlog was read",
+            )
         if self.capacity_search is not None and self.capacity_search.measurements:
             notes += (capacity_note(self.capacity_search.measurements),)
             if plot is not None:  # matplotlib is there

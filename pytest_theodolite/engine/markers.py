@@ -44,6 +44,7 @@ GATE_DEFAULTS: dict[str, Any] = {
     "instance_cpu": None,
     "max_batch_duration": None,  # seconds; None: only the lag trend decides
     "max_late_rate": None,  # records dropped as late per second; None: not checked (slo.check_late_records)
+    "paired_cost": False,
 }
 
 
@@ -89,6 +90,9 @@ MARKER_HELP: dict[str, str] = {
     "max_batch_duration": "largest median micro-batch duration (s) that passes; None: only the lag trend decides",
     "max_late_rate": "most records per second a stateful job may drop as later than its watermark after the "
     "warm-up (e.g. 0); None: not checked",
+    "paired_cost": "pull-request mode: true: both revisions also read a backlog at the same time, each on one "
+    "instance, and the change's task CPU per record over REF's is reported batch by batch (not judged); needs "
+    "two instances",
 }
 
 
@@ -192,6 +196,7 @@ def gate_spec(
             strategy=strategy,
             lower_bound=lower_bound,
             exact_demand=update_baselines or _flag(values["exact_demand"], "exact_demand"),
+            paired_cost=_flag(values["paired_cost"], "paired_cost"),
             spark_conf=dict(values["spark_conf"] or {}),
             instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
         )

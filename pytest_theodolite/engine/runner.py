@@ -277,10 +277,12 @@ class ExperimentRunner:
         instance_cpu: float | None,
         query_options: Mapping[str, Any] | None = None,
         spark_conf: Mapping[str, str] | None = None,
+        lock: bool = True,
     ) -> Iterator[RunningJob]:
         """The job running against `workload` on `resources` instances, on fresh topics and a fresh checkpoint:
         topics created, a session with exactly that many executors (the gate's Spark settings and `spark_conf`),
-        the query started, then the generator.
+        the query started, then the generator (``lock=False``: the caller holds the cluster's session lock,
+        SparkCluster.session).
         On exit, whatever happened, the reverse: generator, query (its counters and late rows kept in `job`),
         session, topics, checkpoint. Raises `RunAborted` where the job does not start (ERRORED) or the
         generator refuses the load (INVALID)."""
@@ -306,6 +308,7 @@ class ExperimentRunner:
                 instance_cpu=instance_cpu,
                 app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
                 py_files=py_files,
+                lock=lock,
             ) as spark:
                 job.spark = spark
                 try:

@@ -220,6 +220,7 @@ GATE_OPTION_KEYS: tuple[str, ...] = (
     "exact_demand",
     "max_batch_duration",
     "max_late_rate",
+    "paired_cost",
     "repetitions",
     "tolerance",
     "cost_tolerance",

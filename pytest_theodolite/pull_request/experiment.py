@@ -3,13 +3,15 @@
 `PairedExperiment` is what `TheodoliteSession.experiment` gives when ``--theodolite-compare-ref`` is set: the
 same interface as a single-revision experiment for the gate (``measure(load, baseline)`` returns the change's
 demand point), with REF's point and the comparison beside it. Both sides run in their own driver process
-(sides.py); their searches advance together in ABBA order (compare.py).
+(sides.py); their searches advance together in ABBA order (compare.py). With ``paired_cost``, both sides also
+read a backlog at the same time, once per benchmark, and their task CPU per record is compared batch by batch.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,12 @@ from pytest_theodolite.core.capacity import CapacityEstimate, predicted_pass
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.core.cost import PointCost, point_cost
 from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand
+from pytest_theodolite.core.paired_cost import PairedCost, paired_cost
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import AT_MOST, SKIPPED, IncrementalSearch, Step, Strategy
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
+from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan
 from pytest_theodolite.engine.capacity_search import (
@@ -48,7 +52,14 @@ from pytest_theodolite.pull_request.paired import (
     abba,
     compare_sides,
 )
-from pytest_theodolite.pull_request.sides import SideProcess, SideSpec, job_reference, side_roots, spec_for
+from pytest_theodolite.pull_request.sides import (
+    SideError,
+    SideProcess,
+    SideSpec,
+    job_reference,
+    side_roots,
+    spec_for,
+)
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import BenchmarkReport, CostFigure
@@ -194,6 +205,11 @@ class PairedExperiment:
     #: the capacity strategy's measurements per side and instance count; None for the other strategies
     capacities: dict[str, dict[int, CapacityMeasurement]] | None = None
     capacity_plan: CapacityPlan = field(default_factory=CapacityPlan)
+    #: ``paired_cost``: each side's backlog read, their comparison, or why there is none
+    backlog_plan: BacklogPlan = field(default_factory=BacklogPlan)
+    backlog_reads: dict[str, BacklogRead] = field(default_factory=dict)
+    paired_cost: PairedCost | None = None
+    paired_cost_problem: str | None = None
 
     def __post_init__(self) -> None:
         if self.settings.strategy is Strategy.CAPACITY:
@@ -226,6 +242,7 @@ class PairedExperiment:
         more, each side in the reverse order of its first run (certainty.to_confirm)."""
         if load in self.points:
             return self.points[load]
+        self._measure_paired_cost()
         if self.capacities is not None:
             steps = self._derived_steps(load)
         else:
@@ -248,6 +265,83 @@ class PairedExperiment:
         )
         self.points[load] = paired
         return paired
+
+    def _measure_paired_cost(self) -> None:
+        """Once per benchmark, with ``paired_cost``: both sides read a backlog of the highest load's keys at the
+        same time, each on one instance, in large capped batches (engine/backlog_read.py), while this process
+        holds the cluster's session lock; their task CPU per record is compared batch by batch
+        (core/paired_cost.py) and kept with both sides' batches in ``<benchmark>_paired_cost.json``."""
+        if not self.settings.paired_cost or self.backlog_reads or self.paired_cost_problem:
+            return
+        spark = self.sides[REF].spec.spark
+        if spark.max_instances < 2:
+            self.paired_cost_problem = (
+                "it needs two instances at once, one per side: raise --theodolite-max-instances to 2 or more"
+            )
+            return
+        load = max(self.settings.loads)
+        workload = self.benchmark.workload(load)
+        problems: list[str] = []
+        with spark.sessions_held():
+            asked = []
+            for side in SIDES:
+                try:
+                    self.sides[side].start_backlog_read(load, workload, self.backlog_plan)
+                    asked.append(side)
+                except SideError as exc:
+                    problems.append(_last_line(str(exc)))
+            for side in asked:  # each side asked is answered, whatever the other did
+                try:
+                    self.backlog_reads[side] = self.sides[side].backlog_read()
+                except SideError as exc:
+                    problems.append(f"{side}: {_last_line(str(exc))}")
+        for side, read in self.backlog_reads.items():
+            if read.batches and not read.task_cpu_per_record_s():
+                problems.append(
+                    f"{side}: its batches have no task CPU figure (no event log was read: the gate's spark_conf "
+                    "keeps its own)"
+                )
+        if not problems:
+            try:
+                self.paired_cost = paired_cost(
+                    *(self.backlog_reads[side].task_cpu_per_record_s() for side in SIDES)
+                )
+            except ValueError as exc:
+                problems.append(str(exc))
+        self.paired_cost_problem = "; ".join(problems) or None
+        self._write_paired_cost(load)
+
+    def _write_paired_cost(self, load: int) -> None:
+        results = self.sides[REF].spec.results_dir.parent
+        results.mkdir(parents=True, exist_ok=True)
+        document = {
+            "load": load,
+            "plan": asdict(self.backlog_plan),
+            "sides": {
+                side: {
+                    "batches": [[b.batch_id, b.start_s, b.duration_s, b.input_rows] for b in read.batches],
+                    "task_cpu_s": list(read.task_cpu_s),
+                    "wall_s": read.wall_s,
+                }
+                for side, read in self.backlog_reads.items()
+            },
+            "comparison": None if self.paired_cost is None else self.paired_cost.to_dict(),
+            "problem": self.paired_cost_problem,
+        }
+        path = results / f"{experiment_id(self.benchmark.name)}_paired_cost.json"
+        path.write_text(json.dumps(document, indent=1) + "\n")
+
+    def paired_cost_note(self) -> str | None:
+        """The report's line on the paired backlog read; None where none was asked for."""
+        if not self.settings.paired_cost:
+            return None
+        how = (
+            f"both sides reading a backlog at once, one instance each, "
+            f"{self.backlog_plan.batch_records:,}-record batches"
+        )
+        if self.paired_cost is None:
+            return f"task CPU per record ({how}): not measured: {self.paired_cost_problem}"
+        return f"{self.paired_cost.text()} ({how}; reported, not judged)"
 
     def _measure_capacities(self) -> None:
         """Both sides' capacities, instance count by instance count, in ABBA order, until both take the
@@ -456,6 +550,8 @@ class PairedExperiment:
                 measured_label="change (working tree)",
             )
             notes += (f"capacity plot: {drawn}",)
+        if paired := self.paired_cost_note():
+            notes += (paired,)
         notes += bound_notes(measured, label)
         calibrated = calibration_note(session.calibration, baseline)
         if calibrated:
@@ -480,6 +576,12 @@ class PairedExperiment:
     def close(self) -> None:
         for process in self.sides.values():
             process.close()
+
+
+def _last_line(text: str) -> str:
+    """A side's error's last line (the exception, after its traceback)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else text
 
 
 def start_paired_experiment(

@@ -9,7 +9,9 @@ Its executors get the tree as their ``PYTHONPATH`` too (for jobs with Python UDF
 session's broker and Spark cluster, one sub-experiment at a time, each in its own Spark application.
 
 The parent sends a (load, resources, workload) and gets the sub-experiment's record back; the side writes
-its raw series into its own results directory (``<results>/<side>/``).
+its raw series into its own results directory (``<results>/<side>/``). A paired backlog read
+(engine/backlog_read.py) is the one thing both sides do at the same time: the parent asks both, holding the
+cluster's session lock, and each side's session runs on an instance of its own.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pytest_theodolite.core.errors import TheodoliteSetupError
 from pytest_theodolite.core.job_contract import JobContractError
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead, read_backlog
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan, measure_capacity
 from pytest_theodolite.engine.runner import ExperimentRunner, PhaseTimings, new_writer
@@ -230,6 +233,12 @@ def serve(connection: Connection, spec: SideSpec) -> None:
             kind, load, resources, workload, *options = message
             try:
                 runner.benchmark = replace(benchmark, workload=_fixed_workload(workload))
+                if kind == "backlog":
+                    (plan,) = options
+                    # the parent holds the session lock: the other side's session runs beside this one
+                    read = read_backlog(runner, load, plan, workload=workload, lock=False)
+                    connection.send(("backlog", read))
+                    continue
                 if kind == "capacity":
                     plan, attempt = options
                     measurement = measure_capacity(
@@ -321,6 +330,20 @@ class SideProcess:
         message = self._receive(None, f"the capacity measurement of {resources} instances")
         if message[0] != "capacity":
             raise SideError(f"{self.spec.side}: the capacity of {resources} instances failed: {message[1]}")
+        return message[1]
+
+    def start_backlog_read(self, load: int, workload: Workload, plan: BacklogPlan) -> None:
+        """Ask this side to read a backlog of `workload` on one instance (engine/backlog_read.py), in a session
+        started without the cluster's lock, which the caller holds; `backlog_read` gives the result. Both sides
+        asked one after the other read at the same time."""
+        if self._connection is None:
+            raise SideError(f"{self.spec.side}: not started")
+        self._connection.send(("backlog", load, 1, workload, plan))
+
+    def backlog_read(self) -> BacklogRead:
+        message = self._receive(None, "the backlog read")
+        if message[0] != "backlog":
+            raise SideError(f"{self.spec.side}: the backlog read failed: {message[1]}")
         return message[1]
 
     def close(self) -> None:

@@ -299,6 +299,13 @@ class SparkCluster:
             return None
         return sum(c[0] for c in counts if c), sum(c[1] for c in counts if c)
 
+    @contextmanager
+    def sessions_held(self) -> Iterator[None]:
+        """The session lock held by the caller (sessions inside start with ``lock=False``): no other process's
+        session uses the instances meanwhile."""
+        with FileLock(str(self.session_lock)) if self.session_lock else nullcontext():
+            yield
+
     def limit_instances(self, instance_cpu: float | str | None = "default") -> None:
         """Apply the instances' CPU limit inside a running session (one started with ``instance_cpu=None``,
         e.g. to prime a job at full speed first); the session's lock is already held."""
@@ -316,6 +323,7 @@ class SparkCluster:
         app_name: str = "theodolite",
         instance_cpu: float | str | None = "default",
         py_files: Sequence[Path] = (),
+        lock: bool = True,
     ) -> Iterator[Any]:
         """A SparkSession with exactly ``instances`` one-core executors registered; stopped on exit.
 
@@ -324,7 +332,9 @@ class SparkCluster:
         the executors have registered: starting a JVM is setup, not the processing under test, and at a
         quarter core it alone takes three times as long. On Kubernetes it is the pods' CPU limit, for the
         session's lifetime. ``py_files`` (.py or .zip) are shipped to the executors: the job's code, where
-        they do not share this machine's Python path."""
+        they do not share this machine's Python path. ``lock=False``: the caller holds the cluster's session
+        lock for this session and another one beside it (pull-request mode's paired read: each side's session
+        on an instance of its own, at the same time)."""
         from pyspark.sql import SparkSession
 
         if not 1 <= instances <= self.max_instances:
@@ -349,7 +359,7 @@ class SparkCluster:
         builder = SparkSession.builder
         for key, value in settings.items():
             builder = builder.config(key, value)
-        with FileLock(str(self.session_lock)) if self.session_lock else nullcontext():
+        with FileLock(str(self.session_lock)) if self.session_lock and lock else nullcontext():
             self.set_instance_cpu(None)  # under the lock: another worker's session may be using the instances
             spark = _without_pyspark_sigint_handler(builder.getOrCreate)
             driver_path = list(sys.path)
