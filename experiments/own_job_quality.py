@@ -8,6 +8,7 @@ pay for ``--hash-rounds`` chained SHA-256 hashes of its user (the same output).
     python experiments/own_job_quality.py --clean 0 --injected 1 --strategy baseline-guess+lower-bound
     python experiments/own_job_quality.py --loads 2000 5000 --hash-rounds 2
     python experiments/own_job_quality.py --calibrate --hash-rounds 2   # what the change costs a record
+    python experiments/own_job_quality.py --clean 5 --injected 5 --paired-cost   # both sides' backlogs read together
 
 ``--calibrate`` measures what the change costs, apart from any gate: the job's transform, unchanged and changed,
 over the same 400 000 click records in one local Spark session on one core (``noop`` sink, no Kafka), five
@@ -133,6 +134,22 @@ def task_cpu_change(found: dict[str, dict[int, dict]]) -> dict[int, float]:
     return ratios
 
 
+def paired_costs(results: Path) -> list[str]:
+    """Each benchmark's paired backlog read (``--paired-cost``) from a run's results files, as text."""
+    texts = []
+    for path in sorted(results.rglob("*_paired_cost.json")):
+        data = json.loads(path.read_text())
+        compared = data.get("comparison")
+        if compared:
+            texts.append(
+                f"{compared['batch_ratio'] - 1:+.1%} batch by batch over {compared['pairs']} batches "
+                f"(medians {compared['ref_median'] * 1e6:.2f} and {compared['change_median'] * 1e6:.2f} us)"
+            )
+        else:
+            texts.append(f"not measured: {data.get('problem')}")
+    return texts
+
+
 def changed_source(source: str, rounds: int) -> str:
     """The click-stream job's `source` with the change: every record hashes its user `rounds` times."""
     if ANCHOR not in source:
@@ -205,6 +222,8 @@ def run_gate(kind: str, index: int, project: Path, out: Path, extra: list[str]) 
             + "; ".join(f"{r}: {capacity_text(m)}" for r, m in sorted(by_count.items())),
             flush=True,
         )
+    for text in paired_costs(out / f"{kind}-{index}"):
+        print(f"   task CPU per record, both sides read together: change over REF {text}", flush=True)
     if ratios := task_cpu_change(found):
         print(
             "   task CPU per record, change over REF: "
@@ -233,6 +252,11 @@ def main() -> None:
         help="--theodolite-strategy for these runs (default: the gate's own, the lag-trend search)",
     )
     parser.add_argument(
+        "--paired-cost",
+        action="store_true",
+        help="--theodolite-paired-cost=true: both sides also read a backlog at the same time",
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path("own-job-quality"), help="where runs keep their files"
     )
     parser.add_argument(
@@ -247,6 +271,8 @@ def main() -> None:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     extra = [f"--theodolite-strategy={args.strategy}"] if args.strategy else []
+    if args.paired_cost:
+        extra.append("--theodolite-paired-cost=true")
     project = scratch_project(args.loads, args.instance_cpu)
     try:
         runs = [run_gate("clean", i + 1, project, out, extra) for i in range(args.clean)]

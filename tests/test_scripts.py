@@ -358,6 +358,14 @@ def test_own_job_quality_reads_each_sides_capacities_and_task_cpu(tmp_path):
     assert own_job.capacity_text({"estimate": None, "status": "errored"}) == "errored"
     # only where both sides have a figure
     assert own_job.task_cpu_change(found) == pytest.approx({1: 46.0 / 40.0})
+    # the paired backlog read's comparison, or why there is none
+    compared = {"batch_ratio": 1.12, "pairs": 12, "ref_median": 5.5e-6, "change_median": 6.2e-6}
+    (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps({"comparison": compared}))
+    (tmp_path / "ref" / "other_paired_cost.json").write_text(json.dumps({"comparison": None, "problem": "x"}))
+    assert own_job.paired_costs(tmp_path) == [
+        "+12.0% batch by batch over 12 batches (medians 5.50 and 6.20 us)",
+        "not measured: x",
+    ]
 
 
 def scripted_rows(durations_s, rate=1000.0, span_s=300):
