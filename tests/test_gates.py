@@ -918,6 +918,21 @@ def test_pull_request_mode_judges_the_cost_by_default_unless_the_gate_names_a_to
     assert tolerance({"strategy": "capacity"}, pull_request=False) == JUDGED_COST_TOLERANCE
 
 
+def test_the_paired_reads_tolerance_is_its_own_unless_the_gate_names_one_for_every_figure():
+    from gate_fakes import BENCH
+
+    from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE
+    from pytest_theodolite.engine.markers import gate_spec
+
+    def paired_tolerance(kwargs, overrides=None):
+        spec = gate_spec((BENCH,), {"loads": [1000], **kwargs}, overrides or {}, {}, pull_request=True)
+        return spec.settings.paired_cost_tolerance
+
+    assert paired_tolerance({}) == PAIRED_COST_TOLERANCE == 0.07  # not the 10 % the other figures get
+    assert paired_tolerance({"cost_tolerance": "12%"}) == 0.12
+    assert paired_tolerance({}, {"cost_tolerance": "off"}) is None  # reported, never judged
+
+
 def test_a_gate_stops_at_its_reference_unless_asked_for_exact_demands_and_a_recording_always_is_exact():
     from gate_fakes import BENCH
 

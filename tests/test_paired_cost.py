@@ -11,7 +11,7 @@ import pytest
 
 from generator import Workload
 from pytest_theodolite.core.capacity import MicroBatch
-from pytest_theodolite.core.paired_cost import paired_cost
+from pytest_theodolite.core.paired_cost import MIN_JUDGED_PAIRS, check_paired_cost, paired_cost
 from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead, full_batches
 
 
@@ -27,6 +27,37 @@ def test_batches_are_compared_by_number_so_what_falls_on_both_cancels():
         "task CPU per record, change over REF batch by batch: +20.0% over 4 batches (medians 10.00 and 12.50 us)"
     )
     assert compared.to_dict()["batch_ratio"] == pytest.approx(1.2)
+
+
+# the batch-by-batch ratios of a clean and an injected pull-request run of the click-stream gate, 2026-11-29
+# (docs/lab-notes/capacity.md): a batch stalled on one side reads far off
+CLEAN_RATIOS = [0.996, 0.936, 1.013, 0.881, 1.040, 0.904, 1.012, 1.014, 0.929, 1.078, 0.992, 1.022]
+DEARER_RATIOS = [1.039, 1.001, 1.017, 1.176, 1.115, 0.989, 1.166, 1.270, 1.289, 1.100, 1.121, 1.081]
+
+
+def test_a_change_is_a_cost_regression_only_beyond_the_tolerance_and_significant():
+    from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_PASS, COST_REGRESSION
+
+    ref = [1.0e-5] * 12
+    clean = paired_cost(ref, [1.0e-5 * r for r in CLEAN_RATIOS])
+    dearer = paired_cost(ref, [1.0e-5 * r for r in DEARER_RATIOS])
+    assert clean.p_value > 0.3 and dearer.p_value < 0.001
+    assert check_paired_cost(clean, 0.07).status == COST_PASS
+    judged = check_paired_cost(dearer, 0.07)
+    assert judged.status == COST_REGRESSION and judged.relative == pytest.approx(0.1075)
+    assert judged.text.startswith("+11% (tolerance 7%, p 0.0")
+    assert check_paired_cost(dearer, 0.12).status == COST_PASS  # significant, within the tolerance
+    assert check_paired_cost(dearer, None).status == COST_PASS  # no tolerance: reported only
+    # beyond the tolerance by its median, but half the batches cheaper: not significant
+    mixed = paired_cost(ref, [1.0e-5 * r for r in (1.3, 0.8, 1.3, 0.8, 1.3, 0.8, 1.3)])
+    assert mixed.change == pytest.approx(0.3) and mixed.p_value > 0.05
+    assert check_paired_cost(mixed, 0.07).status == COST_PASS
+    few = paired_cost(ref[: MIN_JUDGED_PAIRS - 1], [1.3e-5] * (MIN_JUDGED_PAIRS - 1))
+    assert few.p_value is None
+    unsure = check_paired_cost(few, 0.07)
+    assert unsure.status == COST_NOT_COMPARED and "5 pairs of batches, fewer than the 6" in unsure.reason
+    same = paired_cost(ref, ref)
+    assert same.p_value == 1.0 and check_paired_cost(same, 0.07).status == COST_PASS
 
 
 def test_a_longer_side_is_paired_as_far_as_the_shorter_goes_and_an_empty_one_is_named():
@@ -112,13 +143,17 @@ class HeldCluster:
             self.held = False
 
 
-def paired_experiment(tmp_path, ref_cpu, change_cpu, *, max_instances=4, paired_cost=True, errors=None):
+def paired_experiment(
+    tmp_path, ref_cpu, change_cpu, *, max_instances=4, paired_cost=True, errors=None, tolerance=0.07
+):
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
     from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
 
     log: list = []
     spark = HeldCluster(max_instances)
-    settings = ExperimentSettings(loads=(2000, 5000), resources=(1, 2), paired_cost=paired_cost)
+    settings = ExperimentSettings(
+        loads=(2000, 5000), resources=(1, 2), paired_cost=paired_cost, paired_cost_tolerance=tolerance
+    )
     benchmark = Benchmark("scripted", lambda *a, **k: None, lambda keys: Workload(keys=keys))
     errors = errors or {}
     sides = {
@@ -145,7 +180,9 @@ def test_both_sides_read_their_backlogs_at_once_under_the_lock_once_per_benchmar
     assert experiment.paired_cost.batch_ratio == pytest.approx(1.15)
     note = experiment.paired_cost_note()
     assert note.startswith("task CPU per record, change over REF batch by batch: +15.0% over 3 batches")
-    assert "one instance each, 120,000-record batches; reported, not judged" in note
+    assert note.endswith(
+        "one instance each, 120,000-record batches): not judged: 3 pairs of batches, fewer than the 6 a p-value needs"
+    )
     written = json.loads((tmp_path / "scripted_paired_cost.json").read_text())
     assert written["load"] == 5000 and written["comparison"]["pairs"] == 3 and written["problem"] is None
     assert written["sides"]["change"]["task_cpu_s"] == [0.69, 0.75, 0.72]
@@ -179,3 +216,48 @@ def test_a_read_without_task_cpu_or_with_one_instance_says_so_and_without_the_op
     off, log = paired_experiment(tmp_path, [0.6], [0.7], paired_cost=False)
     off.measure(2000)
     assert not [entry for entry in log if entry[1] == "start"] and off.paired_cost_note() is None
+
+
+def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_which_figure(tmp_path):
+    from pytest_theodolite.core.outcomes import Verdict
+    from pytest_theodolite.engine.markers import GateSpec
+    from pytest_theodolite.pull_request.gate_point import PairedGatePoint
+
+    ref_cpu = [0.6] * 12
+    dearer, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in DEARER_RATIOS])
+    verdicts = {load: dearer.measure(load).comparison("scripted", 0, 0.10) for load in (2000, 5000)}
+    assert {load: v.verdict for load, v in verdicts.items()} == {
+        2000: Verdict.COST_REGRESSION,
+        5000: Verdict.COST_REGRESSION,
+    }
+    described = verdicts[2000].describe("scripted", "REF main")
+    assert (
+        "pass" not in described
+        and "cost regression: task CPU per record, batch by batch +11% (tolerance 7%, p 0.0" in described
+    )
+    assert dearer.paired_cost_note().endswith(
+        "a cost regression: beyond the 7% tolerance and significant; every load whose demand passed fails"
+    )
+    spec = GateSpec(dearer.benchmark, dearer.settings, 0, 0.10)
+    point = PairedGatePoint(
+        spec, dearer.points[2000].sides["change"], None, None, paired=dearer.points[2000], label="REF main"
+    )
+    message = point.failure_message(point.comparison())
+    assert message.startswith(described) and "signed-rank test on the ratios gives p < 0.05" in message
+    from pytest_theodolite.judge.comparison import Comparison
+    from pytest_theodolite.report.summary import BenchmarkReport, headline
+
+    compared = Comparison("scripted", tuple(verdicts.values()), cost_tolerance=0.10)
+    assert headline(BenchmarkReport("scripted", compared, dearer.demand_result(), None)) == (
+        "scripted: COST REGRESSION (2 cost regressions by task CPU per record, batch by batch, beyond 7%, "
+        "cost tolerance 10%)"
+    )
+    properties = dict(point.junit_properties(point.comparison()))
+    assert float(properties["theodolite.paired_cost_change"]) == pytest.approx(0.1075, abs=1e-3)
+
+    clean, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
+    assert clean.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
+    assert clean.paired_cost_note().endswith("within the 7% tolerance or not significant: passed")
+    off, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in DEARER_RATIOS], tolerance=None)
+    assert off.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
+    assert off.paired_cost_note().endswith("reported, not judged: cost_tolerance is off")

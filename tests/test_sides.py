@@ -238,7 +238,7 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
                 batch_records=2_000, fill_factor=10.0, fill_s=4.0, warm_batches=1, batches=3, max_read_s=90
             ),
         )
-        experiment._measure_paired_cost()
+        experiment.measure_paired_cost()
     # which figure unchanged code reads depends on the host; that both sides read, were compared and the
     # batches kept does not
     assert experiment.paired_cost_problem is None, experiment.paired_cost_problem

@@ -270,6 +270,8 @@ class CostCheck:
     #: where the reference's instances spent nearly all their CPU quota: the most the figure could rise (its
     #: headroom, 0.03 = +3 %), below the tolerance -- the check could not fail, so it was not made
     ceiling: float | None = None
+    #: what was compared, as a verdict names it
+    figure: str = "CPU per record"
 
     @property
     def not_judged(self) -> bool:

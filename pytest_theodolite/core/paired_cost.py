@@ -5,15 +5,32 @@ drift of the host or of the executors' warm-up falls on both, and the ratio of t
 what is left is each instance's own batch-to-batch spread. The median of those ratios is the comparison's
 figure (docs/lab-notes/capacity.md, 2026-11-29: unchanged code within +5.2 % in nine rounds, two extra hashes a
 record +8.4 % or more in eight, by the tasks' executor CPU per record; the batches' wall time could not tell them
-apart). Pure functions over data.
+apart). The figure is judged like the other cost figures in pull-request mode -- beyond a tolerance and
+significant (check_paired_cost) -- with a tolerance of its own by default, set from its spread between unchanged
+sides. Pure functions over data.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from scipy import stats
+
+from pytest_theodolite.core.cost import SIGNIFICANCE, CostCheck
+from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_PASS, COST_REGRESSION
+
+#: the change's rise batch by batch beyond which it fails a gate that names no cost tolerance: unchanged code on
+#: both sides read at most +5.2 % in every round measured, two extra hashes a record (+17 % in the job's own
+#: transform) at least +8.4 % (docs/lab-notes/capacity.md, 2026-11-29)
+PAIRED_COST_TOLERANCE = 0.07
+#: fewer pairs of batches give no p-value: the figure is reported, not judged
+MIN_JUDGED_PAIRS = 6
+#: how a verdict names the figure
+PAIRED_FIGURE = "task CPU per record, batch by batch"
 
 
 @dataclass(frozen=True)
@@ -24,6 +41,9 @@ class PairedCost:
     change_median: float
     batch_ratio: float  # the median of the batch-by-batch ratios, change over REF
     pairs: int
+    #: how likely ratios this far above 1 are if the change costs what REF does (a one-sided Wilcoxon
+    #: signed-rank test on their logarithms); None below MIN_JUDGED_PAIRS pairs
+    p_value: float | None = None
 
     @property
     def change(self) -> float:
@@ -33,7 +53,9 @@ class PairedCost:
     def text(self, figure: str = "task CPU") -> str:
         return (
             f"{figure} per record, change over REF batch by batch: {self.change:+.1%} over {self.pairs} batches "
-            f"(medians {self.ref_median * 1e6:.2f} and {self.change_median * 1e6:.2f} us)"
+            f"(medians {self.ref_median * 1e6:.2f} and {self.change_median * 1e6:.2f} us"
+            + ("" if self.p_value is None else f", p {self.p_value:.2g}")
+            + ")"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -42,6 +64,7 @@ class PairedCost:
             "change_median": self.change_median,
             "batch_ratio": self.batch_ratio,
             "pairs": self.pairs,
+            "p_value": self.p_value,
         }
 
 
@@ -55,5 +78,48 @@ def paired_cost(ref: Sequence[float], change: Sequence[float]) -> PairedCost:
         raise ValueError("a batch's cost per record must be positive")
     ratios = [c / r for c, r in zip(change, ref, strict=False)]
     return PairedCost(
-        statistics.median(ref), statistics.median(change), statistics.median(ratios), len(ratios)
+        statistics.median(ref),
+        statistics.median(change),
+        statistics.median(ratios),
+        len(ratios),
+        rise_p_value(ratios),
+    )
+
+
+def rise_p_value(ratios: Sequence[float]) -> float | None:
+    """One-sided Wilcoxon signed-rank test that the ratios lie above 1 (on their logarithms: a batch half as
+    dear weighs as much as one twice as dear); None below MIN_JUDGED_PAIRS ratios. A test on ranks, because a
+    batch that one side's host stalled reads far off (+125 % beside +5 % in one clean run)."""
+    if len(ratios) < MIN_JUDGED_PAIRS:
+        return None
+    logs = [math.log(ratio) for ratio in ratios]
+    if not any(logs):
+        return 1.0
+    return float(stats.wilcoxon(logs, alternative="greater").pvalue)
+
+
+def check_paired_cost(figure: PairedCost, tolerance: float | None) -> CostCheck:
+    """The change's cost against REF's: a regression where it rose beyond `tolerance` batch by batch and
+    significantly (p < SIGNIFICANCE); without a tolerance it is reported, never judged; with too few pairs for a
+    p-value it is not judged."""
+    if tolerance is not None and figure.p_value is None:
+        return CostCheck(
+            COST_NOT_COMPARED,
+            figure.change,
+            tolerance=tolerance,
+            reason=f"not judged: {figure.pairs} pairs of batches, fewer than the {MIN_JUDGED_PAIRS} a p-value needs",
+            figure=PAIRED_FIGURE,
+        )
+    rose = (
+        tolerance is not None
+        and figure.change > tolerance
+        and figure.p_value is not None
+        and figure.p_value < SIGNIFICANCE
+    )
+    return CostCheck(
+        COST_REGRESSION if rose else COST_PASS,
+        figure.change,
+        tolerance=tolerance,
+        p_value=figure.p_value,
+        figure=PAIRED_FIGURE,
     )

@@ -10,6 +10,7 @@ from typing import Any
 from generator import Workload
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.job_contract import RUNNER_OPTIONS, check_contract
+from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE
 from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.search import Strategy, describe_strategy
 
@@ -59,8 +60,9 @@ class ExperimentSettings:
     #: warm-up and stopping rules; None: Theodolite's fixed protocol (``slo.warmup_s``, then ``duration_s``)
     plan: MeasurementPlan | None = None
     #: pull-request mode: both sides also read a backlog at the same time, compared batch by batch by their
-    #: task CPU per record (pull_request/experiment.py); reported, not judged
+    #: task CPU per record (pull_request/experiment.py), judged with `paired_cost_tolerance` (None: reported)
     paired_cost: bool = False
+    paired_cost_tolerance: float | None = PAIRED_COST_TOLERANCE
 
     def __post_init__(self) -> None:
         problems = []
@@ -115,6 +117,7 @@ def experiment_settings_dict(
         "strategy": settings.strategy_name,
         "exact_demand": settings.exact_demand,
         "paired_cost": settings.paired_cost,
+        "paired_cost_tolerance": settings.paired_cost_tolerance,
         "spark_conf": dict(settings.spark_conf),
         "instance_cpu": settings.instance_cpu,
         "testbed": dict(testbed),

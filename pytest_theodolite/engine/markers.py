@@ -10,6 +10,7 @@ from typing import Any
 from pytest_theodolite.core.cost import parse_cost_tolerance
 from pytest_theodolite.core.estimators import SlopeThreshold
 from pytest_theodolite.core.evaluation import SloSettings
+from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE
 from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.search import Strategy, parse_strategy
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
@@ -82,7 +83,7 @@ MARKER_HELP: dict[str, str] = {
     "tolerance": "instances a load's demand may exceed its reference before failing",
     "cost_tolerance": "fail a load whose CPU per record rose beyond this share of the reference's (e.g. 20%) "
     "and beyond its noise, at the same demand; unset: reported only, except in pull-request mode and under the "
-    "capacity strategy (10%)",
+    "capacity strategy (10%); the paired read's figure (paired_cost) too, where unset 7%",
     "sample_interval": "seconds between two lag samples",
     "spark_conf": "Spark settings for the job's session, e.g. {'spark.sql.shuffle.partitions': '8'}",
     "instance_cpu": "CPU cores per instance, e.g. 0.25, enforced with cgroups where they can be made; "
@@ -91,8 +92,8 @@ MARKER_HELP: dict[str, str] = {
     "max_late_rate": "most records per second a stateful job may drop as later than its watermark after the "
     "warm-up (e.g. 0); None: not checked",
     "paired_cost": "pull-request mode: true: both revisions also read a backlog at the same time, each on one "
-    "instance, and the change's task CPU per record over REF's is reported batch by batch (not judged); needs "
-    "two instances",
+    "instance, and the change's task CPU per record over REF's, batch by batch, fails the gate beyond "
+    "cost_tolerance (unset: 7%) where significant; needs two instances",
 }
 
 
@@ -160,10 +161,10 @@ def gate_spec(
         strategy, lower_bound = parse_strategy(str(values["strategy"]))
         tolerance = _count(values["tolerance"], "tolerance", minimum=0)
         cost_tolerance = parse_cost_tolerance(values["cost_tolerance"])
-        if (pull_request or strategy is Strategy.CAPACITY) and "cost_tolerance" not in {
-            **kwargs,
-            **overrides,
-        }:
+        named_cost_tolerance = "cost_tolerance" in {**kwargs, **overrides}
+        # the paired read's figure has a tolerance of its own unless the gate names one for every figure
+        paired_cost_tolerance = cost_tolerance if named_cost_tolerance else PAIRED_COST_TOLERANCE
+        if (pull_request or strategy is Strategy.CAPACITY) and not named_cost_tolerance:
             # both sides on one host, or what a record costs saturated instances: judged by default, as asv does
             cost_tolerance = JUDGED_COST_TOLERANCE
         fixed_warmup = _warmup(values["warmup"])
@@ -197,6 +198,7 @@ def gate_spec(
             lower_bound=lower_bound,
             exact_demand=update_baselines or _flag(values["exact_demand"], "exact_demand"),
             paired_cost=_flag(values["paired_cost"], "paired_cost"),
+            paired_cost_tolerance=paired_cost_tolerance,
             spark_conf=dict(values["spark_conf"] or {}),
             instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
         )

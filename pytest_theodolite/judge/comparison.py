@@ -92,7 +92,9 @@ class PointComparison:
             Verdict.UNMEASURED: "unmeasured: an invalid or errored sub-experiment left this load unjudged",
             Verdict.NEW_LOAD: "new load: record a baseline to gate it",
             Verdict.NOT_COMPARABLE: f"not comparable: {self.reason}",
-            Verdict.COST_REGRESSION: f"cost regression: CPU per record {self.cost.text if self.cost else ''}",
+            Verdict.COST_REGRESSION: f"cost regression: {self.cost.figure} {self.cost.text}"
+            if self.cost
+            else "cost regression",
         }[self.verdict]
         return f"{prefix}: measured {measured}, {baseline}: {why}"
 

@@ -4,7 +4,8 @@
 same interface as a single-revision experiment for the gate (``measure(load, baseline)`` returns the change's
 demand point), with REF's point and the comparison beside it. Both sides run in their own driver process
 (sides.py); their searches advance together in ABBA order (compare.py). With ``paired_cost``, both sides also
-read a backlog at the same time, once per benchmark, and their task CPU per record is compared batch by batch.
+read a backlog at the same time, once per benchmark, and their task CPU per record is compared batch by batch:
+beyond its tolerance, and significant, every load whose demand passed is a cost regression.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate, predicted_pass
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
-from pytest_theodolite.core.cost import PointCost, point_cost
-from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand
-from pytest_theodolite.core.paired_cost import PairedCost, paired_cost
+from pytest_theodolite.core.cost import CostCheck, PointCost, point_cost
+from pytest_theodolite.core.outcomes import COST_REGRESSION as COST_REGRESSION_STATUS
+from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Verdict
+from pytest_theodolite.core.paired_cost import PairedCost, check_paired_cost, paired_cost
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import AT_MOST, SKIPPED, IncrementalSearch, Step, Strategy
@@ -137,6 +139,8 @@ class PairedPoint:
     capacity_costs: Mapping[str, PointCost | None] = field(default_factory=dict)
     #: the instances' CPU limit (their share of the quota spent says whether the CPU per record can rise at all)
     instance_cpu: float | None = None
+    #: the benchmark's paired backlog read, judged (``paired_cost``); None where none was read
+    paired_cost: CostCheck | None = None
 
     def demand(self, side: str) -> MeasuredDemand:
         point = self.sides[side]
@@ -146,8 +150,9 @@ class PairedPoint:
         self, benchmark: str, tolerance: int, cost_tolerance: float | None = None
     ) -> PointComparison:
         """The change against REF: its demand, and where both need the same instances its CPU per record
-        (both measured on this host, alternating: no calibration between them)."""
-        return compare_sides(
+        (both measured on this host, alternating: no calibration between them). Where the demand passed and the
+        paired read's figure rose beyond its tolerance, the point is a cost regression by that figure."""
+        compared = compare_sides(
             benchmark,
             self.load,
             self.demand(REF),
@@ -160,6 +165,13 @@ class PairedPoint:
             cost_tolerance=cost_tolerance,
             uncertain=self.uncertain(tolerance),
         )
+        if (
+            compared.verdict is Verdict.PASS
+            and self.paired_cost is not None
+            and self.paired_cost.status == COST_REGRESSION_STATUS
+        ):
+            return replace(compared, verdict=Verdict.COST_REGRESSION, cost=self.paired_cost)
+        return compared
 
     def uncertain(self, tolerance: int, reference_label: str = "REF") -> str | None:
         """Why the change's regression against REF here would rest on uncertain verdicts (certainty.py)."""
@@ -242,7 +254,7 @@ class PairedExperiment:
         more, each side in the reverse order of its first run (certainty.to_confirm)."""
         if load in self.points:
             return self.points[load]
-        self._measure_paired_cost()
+        self.measure_paired_cost()
         if self.capacities is not None:
             steps = self._derived_steps(load)
         else:
@@ -261,12 +273,19 @@ class PairedExperiment:
             for side, step in steps.items()
         }
         paired = self._confirmed(
-            PairedPoint(load, sides, self._capacity_costs(sides), self.settings.instance_cpu), tolerance
+            PairedPoint(
+                load,
+                sides,
+                self._capacity_costs(sides),
+                self.settings.instance_cpu,
+                self.paired_cost_check(),
+            ),
+            tolerance,
         )
         self.points[load] = paired
         return paired
 
-    def _measure_paired_cost(self) -> None:
+    def measure_paired_cost(self) -> None:
         """Once per benchmark, with ``paired_cost``: both sides read a backlog of the highest load's keys at the
         same time, each on one instance, in large capped batches (engine/backlog_read.py), while this process
         holds the cluster's session lock; their task CPU per record is compared batch by batch
@@ -331,6 +350,12 @@ class PairedExperiment:
         path = results / f"{experiment_id(self.benchmark.name)}_paired_cost.json"
         path.write_text(json.dumps(document, indent=1) + "\n")
 
+    def paired_cost_check(self) -> CostCheck | None:
+        """The paired read's figure against its tolerance (core/paired_cost.check_paired_cost); None unread."""
+        if self.paired_cost is None:
+            return None
+        return check_paired_cost(self.paired_cost, self.settings.paired_cost_tolerance)
+
     def paired_cost_note(self) -> str | None:
         """The report's line on the paired backlog read; None where none was asked for."""
         if not self.settings.paired_cost:
@@ -339,9 +364,21 @@ class PairedExperiment:
             f"both sides reading a backlog at once, one instance each, "
             f"{self.backlog_plan.batch_records:,}-record batches"
         )
-        if self.paired_cost is None:
+        check = self.paired_cost_check()
+        if self.paired_cost is None or check is None:
             return f"task CPU per record ({how}): not measured: {self.paired_cost_problem}"
-        return f"{self.paired_cost.text()} ({how}; reported, not judged)"
+        if check.tolerance is None:
+            verdict = "reported, not judged: cost_tolerance is off"
+        elif check.reason:
+            verdict = check.reason
+        elif check.status == COST_REGRESSION_STATUS:
+            verdict = (
+                f"a cost regression: beyond the {check.tolerance:.0%} tolerance and significant; every load "
+                "whose demand passed fails"
+            )
+        else:
+            verdict = f"within the {check.tolerance:.0%} tolerance or not significant: passed"
+        return f"{self.paired_cost.text()} ({how}): {verdict}"
 
     def _measure_capacities(self) -> None:
         """Both sides' capacities, instance count by instance count, in ABBA order, until both take the
@@ -444,7 +481,7 @@ class PairedExperiment:
             )
             for side, point in paired.sides.items()
         }
-        return PairedPoint(paired.load, sides, paired.capacity_costs, paired.instance_cpu)
+        return replace(paired, sides=sides)
 
     @property
     def reference(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_theodolite.core.cost import PointCost
+from pytest_theodolite.core.cost import SIGNIFICANCE, PointCost
 from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.engine.gate import GatePoint
 from pytest_theodolite.judge.comparison import PointComparison
@@ -47,11 +47,23 @@ class PairedGatePoint(GatePoint):
             for key, value in junit_properties(self.spec.benchmark.name, comparison)
             if not key.startswith("theodolite.cpu_change.")
         ]
-        return properties + paired_junit_properties(
+        properties += paired_junit_properties(
             self.point.load, self.reference, comparison.baseline_text, self._paired().cost_figure(), against
         )
+        paired = self._paired().paired_cost
+        if paired is not None and paired.relative is not None:
+            properties.append(("theodolite.paired_cost_change", f"{paired.relative:+.3f}"))
+        return properties
 
     def failure_message(self, comparison: PointComparison) -> str:
+        paired = self._paired().paired_cost
+        if comparison.verdict is Verdict.COST_REGRESSION and paired is not None and comparison.cost is paired:
+            return (
+                f"{comparison.describe(self.spec.benchmark.name, self.reference)}\n"
+                f"both sides read a backlog at the same time, one instance each; the median of batch k of the "
+                f"change over batch k of {self.reference}, a regression where it lies beyond the tolerance and a "
+                f"one-sided signed-rank test on the ratios gives p < {SIGNIFICANCE:g}"
+            )
         message = super().failure_message(comparison)
         if comparison.verdict is Verdict.REGRESSION:
             ref_slopes, ref_outcomes = slopes_and_outcomes(self._paired().sides[REF].sub_experiments)

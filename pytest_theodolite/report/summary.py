@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_theodolite.core.cost import BlindSpot, PointCost
+from pytest_theodolite.core.cost import BlindSpot, CostCheck, PointCost
 from pytest_theodolite.core.outcomes import Outcome, Verdict, count_text
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult
@@ -229,7 +229,7 @@ def headline(report: BenchmarkReport) -> str:
         count_text(len(points), noun) + suffix
         for points, noun, suffix in (
             (comparison.regressions, "regression", ""),
-            (comparison.cost_regressions, "cost regression", ""),
+            (comparison.cost_regressions, "cost regression", _judged_by(comparison.cost_regressions)),
             (comparison.unmeasured, "unmeasured load", ""),
             (comparison.not_comparable, "load", " not comparable"),
         )
@@ -239,6 +239,18 @@ def headline(report: BenchmarkReport) -> str:
     if comparison.cost_tolerance is not None:
         details.append(f"cost tolerance {comparison.cost_tolerance:.0%}")
     return f"{report.name}: {benchmark_status(comparison)}" + (f" ({', '.join(details)})" if details else "")
+
+
+def _judged_by(points: Sequence[PointComparison]) -> str:
+    """' by task CPU per record, batch by batch, beyond 7%' where every cost regression was judged by a figure other
+    than the CPU per record at the demand (pull-request mode's paired read); '' otherwise."""
+    checks = {(p.cost.figure, p.cost.tolerance) for p in points if p.cost is not None}
+    if len(checks) != 1:
+        return ""
+    ((figure, tolerance),) = checks
+    if figure == CostCheck.figure or tolerance is None:
+        return ""
+    return f" by {figure}, beyond {tolerance:.0%}"
 
 
 # ------------------------------------------------------------------------------------------------------------
