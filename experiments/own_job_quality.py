@@ -9,6 +9,7 @@ pay for ``--hash-rounds`` chained SHA-256 hashes of its user (the same output).
     python experiments/own_job_quality.py --loads 2000 5000 --hash-rounds 2
     python experiments/own_job_quality.py --calibrate --hash-rounds 2   # what the change costs a record
     python experiments/own_job_quality.py --clean 5 --injected 5 --paired-cost   # both sides' backlogs read together
+    python experiments/own_job_quality.py --judge own-job-quality   # the recorded paired reads, judged
 
 ``--calibrate`` measures what the change costs, apart from any gate: the job's transform, unchanged and changed,
 over the same 400 000 click records in one local Spark session on one core (``noop`` sink, no Kafka), five
@@ -36,6 +37,8 @@ from types import ModuleType
 
 from gate_quality import report, run_gates
 
+from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_REGRESSION
+from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE, check_paired_cost, paired_cost
 from pytest_theodolite.report.quality import QualityRun
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,20 +137,51 @@ def task_cpu_change(found: dict[str, dict[int, dict]]) -> dict[int, float]:
     return ratios
 
 
-def paired_costs(results: Path) -> list[str]:
-    """Each benchmark's paired backlog read (``--paired-cost``) from a run's results files, as text."""
+def paired_costs(results: Path, first: int | None = None) -> list[str]:
+    """Each benchmark's paired backlog read (``--paired-cost``) from a run's results files, as text: recomputed
+    from both sides' recorded batches and judged at the paired read's default tolerance (runs recorded before it
+    was judged are judged the same way); `first`: only each side's first that many batches, as a shorter read
+    would have measured."""
     texts = []
     for path in sorted(results.rglob("*_paired_cost.json")):
         data = json.loads(path.read_text())
-        compared = data.get("comparison")
-        if compared:
-            texts.append(
-                f"{compared['batch_ratio'] - 1:+.1%} batch by batch over {compared['pairs']} batches "
-                f"(medians {compared['ref_median'] * 1e6:.2f} and {compared['change_median'] * 1e6:.2f} us)"
-            )
-        else:
+        sides = data.get("sides") or {}
+        if data.get("comparison") is None or set(sides) != {"ref", "change"}:
             texts.append(f"not measured: {data.get('problem')}")
+            continue
+        per_record = {
+            side: [
+                cpu / batch[3] for batch, cpu in zip(read["batches"], read["task_cpu_s"], strict=True) if cpu
+            ][:first]
+            for side, read in sides.items()
+        }
+        figure = paired_cost(per_record["ref"], per_record["change"])
+        judged = check_paired_cost(figure, PAIRED_COST_TOLERANCE)
+        verdict = {COST_REGRESSION: "COST REGRESSION", COST_NOT_COMPARED: "not judged"}.get(
+            judged.status, "pass"
+        )
+        p_value = "" if figure.p_value is None else f", p {figure.p_value:.2g}"
+        texts.append(
+            f"{figure.change:+.1%} batch by batch over {figure.pairs} batches (medians "
+            f"{figure.ref_median * 1e6:.2f} and {figure.change_median * 1e6:.2f} us{p_value}): {verdict} at "
+            f"{PAIRED_COST_TOLERANCE:.0%}"
+        )
     return texts
+
+
+def judge_recorded(outs: list[Path], first: int | None = None) -> None:
+    """The paired reads of runs already recorded (each OUT's clean-N and injected-N), judged, and how many of
+    each kind were flagged."""
+    flagged: dict[str, list[bool]] = {"clean": [], "injected": []}
+    for out in outs:
+        for run in sorted(p for p in out.iterdir() if p.is_dir()):
+            kind = run.name.split("-")[0]
+            for text in paired_costs(run, first):
+                print(f"{run}: {text}")
+                if kind in flagged and not text.startswith("not measured"):
+                    flagged[kind].append(text.endswith(f"COST REGRESSION at {PAIRED_COST_TOLERANCE:.0%}"))
+    for kind, verdicts in flagged.items():
+        print(f"{kind}: {sum(verdicts)} of {len(verdicts)} flagged")
 
 
 def changed_source(source: str, rounds: int) -> str:
@@ -262,9 +296,22 @@ def main() -> None:
     parser.add_argument(
         "--calibrate", action="store_true", help="measure what the change costs a record, then stop"
     )
+    parser.add_argument(
+        "--judge",
+        type=Path,
+        nargs="+",
+        metavar="OUT",
+        help="judge the paired reads recorded in these --out directories, then stop",
+    )
+    parser.add_argument(
+        "--first", type=int, default=None, help="with --judge: only each side's first N batches"
+    )
     args = parser.parse_args()
     if args.calibrate:
         calibrate(args.hash_rounds)
+        return
+    if args.judge:
+        judge_recorded(args.judge, args.first)
         return
     # a SIGTERM ends the run through the finally below: the scratch repository does not outlive it
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

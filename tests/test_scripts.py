@@ -358,14 +358,52 @@ def test_own_job_quality_reads_each_sides_capacities_and_task_cpu(tmp_path):
     assert own_job.capacity_text({"estimate": None, "status": "errored"}) == "errored"
     # only where both sides have a figure
     assert own_job.task_cpu_change(found) == pytest.approx({1: 46.0 / 40.0})
-    # the paired backlog read's comparison, or why there is none
-    compared = {"batch_ratio": 1.12, "pairs": 12, "ref_median": 5.5e-6, "change_median": 6.2e-6}
-    (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps({"comparison": compared}))
+
+    # the paired backlog read, recomputed from both sides' batches and judged, or why there is none
+    def side(task_cpu_s):
+        return {
+            "batches": [[k, 10.0 * k, 5.0, 100_000] for k in range(len(task_cpu_s))],
+            "task_cpu_s": task_cpu_s,
+        }
+
+    dearer = [0.60 * r for r in (1.10, 1.15, 1.12, 1.09, 1.14, 1.13, 1.11, 1.12)]
+    read = {"comparison": {}, "sides": {"ref": side([0.60] * 8), "change": side(dearer)}}
+    (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps(read))
     (tmp_path / "ref" / "other_paired_cost.json").write_text(json.dumps({"comparison": None, "problem": "x"}))
     assert own_job.paired_costs(tmp_path) == [
-        "+12.0% batch by batch over 12 batches (medians 5.50 and 6.20 us)",
+        "+12.0% batch by batch over 8 batches (medians 6.00 and 6.72 us, p 0.0039): COST REGRESSION at 7%",
         "not measured: x",
     ]
+    same = {"comparison": {}, "sides": {"ref": side([0.60] * 8), "change": side([0.60] * 8)}}
+    (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps(same))
+    assert own_job.paired_costs(tmp_path)[0].endswith("(medians 6.00 and 6.00 us, p 1): pass at 7%")
+
+
+def test_own_job_quality_judges_recorded_runs_and_counts_the_flagged_of_each_kind(tmp_path, capsys):
+    own_job = load_script("own_job_quality")
+
+    def side(task_cpu_s):
+        return {
+            "batches": [[k, 10.0 * k, 5.0, 100_000] for k in range(len(task_cpu_s))],
+            "task_cpu_s": task_cpu_s,
+        }
+
+    for run, change in (
+        ("clean-1", [0.60] * 8),
+        ("injected-1", [0.66, 0.70, 0.68, 0.69, 0.67, 0.71, 0.66, 0.70]),
+    ):
+        (tmp_path / run).mkdir()
+        read = {"comparison": {}, "sides": {"ref": side([0.60] * 8), "change": side(change)}}
+        (tmp_path / run / "clickstream_paired_cost.json").write_text(json.dumps(read))
+    (tmp_path / "clean-1.log").write_text("not a run directory")
+    own_job.judge_recorded([tmp_path])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == ["clean: 0 of 1 flagged", "injected: 1 of 1 flagged"]
+    assert lines[1].startswith(f"{tmp_path / 'injected-1'}: +14.2% batch by batch")
+    own_job.judge_recorded([tmp_path], first=4)  # as a read of four batches a side would have judged
+    lines = capsys.readouterr().out.splitlines()
+    assert "over 4 batches" in lines[1] and lines[1].endswith("): not judged at 7%")
+    assert lines[-1] == "injected: 0 of 1 flagged"
 
 
 def scripted_rows(durations_s, rate=1000.0, span_s=300):
@@ -461,3 +499,14 @@ def test_reference_tracking_summarises_recorded_rounds_and_skips_unsaturated_one
     # the third round has no mu(1): two rounds, two ordered pairs; the Kafka reference moved as the job did
     assert "| UC1 | Kafka | 2 | 0.0% | 0.0% | 2 of 2 | - |" in out
     assert "| UC1 | SHA-512 | 2 | 22.5% | 25.0% | 0 of 2 | - |" in out
+
+
+def test_paired_read_aa_picks_the_shipped_gates_by_use_case_and_names_a_wrong_one():
+    paired_aa = load_script("paired_read_aa")
+    chosen = paired_aa.gates(["uc2", "uc4"])
+    assert sorted(chosen) == ["test_uc2_downsampling", "test_uc4_hierarchical_aggregation"]
+    assert chosen["test_uc2_downsampling"].pytestmark[0].args[0].name == "uc2-keys"
+    with pytest.raises(
+        SystemExit, match=r"no gate in benchmarks/test_scalability_gates.py matches \['uc9'\]"
+    ):
+        paired_aa.gates(["uc9"])

@@ -1,0 +1,91 @@
+"""Does pull-request mode's paired backlog read (``paired_cost``) hold still on unchanged code for the shipped
+gates' jobs, not only for the click-stream example it was measured on?
+
+Per round and gate, REF and the change are the same tree: both sides read a backlog at once exactly as
+pull-request mode reads it (`PairedExperiment.measure_paired_cost`: each side in its own driver process, one
+instance each of one shared cluster, the default `BacklogPlan`, the gate's own settings from its marker), and the
+figure is judged as the gate would judge it. A side's batches are kept in OUT/<round>/<benchmark>_paired_cost.json.
+
+    python experiments/paired_read_aa.py --rounds 2                  # UC1-UC4
+    python experiments/paired_read_aa.py --rounds 3 --gates uc2 uc4
+
+Nothing else may run beside it (the instances are CPU-limited).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
+)  # the gates, as pytest collects them
+
+import test_scalability_gates
+
+from pytest_theodolite.engine.markers import gate_spec
+from pytest_theodolite.engine.services import open_kafka, open_spark
+from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.pull_request.experiment import CompareTarget, start_paired_experiment
+from pytest_theodolite.pull_request.sides import spec_for
+from pytest_theodolite.store.results import experiment_id
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gates(names: list[str]) -> dict[str, object]:
+    """The shipped gates' test functions whose name holds one of `names` (uc1 ... uc4)."""
+    found = {
+        name: function
+        for name, function in vars(test_scalability_gates).items()
+        if name.startswith("test_") and any(f"_{wanted}_" in f"{name}_" for wanted in names)
+    }
+    if not found:
+        raise SystemExit(f"no gate in benchmarks/test_scalability_gates.py matches {names}")
+    return found
+
+
+def read_once(function: object, kafka, spark, results: Path) -> str:
+    """Both sides of one gate read their backlogs at once; the report's line on it."""
+    marker = function.pytestmark[0]  # type: ignore[attr-defined]
+    spec = gate_spec(marker.args, {**marker.kwargs, "paired_cost": True}, {}, {}, pull_request=True)
+    benchmark, settings = spec.benchmark, spec.settings
+    target = CompareTarget("HEAD", "0" * 40, ROOT, ROOT)
+    specs = {
+        side: spec_for(
+            side, ROOT, benchmark, settings, kafka, spark, results / side, experiment_id(benchmark.name), {}
+        )
+        for side in ("ref", "change")
+    }
+    experiment = start_paired_experiment(benchmark, settings, target, specs, None)
+    try:
+        experiment.measure_paired_cost()
+    finally:
+        experiment.close()
+    return experiment.paired_cost_note() or "not read"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--gates", nargs="+", default=["uc1", "uc2", "uc3", "uc4"])
+    parser.add_argument("--out", type=Path, default=None, help="where the rounds keep their batches")
+    args = parser.parse_args()
+    chosen = gates(args.gates)
+    out = args.out or Path(tempfile.mkdtemp(prefix="theodolite-paired-aa-"))
+    started = time.monotonic()
+    settings = TheodoliteSettings(max_instances=2, results_dir=out)
+    with open_kafka(settings) as kafka, open_spark(settings) as spark:
+        for round_ in range(1, args.rounds + 1):
+            for name, function in chosen.items():
+                began = time.monotonic()
+                line = read_once(function, kafka, spark, out / f"round-{round_}")
+                print(f"round {round_} {name} ({time.monotonic() - began:.0f} s): {line}", flush=True)
+    print(f"wall time {time.monotonic() - started:.0f} s; batches: {out}")
+
+
+if __name__ == "__main__":
+    main()
