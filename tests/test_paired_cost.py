@@ -90,6 +90,16 @@ def test_a_backlog_plan_refuses_what_cannot_be_read_and_says_which():
         BacklogPlan(batches=0)
     with pytest.raises(ValueError, match="fill_factor, fill_s and max_read_s above 0"):
         BacklogPlan(fill_s=0)
+    with pytest.raises(ValueError, match="fill_margin at least 1"):
+        BacklogPlan(fill_margin=0.5)
+
+
+def test_a_backlog_is_filled_with_what_the_read_needs_whatever_the_load_unless_a_factor_is_given():
+    plan = BacklogPlan()  # 3 + 12 batches of 120 000, twice over, in 50 s: 72 000 records/s
+    assert plan.fill_factor_for(5_000) == pytest.approx(14.4)  # the click-stream's validated rounds: 15
+    assert plan.fill_factor_for(20_000) == pytest.approx(3.6)  # not 15 x 20 000, more than a generator sends
+    assert plan.fill_factor_for(100_000) == pytest.approx(0.72)
+    assert BacklogPlan(fill_factor=10.0).fill_factor_for(20_000) == 10.0
 
 
 class BacklogSide:
