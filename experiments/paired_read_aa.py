@@ -8,6 +8,7 @@ figure is judged as the gate would judge it. A side's batches are kept in OUT/<r
 
     python experiments/paired_read_aa.py --rounds 2                  # UC1-UC4
     python experiments/paired_read_aa.py --rounds 3 --gates uc2 uc4
+    python experiments/paired_read_aa.py --rounds 2 --first alternate     # REF asked first, then the change
 
 Nothing else may run beside it (the instances are CPU-limited).
 """
@@ -48,7 +49,7 @@ def gates(names: list[str]) -> dict[str, object]:
     return found
 
 
-def read_once(function: object, kafka, spark, results: Path) -> str:
+def read_once(function: object, kafka, spark, results: Path, first: str) -> str:
     """Both sides of one gate read their backlogs at once; the report's line on it."""
     marker = function.pytestmark[0]  # type: ignore[attr-defined]
     spec = gate_spec(marker.args, {**marker.kwargs, "paired_cost": True}, {}, {}, pull_request=True)
@@ -62,7 +63,7 @@ def read_once(function: object, kafka, spark, results: Path) -> str:
     }
     experiment = start_paired_experiment(benchmark, settings, target, specs, None)
     try:
-        experiment.measure_paired_cost()
+        experiment.measure_paired_cost(first)
     finally:
         experiment.close()
     return experiment.paired_cost_note() or "not read"
@@ -73,6 +74,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gates", nargs="+", default=["uc1", "uc2", "uc3", "uc4"])
     parser.add_argument("--out", type=Path, default=None, help="where the rounds keep their batches")
+    parser.add_argument(
+        "--first",
+        choices=("ref", "change", "alternate"),
+        default="ref",
+        help="the side asked to start reading first (pull-request mode asks REF); alternate: REF in odd rounds",
+    )
     args = parser.parse_args()
     chosen = gates(args.gates)
     out = args.out or Path(tempfile.mkdtemp(prefix="theodolite-paired-aa-"))
@@ -82,8 +89,12 @@ def main() -> None:
         for round_ in range(1, args.rounds + 1):
             for name, function in chosen.items():
                 began = time.monotonic()
-                line = read_once(function, kafka, spark, out / f"round-{round_}")
-                print(f"round {round_} {name} ({time.monotonic() - began:.0f} s): {line}", flush=True)
+                first = args.first if args.first != "alternate" else ("ref", "change")[(round_ - 1) % 2]
+                line = read_once(function, kafka, spark, out / f"round-{round_}", first)
+                print(
+                    f"round {round_} {name}, {first} first ({time.monotonic() - began:.0f} s): {line}",
+                    flush=True,
+                )
     print(f"wall time {time.monotonic() - started:.0f} s; batches: {out}")
 
 

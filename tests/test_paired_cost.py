@@ -199,6 +199,18 @@ def test_both_sides_read_their_backlogs_at_once_under_the_lock_once_per_benchmar
     assert written["plan"]["batch_records"] == 120_000
 
 
+def test_the_side_asked_to_start_first_can_be_swapped_and_the_figure_stays_change_over_ref(tmp_path):
+    experiment, log = paired_experiment(tmp_path, [0.60, 0.66, 0.60], [0.69, 0.75, 0.72])
+    experiment.measure_paired_cost(first="change")
+    assert [entry[:2] for entry in log] == [
+        ("change", "start"),
+        ("ref", "start"),
+        ("change", "result"),
+        ("ref", "result"),
+    ]
+    assert experiment.paired_cost.batch_ratio == pytest.approx(1.15)
+
+
 def test_a_side_that_fails_its_read_leaves_no_figure_and_says_why_the_other_side_is_still_heard(tmp_path):
     errors = {"ref": "pytest_theodolite.engine.runner.RunAborted: the query stopped: OutOfMemoryError"}
     experiment, log = paired_experiment(tmp_path, [0.6], [0.7], errors=errors)

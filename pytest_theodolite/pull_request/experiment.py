@@ -285,11 +285,12 @@ class PairedExperiment:
         self.points[load] = paired
         return paired
 
-    def measure_paired_cost(self) -> None:
+    def measure_paired_cost(self, first: str = REF) -> None:
         """Once per benchmark, with ``paired_cost``: both sides read a backlog of the highest load's keys at the
         same time, each on one instance, in large capped batches (engine/backlog_read.py), while this process
         holds the cluster's session lock; their task CPU per record is compared batch by batch
-        (core/paired_cost.py) and kept with both sides' batches in ``<benchmark>_paired_cost.json``."""
+        (core/paired_cost.py) and kept with both sides' batches in ``<benchmark>_paired_cost.json``. `first`
+        is the side asked to start first (an experiment swaps it to see whether the order leans)."""
         if not self.settings.paired_cost or self.backlog_reads or self.paired_cost_problem:
             return
         spark = self.sides[REF].spec.spark
@@ -303,7 +304,7 @@ class PairedExperiment:
         problems: list[str] = []
         with spark.sessions_held():
             asked = []
-            for side in SIDES:
+            for side in sorted(SIDES, key=lambda side: side != first):
                 try:
                     self.sides[side].start_backlog_read(load, workload, self.backlog_plan)
                     asked.append(side)
