@@ -8,7 +8,7 @@ pay for ``--hash-rounds`` chained SHA-256 hashes of its user (the same output).
     python experiments/own_job_quality.py --clean 0 --injected 1 --strategy baseline-guess+lower-bound
     python experiments/own_job_quality.py --loads 2000 5000 --hash-rounds 2
     python experiments/own_job_quality.py --calibrate --hash-rounds 2   # what the change costs a record
-    python experiments/own_job_quality.py --clean 5 --injected 5 --paired-cost   # both sides' backlogs read together
+    python experiments/own_job_quality.py --clean 5 --injected 5 --no-paired-cost   # without the paired read
     python experiments/own_job_quality.py --judge own-job-quality   # the recorded paired reads, judged
 
 ``--calibrate`` measures what the change costs, apart from any gate: the job's transform, unchanged and changed,
@@ -138,7 +138,7 @@ def task_cpu_change(found: dict[str, dict[int, dict]]) -> dict[int, float]:
 
 
 def paired_costs(results: Path, first: int | None = None) -> list[str]:
-    """Each benchmark's paired backlog read (``--paired-cost``) from a run's results files, as text: recomputed
+    """Each benchmark's paired backlog read from a run's results files, as text: recomputed
     from both sides' recorded batches and judged at the paired read's default tolerance (runs recorded before it
     was judged are judged the same way); `first`: only each side's first that many batches, as a shorter read
     would have measured."""
@@ -286,9 +286,10 @@ def main() -> None:
         help="--theodolite-strategy for these runs (default: the gate's own, the lag-trend search)",
     )
     parser.add_argument(
-        "--paired-cost",
-        action="store_true",
-        help="--theodolite-paired-cost=true: both sides also read a backlog at the same time",
+        "--no-paired-cost",
+        dest="paired_cost",
+        action="store_false",
+        help="--theodolite-paired-cost=false: the sides read no backlog (they do by default)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("own-job-quality"), help="where runs keep their files"
@@ -318,8 +319,8 @@ def main() -> None:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     extra = [f"--theodolite-strategy={args.strategy}"] if args.strategy else []
-    if args.paired_cost:
-        extra.append("--theodolite-paired-cost=true")
+    if not args.paired_cost:
+        extra.append("--theodolite-paired-cost=false")
     project = scratch_project(args.loads, args.instance_cpu)
     try:
         runs = [run_gate("clean", i + 1, project, out, extra) for i in range(args.clean)]

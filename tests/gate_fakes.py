@@ -8,21 +8,27 @@ verdict the point estimate decided at the measurement's bound;
 ``SCRIPTED_FLAKY`` (``SCRIPTED_REF_FLAKY``) those whose confirming repetition reaches the other outcome (each
 certain by its own interval); elsewhere a confirmation reproduces the verdict.
 ``SCRIPTED_SECONDS`` makes each sub-experiment take that long, and ``SCRIPTED_LOG`` names a file that gets a
-line ``sub-experiment <start> <end>`` for each.
+line ``sub-experiment <start> <end>`` for each. In pull-request mode both sides read a scripted backlog (the
+paired read): the same task CPU per record batch by batch, times ``SCRIPTED_PAIRED_COST`` (e.g. 1.15) for the
+working tree; ``SCRIPTED_MAX_INSTANCES`` is the scripted cluster's size (4).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator import Workload
+from pytest_theodolite.core.capacity import MicroBatch
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
+from pytest_theodolite.engine.backlog_read import BacklogRead
 from pytest_theodolite.engine.benchmark import Benchmark
 from pytest_theodolite.engine.calibration import Calibration
 from pytest_theodolite.engine.experiment import BenchmarkExperiment
@@ -153,6 +159,19 @@ def scripted_record(
     )
 
 
+@dataclass(frozen=True)
+class ScriptedSideSpec:
+    """What pull-request mode reads of a side's spec (sides.SideSpec): its cluster and results directory."""
+
+    spark: FakeSpark
+    results_dir: Path
+
+
+#: task CPU seconds per batch of a scripted backlog read (12 full batches, each side the same but for
+#: SCRIPTED_PAIRED_COST)
+SCRIPTED_BATCH_CPU_S = tuple(0.60 + 0.02 * (i % 3) for i in range(12))
+
+
 @dataclass
 class ScriptedSide:
     """One side of pull-request mode (sides.SideProcess) by the same rule; ``SCRIPTED_REF_CAPACITY`` and
@@ -163,6 +182,15 @@ class ScriptedSide:
     uncertain: frozenset[tuple[int, int]] = frozenset()
     flaky: frozenset[tuple[int, int]] = frozenset()
     records: dict = field(default_factory=dict)
+    spec: ScriptedSideSpec | None = None
+    paired_cost_factor: float = 1.0
+
+    def start_backlog_read(self, load: int, workload: Workload, plan: object) -> None:
+        pass
+
+    def backlog_read(self) -> BacklogRead:
+        batches = tuple(MicroBatch(i, 60.0 + 8 * i, 6.0, 120_000) for i in range(len(SCRIPTED_BATCH_CPU_S)))
+        return BacklogRead(batches, tuple(c * self.paired_cost_factor for c in SCRIPTED_BATCH_CPU_S), 160.0)
 
     def run(self, load: int, resources: int, workload: Workload, *, confirm: bool = False):
         if confirm:
@@ -197,6 +225,11 @@ class FakeSpark:
         default_factory=lambda: not os.environ.get("SCRIPTED_UNLIMITED_CLUSTER")
     )
     master_url: str = "spark://scripted:7077"
+    max_instances: int = field(default_factory=lambda: int(os.environ.get("SCRIPTED_MAX_INSTANCES", "4")))
+
+    @contextmanager
+    def sessions_held(self) -> Iterator[None]:
+        yield
 
 
 def scripted_sides(session, benchmark, settings, testbed, target):
@@ -207,12 +240,15 @@ def scripted_sides(session, benchmark, settings, testbed, target):
             _loads("SCRIPTED_REF_INVALID"),
             _points("SCRIPTED_REF_UNCERTAIN"),
             _points("SCRIPTED_REF_FLAKY"),
+            spec=ScriptedSideSpec(session.spark, session.results_dir / REF),
         ),
         CHANGE: ScriptedSide(
             int(os.environ.get("SCRIPTED_CAPACITY", "1000")),
             _loads("SCRIPTED_INVALID"),
             _points("SCRIPTED_UNCERTAIN"),
             _points("SCRIPTED_FLAKY"),
+            spec=ScriptedSideSpec(session.spark, session.results_dir / CHANGE),
+            paired_cost_factor=float(os.environ.get("SCRIPTED_PAIRED_COST", "1")),
         ),
     }
     return PairedExperiment(benchmark, settings, target, sides, session.on_sub_experiment)

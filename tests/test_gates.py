@@ -112,7 +112,7 @@ def test_each_load_is_its_own_test_with_a_stable_id(gate_project):
         ("duration=1, tolerance=-1", "*tolerance -1 is not a whole number >= 0*"),
         ("duration=1, strategy='random'", "*random*"),
         ("duration=1, colour='blue'", "*unknown theodolite marker argument(s) [[]'colour'[]]*"),
-        ("duration=1, paired_cost='sometimes'", "*paired_cost 'sometimes' is neither true nor false*"),
+        ("duration=1, paired_cost='sometimes'", "*paired_cost 'sometimes' is neither true, false nor auto*"),
         (
             "duration=1, max_late_rate='few'",
             "*max_late_rate 'few' is not a number; leave it out not to check it*",
@@ -931,6 +931,26 @@ def test_the_paired_reads_tolerance_is_its_own_unless_the_gate_names_one_for_eve
     assert paired_tolerance({}) == PAIRED_COST_TOLERANCE == 0.07  # not the 10 % the other figures get
     assert paired_tolerance({"cost_tolerance": "12%"}) == 0.12
     assert paired_tolerance({}, {"cost_tolerance": "off"}) is None  # reported, never judged
+
+
+def test_the_paired_read_is_on_in_pull_request_mode_unless_the_gate_or_the_command_line_turns_it_off():
+    from gate_fakes import BENCH
+
+    from pytest_theodolite.engine.markers import gate_spec
+
+    def reads(kwargs, overrides=None, *, pull_request=True):
+        spec = gate_spec(
+            (BENCH,), {"loads": [1000], **kwargs}, overrides or {}, {}, pull_request=pull_request
+        )
+        return spec.settings.paired_cost
+
+    assert reads({}) is True  # auto
+    assert reads({}, pull_request=False) is False  # one revision: nothing to pair
+    assert reads({"paired_cost": "auto"}, pull_request=False) is False
+    assert reads({"paired_cost": False}) is False
+    assert reads({}, {"paired_cost": "false"}) is False
+    assert reads({"paired_cost": False}, {"paired_cost": "auto"}) is True  # the command line wins
+    assert reads({"paired_cost": True}, pull_request=False) is True  # the report then says nothing was read
 
 
 def test_a_gate_stops_at_its_reference_unless_asked_for_exact_demands_and_a_recording_always_is_exact():

@@ -281,6 +281,7 @@ def test_pull_request_mode_ships_each_sides_own_version_to_the_executors(pyteste
     result = pytester.runpytest_subprocess(
         *_cluster_args(bootstrap, master_url, network, checkpoints),
         "--theodolite-compare-ref=main",
+        "--theodolite-paired-cost=false",  # the executors' import is the point here, not the paired read
         "-rA",
         timeout=900,
     )

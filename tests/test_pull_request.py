@@ -121,6 +121,40 @@ def test_a_slowdown_that_costs_no_instance_shows_in_the_cpu_figure(project, monk
         assert values[f"theodolite.cpu_change.{load}"] == "+0.200"  # the change against REF
 
 
+def test_the_paired_read_runs_by_default_and_a_dearer_change_fails_every_load_whose_demand_passed(
+    project, monkeypatch
+):
+    monkeypatch.setenv("SCRIPTED_PAIRED_COST", "1.15")  # the same demand everywhere, each batch 15 % dearer
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*scripted load 1000: *cost regression: task CPU per record, batch by batch +15% (tolerance 7%, p *",
+            "scripted: COST REGRESSION (3 cost regressions by task CPU per record, batch by batch, beyond 7%*",
+            "*task CPU per record, change over REF batch by batch: +15.0% over 12 batches*: a cost regression*",
+        ]
+    )
+    # the scripted session keeps its results under the run's basetemp (pytester puts it beside the project)
+    written = json.loads(
+        next(project.path.parent.joinpath("basetemp").rglob("*scripted_paired_cost.json")).read_text()
+    )
+    assert written["comparison"]["pairs"] == 12 and written["problem"] is None
+
+    off = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-paired-cost=false")
+    off.assert_outcomes(passed=3)  # not read: the demand and the CPU per record at it are equal
+    assert "task CPU per record, change over REF" not in off.stdout.str()
+
+
+def test_a_cluster_of_one_instance_reads_no_backlog_by_default_and_says_why(project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_PAIRED_COST", "1.15")
+    monkeypatch.setenv("SCRIPTED_MAX_INSTANCES", "1")
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["*task CPU per record (*): not measured: it needs two instances at once, one per side*"]
+    )
+
+
 def test_that_slowdown_fails_against_ref_by_default(project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
     monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1200")

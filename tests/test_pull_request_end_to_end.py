@@ -159,6 +159,9 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(
         "--theodolite-results=results",
         "--theodolite-max-instances=2",
         "--theodolite-compare-ref=main",
+        # the paired read is on by default; one layout runs it (it adds minutes), where its job is imported
+        # from makes no difference to it
+        *(() if layout == "root" else ("--theodolite-paired-cost=false",)),
     )
     outcomes = result.parseoutcomes()
     # a pass, a regression, or not comparable (exit 7) -- but measured and reported, never a crash
@@ -176,6 +179,10 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(
         ]
     )
     results = run_root / "results"
+    if layout == "root":  # both sides read their backlogs at once, and the figure was reported (or why not)
+        result.stdout.fnmatch_lines(["*task CPU per record*both sides reading a backlog at once*: *"])
+        paired = json.loads((results / "uc1-pr_paired_cost.json").read_text())
+        assert paired["load"] == 300 and (paired["comparison"] is None) != (paired["problem"] is None), paired
     job_files = {}
     for side in ("ref", "change"):  # each side's raw series and results, as a single-revision run keeps them
         assert sorted((results / side).glob("expuc1-pr_300_*_lag-trend_0.csv")), side
