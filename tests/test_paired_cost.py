@@ -209,6 +209,8 @@ def test_the_side_asked_to_start_first_can_be_swapped_and_the_figure_stays_chang
         ("ref", "result"),
     ]
     assert experiment.paired_cost.batch_ratio == pytest.approx(1.15)
+    with pytest.raises(ValueError, match="first is one of ref, change, not 'both'"):
+        experiment.measure_paired_cost(first="both")
 
 
 def test_a_side_that_fails_its_read_leaves_no_figure_and_says_why_the_other_side_is_still_heard(tmp_path):

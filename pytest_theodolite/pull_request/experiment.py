@@ -291,6 +291,8 @@ class PairedExperiment:
         holds the cluster's session lock; their task CPU per record is compared batch by batch
         (core/paired_cost.py) and kept with both sides' batches in ``<benchmark>_paired_cost.json``. `first`
         is the side asked to start first (an experiment swaps it to see whether the order leans)."""
+        if first not in SIDES:
+            raise ValueError(f"first is one of {', '.join(SIDES)}, not {first!r}")
         if not self.settings.paired_cost or self.backlog_reads or self.paired_cost_problem:
             return
         spark = self.sides[REF].spec.spark
