@@ -9,6 +9,7 @@ figure is judged as the gate would judge it. A side's batches are kept in OUT/<r
     python experiments/paired_read_aa.py --rounds 2                  # UC1-UC4
     python experiments/paired_read_aa.py --rounds 3 --gates uc2 uc4
     python experiments/paired_read_aa.py --rounds 2 --first alternate     # REF asked first, then the change
+    python experiments/paired_read_aa.py --rounds 1 --read-cpu 0.5        # the instances read on half a core
 
 Nothing else may run beside it (the instances are CPU-limited).
 """
@@ -27,6 +28,7 @@ sys.path.insert(
 
 import test_scalability_gates
 
+from pytest_theodolite.engine.backlog_read import BacklogPlan
 from pytest_theodolite.engine.markers import gate_spec
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
@@ -49,7 +51,7 @@ def gates(names: list[str]) -> dict[str, object]:
     return found
 
 
-def read_once(function: object, kafka, spark, results: Path, first: str) -> str:
+def read_once(function: object, kafka, spark, results: Path, first: str, plan: BacklogPlan) -> str:
     """Both sides of one gate read their backlogs at once; the report's line on it."""
     marker = function.pytestmark[0]  # type: ignore[attr-defined]
     spec = gate_spec(marker.args, {**marker.kwargs, "paired_cost": True}, {}, {}, pull_request=True)
@@ -62,6 +64,7 @@ def read_once(function: object, kafka, spark, results: Path, first: str) -> str:
         for side in ("ref", "change")
     }
     experiment = start_paired_experiment(benchmark, settings, target, specs, None)
+    experiment.backlog_plan = plan
     try:
         experiment.measure_paired_cost(first)
     finally:
@@ -80,7 +83,14 @@ def main() -> None:
         default="ref",
         help="the side asked to start reading first (pull-request mode asks REF); alternate: REF in odd rounds",
     )
+    parser.add_argument(
+        "--read-cpu",
+        type=float,
+        default=BacklogPlan.instance_cpu,
+        help="each reading instance's CPU limit in cores (default: the plan's, which is the gate's instance_cpu)",
+    )
     args = parser.parse_args()
+    plan = BacklogPlan(instance_cpu=args.read_cpu)
     chosen = gates(args.gates)
     out = args.out or Path(tempfile.mkdtemp(prefix="theodolite-paired-aa-"))
     started = time.monotonic()
@@ -90,7 +100,7 @@ def main() -> None:
             for name, function in chosen.items():
                 began = time.monotonic()
                 first = args.first if args.first != "alternate" else ("ref", "change")[(round_ - 1) % 2]
-                line = read_once(function, kafka, spark, out / f"round-{round_}", first)
+                line = read_once(function, kafka, spark, out / f"round-{round_}", first, plan)
                 print(
                     f"round {round_} {name}, {first} first ({time.monotonic() - began:.0f} s): {line}",
                     flush=True,

@@ -92,6 +92,8 @@ def test_a_backlog_plan_refuses_what_cannot_be_read_and_says_which():
         BacklogPlan(fill_s=0)
     with pytest.raises(ValueError, match="fill_margin at least 1"):
         BacklogPlan(fill_margin=0.5)
+    with pytest.raises(ValueError, match=r"instance_cpu above 0 or None \(the gate's\), got 0"):
+        BacklogPlan(instance_cpu=0)
 
 
 def test_a_backlog_is_filled_with_what_the_read_needs_whatever_the_load_unless_a_factor_is_given():

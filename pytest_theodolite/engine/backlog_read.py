@@ -45,6 +45,8 @@ class BacklogPlan:
     warm_batches: int = 3
     batches: int = 12
     max_read_s: float = 300.0
+    #: each reading instance's CPU limit (cores); None: the gate's ``instance_cpu``
+    instance_cpu: float | None = None
 
     def fill_factor_for(self, rate: float) -> float:
         """How many times `rate` (records/s) the backlog is filled at."""
@@ -60,6 +62,8 @@ class BacklogPlan:
                 f"{self.batches} and {self.warm_batches}"
             )
         factor = 1.0 if self.fill_factor is None else self.fill_factor
+        if self.instance_cpu is not None and not self.instance_cpu > 0:
+            raise ValueError(f"need instance_cpu above 0 or None (the gate's), got {self.instance_cpu}")
         if not (factor > 0 and self.fill_margin >= 1 and self.fill_s > 0 and self.max_read_s > 0):
             raise ValueError(
                 f"need fill_factor, fill_s and max_read_s above 0 and fill_margin at least 1, got "
@@ -105,7 +109,7 @@ def read_backlog(
     started = time.monotonic()
     offered = workload or runner.benchmark.workload(load)
     fill = offered.sent_faster(plan.fill_factor_for(offered.target_rate))
-    instance_cpu = runner.settings.instance_cpu
+    instance_cpu = runner.settings.instance_cpu if plan.instance_cpu is None else plan.instance_cpu
     prime = instance_cpu is not None and runner.spark.can_limit_cpu
     batches: dict[int, MicroBatch] = {}
     full: list[MicroBatch] = []
