@@ -143,8 +143,8 @@ class BacklogSide:
 
 
 class HeldCluster:
-    def __init__(self, max_instances):
-        self.max_instances, self.held = max_instances, False
+    def __init__(self, max_instances, can_limit_cpu=False):
+        self.max_instances, self.can_limit_cpu, self.held = max_instances, can_limit_cpu, False
 
     @contextmanager
     def sessions_held(self):
@@ -156,15 +156,28 @@ class HeldCluster:
 
 
 def paired_experiment(
-    tmp_path, ref_cpu, change_cpu, *, max_instances=4, paired_cost=True, errors=None, tolerance=0.07
+    tmp_path,
+    ref_cpu,
+    change_cpu,
+    *,
+    max_instances=4,
+    paired_cost=True,
+    errors=None,
+    tolerance=0.07,
+    can_limit_cpu=False,
+    instance_cpu=None,
 ):
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
     from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
 
     log: list = []
-    spark = HeldCluster(max_instances)
+    spark = HeldCluster(max_instances, can_limit_cpu)
     settings = ExperimentSettings(
-        loads=(2000, 5000), resources=(1, 2), paired_cost=paired_cost, paired_cost_tolerance=tolerance
+        loads=(2000, 5000),
+        resources=(1, 2),
+        paired_cost=paired_cost,
+        paired_cost_tolerance=tolerance,
+        instance_cpu=instance_cpu,
     )
     benchmark = Benchmark("scripted", lambda *a, **k: None, lambda keys: Workload(keys=keys))
     errors = errors or {}
@@ -199,6 +212,22 @@ def test_both_sides_read_their_backlogs_at_once_under_the_lock_once_per_benchmar
     assert written["load"] == 5000 and written["comparison"]["pairs"] == 3 and written["problem"] is None
     assert written["sides"]["change"]["task_cpu_s"] == [0.69, 0.75, 0.72]
     assert written["plan"]["batch_records"] == 120_000
+
+
+def test_the_note_names_the_cores_each_side_read_on_where_the_cluster_limits_them(tmp_path):
+    from pytest_theodolite.engine.backlog_read import BacklogPlan
+
+    cpu = [0.60] * 6
+    unlimited, _ = paired_experiment(tmp_path / "unlimited", cpu, cpu)
+    limited, _ = paired_experiment(tmp_path / "limited", cpu, cpu, can_limit_cpu=True, instance_cpu=0.25)
+    gates_own, _ = paired_experiment(tmp_path / "gate", cpu, cpu, can_limit_cpu=True, instance_cpu=0.25)
+    gates_own.backlog_plan = BacklogPlan(instance_cpu=None)
+    for experiment in (unlimited, limited, gates_own):
+        experiment.measure_paired_cost()
+    assert "(both sides reading a backlog at once, one instance each, 120,000" in unlimited.paired_cost_note()
+    # the plan's half core, whatever the gate's quarter; without the plan's, the gate's own
+    assert "one instance of 0.5 core each, 120,000-record batches)" in limited.paired_cost_note()
+    assert "one instance of 0.25 core each, 120,000-record batches)" in gates_own.paired_cost_note()
 
 
 def test_the_side_asked_to_start_first_can_be_swapped_and_the_figure_stays_change_over_ref(tmp_path):

@@ -189,11 +189,14 @@ def test_a_confirming_repetition_is_added_to_its_sub_experiment_and_read_back(
 
 @pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it
 def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
-    kafka_cluster, spark_cluster, tmp_path
+    kafka_cluster, spark_cluster, tmp_path, monkeypatch
 ):
     from pytest_theodolite.engine.backlog_read import BacklogPlan, read_backlog
 
-    settings = ExperimentSettings(loads=(500,), resources=(1,), instance_cpu=0.5)
+    limits: list = []
+    limit = spark_cluster.limit_instances
+    monkeypatch.setattr(spark_cluster, "limit_instances", lambda cpus: (limits.append(cpus), limit(cpus))[1])
+    settings = ExperimentSettings(loads=(500,), resources=(1,), instance_cpu=0.25)
     benchmark = uc1_benchmark()
     writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
     runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
@@ -209,3 +212,5 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
     # each batch's tasks' CPU, from the session's event log, which is gone with the read
     assert len(read.task_cpu_per_record_s()) == 3 and all(c > 0 for c in read.task_cpu_per_record_s()), read
     assert set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*")) == logs_before
+    # filled without a limit, read on the plan's half core rather than the gate's quarter
+    assert limits == ([0.5] if spark_cluster.can_limit_cpu else []), limits

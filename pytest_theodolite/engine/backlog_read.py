@@ -45,8 +45,11 @@ class BacklogPlan:
     warm_batches: int = 3
     batches: int = 12
     max_read_s: float = 300.0
-    #: each reading instance's CPU limit (cores); None: the gate's ``instance_cpu``
-    instance_cpu: float | None = None
+    #: each reading instance's CPU limit (cores); None: the gate's ``instance_cpu``. Half a core: two reads at
+    #: once take one of a 2-core runner's cores and leave the other to the drivers and the broker; the task CPU
+    #: per record compares as on a quarter core, in batches over twice as fast (docs/lab-notes/capacity.md,
+    #: 2026-11-29, night)
+    instance_cpu: float | None = 0.5
 
     def fill_factor_for(self, rate: float) -> float:
         """How many times `rate` (records/s) the backlog is filled at."""

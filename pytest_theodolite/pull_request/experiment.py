@@ -363,10 +363,11 @@ class PairedExperiment:
         """The report's line on the paired backlog read; None where none was asked for."""
         if not self.settings.paired_cost:
             return None
-        how = (
-            f"both sides reading a backlog at once, one instance each, "
-            f"{self.backlog_plan.batch_records:,}-record batches"
-        )
+        plan = self.backlog_plan
+        cpu = self.settings.instance_cpu if plan.instance_cpu is None else plan.instance_cpu
+        limited = cpu is not None and self.sides[REF].spec.spark.can_limit_cpu
+        cores = f" of {cpu:g} core" if limited else ""
+        how = f"both sides reading a backlog at once, one instance{cores} each, {plan.batch_records:,}-record batches"
         check = self.paired_cost_check()
         if self.paired_cost is None or check is None:
             return f"task CPU per record ({how}): not measured: {self.paired_cost_problem}"
