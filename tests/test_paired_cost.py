@@ -96,6 +96,12 @@ def test_a_backlog_plan_refuses_what_cannot_be_read_and_says_which():
         BacklogPlan(instance_cpu=0)
 
 
+def test_a_backlog_is_read_on_half_a_core_whatever_the_gates_unless_the_plan_keeps_the_gates():
+    assert BacklogPlan().cpu_for(0.25) == 0.5 and BacklogPlan().cpu_for(None) == 0.5
+    assert BacklogPlan(instance_cpu=None).cpu_for(0.25) == 0.25
+    assert BacklogPlan(instance_cpu=None).cpu_for(None) is None
+
+
 def test_a_backlog_is_filled_with_what_the_read_needs_whatever_the_load_unless_a_factor_is_given():
     plan = BacklogPlan()  # 3 + 12 batches of 120 000, twice over, in 50 s: 72 000 records/s
     assert plan.fill_factor_for(5_000) == pytest.approx(14.4)  # the click-stream's validated rounds: 15

@@ -2,8 +2,8 @@
 
 The generator fills the job's input topic for ``fill_s`` seconds with ``fill_margin`` times the records the read
 measures (or at ``fill_factor`` times the load's rate), while the instance runs without its CPU limit (code
-generation and JIT at full speed), and stops; then the instance is limited
-and the query reads the backlog in batches capped at ``batch_records``. The full batches after the first
+generation and JIT at full speed), and stops; then the instance is limited (``instance_cpu``: half a core by
+default) and the query reads the backlog in batches capped at ``batch_records``. The full batches after the first
 ``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s`` allows -- each with its tasks'
 executor CPU from the session's event log (core/task_cpu.py). Two sides read at the same time are compared batch
 by batch (core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size
@@ -50,6 +50,10 @@ class BacklogPlan:
     #: per record compares as on a quarter core, in batches over twice as fast (docs/lab-notes/capacity.md,
     #: 2026-11-29, night)
     instance_cpu: float | None = 0.5
+
+    def cpu_for(self, gate_cpu: float | None) -> float | None:
+        """The CPU limit each instance reads with, for a gate whose ``instance_cpu`` is `gate_cpu`."""
+        return gate_cpu if self.instance_cpu is None else self.instance_cpu
 
     def fill_factor_for(self, rate: float) -> float:
         """How many times `rate` (records/s) the backlog is filled at."""
@@ -112,7 +116,7 @@ def read_backlog(
     started = time.monotonic()
     offered = workload or runner.benchmark.workload(load)
     fill = offered.sent_faster(plan.fill_factor_for(offered.target_rate))
-    instance_cpu = runner.settings.instance_cpu if plan.instance_cpu is None else plan.instance_cpu
+    instance_cpu = plan.cpu_for(runner.settings.instance_cpu)
     prime = instance_cpu is not None and runner.spark.can_limit_cpu
     batches: dict[int, MicroBatch] = {}
     full: list[MicroBatch] = []

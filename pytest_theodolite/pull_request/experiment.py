@@ -364,7 +364,7 @@ class PairedExperiment:
         if not self.settings.paired_cost:
             return None
         plan = self.backlog_plan
-        cpu = self.settings.instance_cpu if plan.instance_cpu is None else plan.instance_cpu
+        cpu = plan.cpu_for(self.settings.instance_cpu)
         limited = cpu is not None and self.sides[REF].spec.spark.can_limit_cpu
         cores = f" of {cpu:g} core" if limited else ""
         how = f"both sides reading a backlog at once, one instance{cores} each, {plan.batch_records:,}-record batches"
