@@ -9,7 +9,7 @@ figure is judged as the gate would judge it. A side's batches are kept in OUT/<r
     python experiments/paired_read_aa.py --rounds 2                  # UC1-UC4
     python experiments/paired_read_aa.py --rounds 3 --gates uc2 uc4
     python experiments/paired_read_aa.py --rounds 2 --first alternate     # REF asked first, then the change
-    python experiments/paired_read_aa.py --rounds 1 --read-cpu 0.5        # the instances read on half a core
+    python experiments/paired_read_aa.py --rounds 1 --read-cpu 0.25       # a quarter core (half is the default)
 
 Nothing else may run beside it (the instances are CPU-limited).
 """
@@ -87,7 +87,7 @@ def main() -> None:
         "--read-cpu",
         type=float,
         default=BacklogPlan.instance_cpu,
-        help="each reading instance's CPU limit in cores (default: the plan's, which is the gate's instance_cpu)",
+        help="each reading instance's CPU limit in cores (default: the plan's half core)",
     )
     args = parser.parse_args()
     plan = BacklogPlan(instance_cpu=args.read_cpu)
