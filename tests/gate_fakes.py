@@ -188,6 +188,12 @@ class ScriptedSide:
     def start_backlog_read(self, load: int, workload: Workload, plan: object) -> None:
         pass
 
+    def backlog_filled(self) -> None:
+        pass
+
+    def start_reading(self) -> None:
+        pass
+
     def backlog_read(self) -> BacklogRead:
         batches = tuple(MicroBatch(i, 60.0 + 8 * i, 6.0, 120_000) for i in range(len(SCRIPTED_BATCH_CPU_S)))
         return BacklogRead(batches, tuple(c * self.paired_cost_factor for c in SCRIPTED_BATCH_CPU_S), 160.0)

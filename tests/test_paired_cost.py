@@ -114,22 +114,33 @@ class BacklogSide:
     """One side of pull-request mode that reads a scripted backlog; `log` records what each side was asked, in
     order, and whether the parent held the cluster's session lock meanwhile."""
 
-    def __init__(self, name, log, spark, results_dir, task_cpu_s=None, error=None):
-        self.name, self.log, self.error = name, log, error
+    def __init__(self, name, log, spark, results_dir, task_cpu_s=None, error=None, fill_error=None):
+        self.name, self.log, self.error, self.fill_error = name, log, error, fill_error
         self.task_cpu_s = task_cpu_s or []
         self.spec = SimpleNamespace(spark=spark, results_dir=results_dir)
 
     def start_backlog_read(self, load, workload, plan):
         self.log.append((self.name, "start", load, workload.keys, plan.batch_records, self.spec.spark.held))
 
-    def backlog_read(self):
+    def _fail(self, error):
         from pytest_theodolite.pull_request.sides import SideError
 
+        raise SideError(
+            f"{self.name}: the backlog read failed: Traceback (most recent call last):\n  ...\n{error}"
+        )
+
+    def backlog_filled(self):
+        self.log.append((self.name, "filled", self.spec.spark.held))
+        if self.fill_error:
+            self._fail(self.fill_error)
+
+    def start_reading(self):
+        self.log.append((self.name, "read", self.spec.spark.held))
+
+    def backlog_read(self):
         self.log.append((self.name, "result", self.spec.spark.held))
         if self.error:
-            raise SideError(
-                f"{self.name}: the backlog read failed: Traceback (most recent call last):\n  ...\n{self.error}"
-            )
+            self._fail(self.error)
         batches = tuple(MicroBatch(i, 100.0 + 8 * i, 6.0, 120_000) for i in range(len(self.task_cpu_s)))
         return BacklogRead(batches, tuple(self.task_cpu_s), 200.0)
 
@@ -169,6 +180,7 @@ def paired_experiment(
     max_instances=4,
     paired_cost=True,
     errors=None,
+    fill_errors=None,
     tolerance=0.07,
     can_limit_cpu=False,
     instance_cpu=None,
@@ -186,9 +198,9 @@ def paired_experiment(
         instance_cpu=instance_cpu,
     )
     benchmark = Benchmark("scripted", lambda *a, **k: None, lambda keys: Workload(keys=keys))
-    errors = errors or {}
+    errors, fill_errors = errors or {}, fill_errors or {}
     sides = {
-        side: BacklogSide(side, log, spark, tmp_path / side, cpu, errors.get(side))
+        side: BacklogSide(side, log, spark, tmp_path / side, cpu, errors.get(side), fill_errors.get(side))
         for side, cpu in (("ref", ref_cpu), ("change", change_cpu))
     }
     target = CompareTarget("main", "0123456789", Path("."), Path("."))
@@ -199,10 +211,15 @@ def test_both_sides_read_their_backlogs_at_once_under_the_lock_once_per_benchmar
     experiment, log = paired_experiment(tmp_path, [0.60, 0.66, 0.60], [0.69, 0.75, 0.72])
     experiment.measure(2000)
     experiment.measure(5000)
-    # both asked before either is waited for, the parent holding the session lock; the highest load's keys
-    assert log[:4] == [
+    # both asked before either is waited for, the parent holding the session lock; the highest load's keys;
+    # neither let read before both have filled
+    assert log[:8] == [
         ("ref", "start", 5000, 5000, 120_000, True),
         ("change", "start", 5000, 5000, 120_000, True),
+        ("ref", "filled", True),
+        ("change", "filled", True),
+        ("ref", "read", True),
+        ("change", "read", True),
         ("ref", "result", True),
         ("change", "result", True),
     ]
@@ -242,6 +259,10 @@ def test_the_side_asked_to_start_first_can_be_swapped_and_the_figure_stays_chang
     assert [entry[:2] for entry in log] == [
         ("change", "start"),
         ("ref", "start"),
+        ("change", "filled"),
+        ("ref", "filled"),
+        ("change", "read"),
+        ("ref", "read"),
         ("change", "result"),
         ("ref", "result"),
     ]
@@ -258,6 +279,23 @@ def test_a_side_that_fails_its_read_leaves_no_figure_and_says_why_the_other_side
     assert experiment.paired_cost is None
     assert experiment.paired_cost_note().endswith("not measured: ref: " + errors["ref"])
     assert json.loads((tmp_path / "scripted_paired_cost.json").read_text())["problem"].startswith("ref: ")
+
+
+def test_a_side_that_fails_before_its_backlog_is_filled_is_not_let_read_the_other_side_still_is(tmp_path):
+    errors = {"change": "pytest_theodolite.engine.runner.RunAborted: the job did not start: ERRORED"}
+    experiment, log = paired_experiment(tmp_path, [0.6], [0.7], fill_errors=errors)
+    experiment.measure(2000)
+    # REF, waiting with its generator sending, is let read and heard; the change, which never filled, is not
+    assert [entry[:2] for entry in log if entry[1] != "run"] == [
+        ("ref", "start"),
+        ("change", "start"),
+        ("ref", "filled"),
+        ("change", "filled"),
+        ("ref", "read"),
+        ("ref", "result"),
+    ]
+    assert experiment.paired_cost is None
+    assert experiment.paired_cost_note().endswith("not measured: change: " + errors["change"])
 
 
 def test_a_read_without_task_cpu_or_with_one_instance_says_so_and_without_the_option_nothing_runs(tmp_path):

@@ -2,6 +2,7 @@
 
 import csv
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -204,7 +205,8 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
         batch_records=2_000, fill_factor=10.0, fill_s=4.0, warm_batches=1, batches=3, max_read_s=90
     )
     logs_before = set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*"))
-    read = read_backlog(runner, 500, plan)
+    filled: list = []  # when the fill time was up, the generator still sending and the instance unlimited
+    read = read_backlog(runner, 500, plan, filled=lambda: filled.append((time.time(), list(limits))))
     # 20 000 records sent, read in batches of 2 000: the first full one is left to warm up, the next three measured
     assert len(read.batches) == 3, read
     assert all(b.input_rows >= 0.95 * 2_000 for b in read.batches), read
@@ -214,3 +216,7 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
     assert set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*")) == logs_before
     # filled without a limit, read on the plan's half core rather than the gate's quarter
     assert limits == ([0.5] if spark_cluster.can_limit_cpu else []), limits
+    # told once that the backlog was filled, before the limit and the read: the batches read began after it
+    assert len(filled) == 1 and filled[0][1] == [], filled
+    assert read.read_from_s is not None and read.read_from_s >= filled[0][0], (read.read_from_s, filled)
+    assert all(b.start_s >= read.read_from_s for b in read.batches), read

@@ -246,6 +246,8 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
     reads = experiment.backlog_reads
     # the same minutes: each side's first measured batch started within the other's fill
     assert abs(reads["ref"].batches[0].start_s - reads["change"].batches[0].start_s) < 30, reads
+    # and both reads began together, once both had filled (the gap: each stopping its generator after the word)
+    assert abs(reads["ref"].read_from_s - reads["change"].read_from_s) < 10, reads
     written = json.loads((tmp_path / "uc1-paired_paired_cost.json").read_text())
     assert written["comparison"]["pairs"] == 3
     assert all(len(written["sides"][side]["task_cpu_s"]) == 3 for side in ("ref", "change"))

@@ -7,13 +7,15 @@ default) and the query reads the backlog in batches capped at ``batch_records``.
 ``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s`` allows -- each with its tasks'
 executor CPU from the session's event log (core/task_cpu.py). Two sides read at the same time are compared batch
 by batch (core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size
-small (docs/lab-notes/capacity.md, 2026-11-29).
+small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides stop filling together (``filled``): a side that
+reads while the other's generator still sends reads dearer (docs/lab-notes/capacity.md, 2026-12-01).
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +87,7 @@ class BacklogRead:
     batches: tuple[MicroBatch, ...]
     task_cpu_s: tuple[float | None, ...]
     wall_s: float  # the whole read, setup and teardown included
+    read_from_s: float | None = None  # epoch seconds at which the fill stopped and the read began
 
     def task_cpu_per_record_s(self) -> list[float]:
         """Each batch's task CPU per record, in order; batches without a figure left out."""
@@ -108,11 +111,13 @@ def read_backlog(
     workload: Workload | None = None,
     interval_s: float = 0.5,
     lock: bool = True,
+    filled: Callable[[], None] | None = None,
 ) -> BacklogRead:
     """The runner's job on one instance reading a backlog of `workload` (by default `load`'s) sent
     ``plan.fill_factor_for(its rate)`` times as fast (the module's doc). Raises `RunAborted` where the job does not
     start or its query stops. ``lock=False``: the caller holds the cluster's session lock
-    (SparkCluster.sessions_held)."""
+    (SparkCluster.sessions_held). `filled` is called when the fill time is up, the generator still sending; the
+    generator stops and the read begins when it returns (pull-request mode: once the other side has filled too)."""
     started = time.monotonic()
     offered = workload or runner.benchmark.workload(load)
     fill = offered.sent_faster(plan.fill_factor_for(offered.target_rate))
@@ -141,6 +146,8 @@ def read_backlog(
             while time.monotonic() < filling_until:
                 time.sleep(min(interval_s, max(0.0, filling_until - time.monotonic())))
                 check_running(job, executors)
+            if filled is not None:
+                filled()
             job.generator.stop()
             if prime:
                 runner.spark.limit_instances(instance_cpu)
@@ -155,5 +162,5 @@ def read_backlog(
         # the session has stopped: its event log is complete
         task_cpu = read_task_cpu(event_log, query_id) if log_conf else {}
     return BacklogRead(
-        measured, tuple(task_cpu.get(b.batch_id) for b in measured), time.monotonic() - started
+        measured, tuple(task_cpu.get(b.batch_id) for b in measured), time.monotonic() - started, filled_at
     )

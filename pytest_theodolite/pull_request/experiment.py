@@ -312,7 +312,19 @@ class PairedExperiment:
                     asked.append(side)
                 except SideError as exc:
                     problems.append(_last_line(str(exc)))
-            for side in asked:  # each side asked is answered, whatever the other did
+            filled = []
+            for side in asked:
+                try:
+                    self.sides[side].backlog_filled()
+                    filled.append(side)
+                except SideError as exc:
+                    problems.append(f"{side}: {_last_line(str(exc))}")
+            # both stop filling and start reading together: a side reading while the other's generator still
+            # sends read dearer (docs/lab-notes/capacity.md, 2026-12-01); each side filled is let read and
+            # answered, whatever the other did, so its pipe stays in step
+            for side in filled:
+                self.sides[side].start_reading()
+            for side in filled:
                 try:
                     self.backlog_reads[side] = self.sides[side].backlog_read()
                 except SideError as exc:
@@ -344,6 +356,7 @@ class PairedExperiment:
                     "batches": [[b.batch_id, b.start_s, b.duration_s, b.input_rows] for b in read.batches],
                     "task_cpu_s": list(read.task_cpu_s),
                     "wall_s": read.wall_s,
+                    "read_from_s": read.read_from_s,
                 }
                 for side, read in self.backlog_reads.items()
             },

@@ -236,7 +236,9 @@ def serve(connection: Connection, spec: SideSpec) -> None:
                 if kind == "backlog":
                     (plan,) = options
                     # the parent holds the session lock: the other side's session runs beside this one
-                    read = read_backlog(runner, load, plan, workload=workload, lock=False)
+                    read = read_backlog(
+                        runner, load, plan, workload=workload, lock=False, filled=lambda: _filled(connection)
+                    )
                     connection.send(("backlog", read))
                     continue
                 if kind == "capacity":
@@ -261,6 +263,14 @@ def serve(connection: Connection, spec: SideSpec) -> None:
         pass
     finally:
         kafka.close()
+
+
+def _filled(connection: Connection) -> None:
+    """Tell the parent this side's backlog is filled and wait until it says read (SideProcess.start_reading)."""
+    connection.send(("filled",))
+    message = connection.recv()
+    if message != ("read",):
+        raise RuntimeError(f"waited for ('read',) after the fill, got {message!r}")
 
 
 @dataclass
@@ -333,12 +343,23 @@ class SideProcess:
         return message[1]
 
     def start_backlog_read(self, load: int, workload: Workload, plan: BacklogPlan) -> None:
-        """Ask this side to read a backlog of `workload` on one instance (engine/backlog_read.py), in a session
-        started without the cluster's lock, which the caller holds; `backlog_read` gives the result. Both sides
-        asked one after the other read at the same time."""
+        """Ask this side to fill a backlog of `workload` and read it on one instance (engine/backlog_read.py), in
+        a session started without the cluster's lock, which the caller holds. Then `backlog_filled` waits for
+        the fill, `start_reading` lets the read begin and `backlog_read` gives its result: both sides asked one
+        after the other, each let read once both have filled, read at the same time from the same moment."""
         if self._connection is None:
             raise SideError(f"{self.spec.side}: not started")
         self._connection.send(("backlog", load, 1, workload, plan))
+
+    def backlog_filled(self) -> None:
+        """Return once this side has filled its backlog (its generator still sending until `start_reading`)."""
+        message = self._receive(None, "the backlog's fill")
+        if message[0] != "filled":
+            raise SideError(f"{self.spec.side}: the backlog read failed: {message[1]}")
+
+    def start_reading(self) -> None:
+        assert self._connection is not None
+        self._connection.send(("read",))
 
     def backlog_read(self) -> BacklogRead:
         message = self._receive(None, "the backlog read")
