@@ -81,7 +81,8 @@ def main() -> None:
         "--first",
         choices=("ref", "change", "alternate"),
         default="ref",
-        help="the side asked to start reading first (pull-request mode asks REF); alternate: REF in odd rounds",
+        help="the side asked first, whose session starts first (both read from the same moment; pull-request mode "
+        "asks REF); alternate: REF in odd rounds",
     )
     parser.add_argument(
         "--read-cpu",

@@ -7,8 +7,8 @@ default) and the query reads the backlog in batches capped at ``batch_records``.
 ``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s`` allows -- each with its tasks'
 executor CPU from the session's event log (core/task_cpu.py). Two sides read at the same time are compared batch
 by batch (core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size
-small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides stop filling together (``filled``): a side that
-reads while the other's generator still sends reads dearer (docs/lab-notes/capacity.md, 2026-12-01).
+small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides stop filling together (``filled``), so that
+neither reads while the other's generator still sends (docs/lab-notes/capacity.md, 2026-12-01).
 """
 
 from __future__ import annotations

@@ -319,9 +319,9 @@ class PairedExperiment:
                     filled.append(side)
                 except SideError as exc:
                     problems.append(f"{side}: {_last_line(str(exc))}")
-            # both stop filling and start reading together: a side reading while the other's generator still
-            # sends read dearer (docs/lab-notes/capacity.md, 2026-12-01); each side filled is let read and
-            # answered, whatever the other did, so its pipe stays in step
+            # both stop filling and start reading together, so that neither reads while the other's generator
+            # still sends (docs/lab-notes/capacity.md, 2026-12-01); each side filled is let read and answered,
+            # whatever the other did, so its pipe stays in step
             for side in filled:
                 self.sides[side].start_reading()
             for side in filled:
