@@ -103,6 +103,27 @@ def test_a_lambda_job_cannot_be_imported_by_name():
         job_reference(Benchmark("t", lambda spark, **o: None, lambda keys: Workload(keys=keys)))
 
 
+def test_a_side_not_started_or_closed_refuses_every_request_saying_so(repo, tmp_path):
+    side = SideProcess(spec("ref", repo, tmp_path, benchmark_of("tjobs.job")))
+    requests = [
+        lambda: side.run(1, 1, Workload(keys=1)),
+        lambda: side.measure_capacity(1, 1, Workload(keys=1), plan=None),  # type: ignore[arg-type]
+        lambda: side.start_backlog_read(1, Workload(keys=1), plan=None),  # type: ignore[arg-type]
+        side.backlog_filled,
+        side.start_reading,
+        side.backlog_read,
+    ]
+    for request in requests:
+        with pytest.raises(SideError, match=r"^ref: not started$"):
+            request()
+    with side:
+        pass
+    for request in requests:
+        with pytest.raises(SideError, match=r"^ref: not started$"):
+            request()
+    assert multiprocessing.active_children() == []
+
+
 def busy_side(connection, marker: str) -> None:
     """A side driver in the middle of a sub-experiment: busy until interrupted, then it cleans up."""
     from pytest_theodolite.infra.process import interruptible_child

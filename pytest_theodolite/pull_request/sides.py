@@ -305,8 +305,14 @@ class SideProcess:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _send(self, message: tuple[Any, ...]) -> None:
+        if self._connection is None:
+            raise SideError(f"{self.spec.side}: not started")
+        self._connection.send(message)
+
     def _receive(self, timeout_s: float | None, doing: str) -> tuple[Any, ...]:
-        assert self._connection is not None
+        if self._connection is None:
+            raise SideError(f"{self.spec.side}: not started")
         if not self._connection.poll(timeout_s):
             raise SideError(f"{self.spec.side}: its driver process did not {doing} within {timeout_s:g} s")
         try:
@@ -317,55 +323,48 @@ class SideProcess:
                 f"{self.spec.side}: its driver process died (exit code {code}) during {doing}"
             ) from None
 
+    def _expect(self, kind: str, doing: str, failed: str) -> tuple[Any, ...]:
+        """The side's next message, which must be `kind`; its error otherwise, raised as "<failed> failed"."""
+        message = self._receive(None, doing)
+        if message[0] != kind:
+            raise SideError(f"{self.spec.side}: {failed} failed: {message[1]}")
+        return message
+
     def run(
         self, load: int, resources: int, workload: Workload, *, confirm: bool = False
     ) -> tuple[SubExperimentRecord, dict[Any, PhaseTimings]]:
         """One sub-experiment of this side (with `confirm`: one more repetition of one it ran, combined with
         it); its record and phase timings."""
-        if self._connection is None:
-            raise SideError(f"{self.spec.side}: not started")
-        self._connection.send(("confirm" if confirm else "run", load, resources, workload))
-        message = self._receive(None, f"the sub-experiment load={load} instances={resources}")
-        if message[0] != "record":
-            raise SideError(f"{self.spec.side}: load={load} instances={resources} failed: {message[1]}")
+        self._send(("confirm" if confirm else "run", load, resources, workload))
+        where = f"load={load} instances={resources}"
+        message = self._expect("record", f"the sub-experiment {where}", where)
         return message[1], message[2]
 
     def measure_capacity(
         self, load: int, resources: int, workload: Workload, plan: ProbePlan, *, attempt: int = 0
     ) -> CapacityMeasurement:
         """This side's capacity at `resources` instances, the generator offering `workload` (capacity_probe)."""
-        if self._connection is None:
-            raise SideError(f"{self.spec.side}: not started")
-        self._connection.send(("capacity", load, resources, workload, plan, attempt))
-        message = self._receive(None, f"the capacity measurement of {resources} instances")
-        if message[0] != "capacity":
-            raise SideError(f"{self.spec.side}: the capacity of {resources} instances failed: {message[1]}")
-        return message[1]
+        self._send(("capacity", load, resources, workload, plan, attempt))
+        doing = f"the capacity measurement of {resources} instances"
+        return self._expect("capacity", doing, f"the capacity of {resources} instances")[1]
 
     def start_backlog_read(self, load: int, workload: Workload, plan: BacklogPlan) -> None:
         """Ask this side to fill a backlog of `workload` and read it on one instance (engine/backlog_read.py), in
         a session started without the cluster's lock, which the caller holds. Then `backlog_filled` waits for
         the fill, `start_reading` lets the read begin and `backlog_read` gives its result: both sides asked one
         after the other, each let read once both have filled, read at the same time from the same moment."""
-        if self._connection is None:
-            raise SideError(f"{self.spec.side}: not started")
-        self._connection.send(("backlog", load, 1, workload, plan))
+        self._send(("backlog", load, 1, workload, plan))
 
     def backlog_filled(self) -> None:
         """Return once this side has filled its backlog (its generator still sending until `start_reading`)."""
-        message = self._receive(None, "the backlog's fill")
-        if message[0] != "filled":
-            raise SideError(f"{self.spec.side}: the backlog read failed: {message[1]}")
+        self._expect("filled", "the backlog's fill", "the backlog read")
 
     def start_reading(self) -> None:
-        assert self._connection is not None
-        self._connection.send(("read",))
+        """Let this side's read begin (after `backlog_filled`)."""
+        self._send(("read",))
 
     def backlog_read(self) -> BacklogRead:
-        message = self._receive(None, "the backlog read")
-        if message[0] != "backlog":
-            raise SideError(f"{self.spec.side}: the backlog read failed: {message[1]}")
-        return message[1]
+        return self._expect("backlog", "the backlog read", "the backlog read")[1]
 
     def close(self) -> None:
         """Stop the driver process: at once when it waits for work; in the middle of a sub-experiment
