@@ -10,6 +10,11 @@ figure is judged as the gate would judge it. A side's batches are kept in OUT/<r
     python experiments/paired_read_aa.py --rounds 3 --gates uc2 uc4
     python experiments/paired_read_aa.py --rounds 2 --first alternate     # REF asked first, then the change
     python experiments/paired_read_aa.py --rounds 1 --read-cpu 0.25       # a quarter core (half is the default)
+    python experiments/paired_read_aa.py --gates uc1 --rounds 6 --change-hash-rounds 4 --change-in even
+
+With ``--change-hash-rounds N`` the change side reads UC1 from a scratch worktree whose job hashes every record N
+more times (gate_quality.py's injected regression): A/B rounds, in every round or (``--change-in even``) in
+every second one, the others A/A.
 
 Nothing else may run beside it (the instances are CPU-limited).
 """
@@ -17,6 +22,7 @@ Nothing else may run beside it (the instances are CPU-limited).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -27,6 +33,7 @@ sys.path.insert(
 )  # the gates, as pytest collects them
 
 import test_scalability_gates
+from gate_quality import injected_tree
 
 from pytest_theodolite.engine.backlog_read import BacklogPlan
 from pytest_theodolite.engine.markers import gate_spec
@@ -51,17 +58,21 @@ def gates(names: list[str]) -> dict[str, object]:
     return found
 
 
-def read_once(function: object, kafka, spark, results: Path, first: str, plan: BacklogPlan) -> str:
-    """Both sides of one gate read their backlogs at once; the report's line on it."""
+def read_once(
+    function: object, kafka, spark, results: Path, first: str, plan: BacklogPlan, change_root: Path = ROOT
+) -> str:
+    """Both sides of one gate read their backlogs at once (the change's job imported from `change_root`); the
+    report's line on it."""
     marker = function.pytestmark[0]  # type: ignore[attr-defined]
     spec = gate_spec(marker.args, {**marker.kwargs, "paired_cost": True}, {}, {}, pull_request=True)
     benchmark, settings = spec.benchmark, spec.settings
+    roots = {"ref": ROOT, "change": change_root}
     target = CompareTarget("HEAD", "0" * 40, ROOT, ROOT)
     specs = {
         side: spec_for(
-            side, ROOT, benchmark, settings, kafka, spark, results / side, experiment_id(benchmark.name), {}
+            side, root, benchmark, settings, kafka, spark, results / side, experiment_id(benchmark.name), {}
         )
-        for side in ("ref", "change")
+        for side, root in roots.items()
     }
     experiment = start_paired_experiment(benchmark, settings, target, specs, None)
     experiment.backlog_plan = plan
@@ -90,20 +101,44 @@ def main() -> None:
         default=BacklogPlan.instance_cpu,
         help="each reading instance's CPU limit in cores (default: the plan's half core)",
     )
+    parser.add_argument(
+        "--change-hash-rounds",
+        type=int,
+        default=0,
+        help="UC1 only: the change side's job hashes every record this many more times (0: A/A)",
+    )
+    parser.add_argument(
+        "--change-in",
+        choices=("all", "even"),
+        default="all",
+        help="with --change-hash-rounds: the rounds that read the change (even: rounds 2, 4, ...; the others A/A)",
+    )
     args = parser.parse_args()
     plan = BacklogPlan(instance_cpu=args.read_cpu)
     chosen = gates(args.gates)
+    if args.change_hash_rounds and list(chosen) != ["test_uc1_database_storage"]:
+        raise SystemExit(
+            f"--change-hash-rounds changes UC1's job only: pass --gates uc1 (chosen: {list(chosen)})"
+        )
     out = args.out or Path(tempfile.mkdtemp(prefix="theodolite-paired-aa-"))
     started = time.monotonic()
     settings = TheodoliteSettings(max_instances=2, results_dir=out)
-    with open_kafka(settings) as kafka, open_spark(settings) as spark:
+    with contextlib.ExitStack() as stack:
+        injected = (
+            stack.enter_context(injected_tree(args.change_hash_rounds)) if args.change_hash_rounds else ROOT
+        )
+        kafka = stack.enter_context(open_kafka(settings))
+        spark = stack.enter_context(open_spark(settings))
         for round_ in range(1, args.rounds + 1):
+            changed = args.change_hash_rounds > 0 and (args.change_in == "all" or round_ % 2 == 0)
             for name, function in chosen.items():
                 began = time.monotonic()
                 first = args.first if args.first != "alternate" else ("ref", "change")[(round_ - 1) % 2]
-                line = read_once(function, kafka, spark, out / f"round-{round_}", first, plan)
+                change_root = injected if changed else ROOT
+                line = read_once(function, kafka, spark, out / f"round-{round_}", first, plan, change_root)
+                what = f"change +{args.change_hash_rounds} hashes" if changed else "A/A"
                 print(
-                    f"round {round_} {name}, {first} first ({time.monotonic() - began:.0f} s): {line}",
+                    f"round {round_} {name} ({what}), {first} first ({time.monotonic() - began:.0f} s): {line}",
                     flush=True,
                 )
     print(f"wall time {time.monotonic() - started:.0f} s; batches: {out}")
