@@ -137,6 +137,15 @@ def task_cpu_change(found: dict[str, dict[int, dict]]) -> dict[int, float]:
     return ratios
 
 
+def recorded_per_record(sides: dict[str, dict]) -> dict[str, list[float]]:
+    """Each side of a recorded paired read (`<benchmark>_paired_cost.json`'s "sides") as task CPU seconds per
+    record, batch by batch in order; batches without a task CPU figure left out, as the gate leaves them."""
+    return {
+        side: [cpu / batch[3] for batch, cpu in zip(read["batches"], read["task_cpu_s"], strict=True) if cpu]
+        for side, read in sides.items()
+    }
+
+
 def paired_costs(results: Path, first: int | None = None) -> list[str]:
     """Each benchmark's paired backlog read from a run's results files, as text: recomputed
     from both sides' recorded batches and judged at the paired read's default tolerance (runs recorded before it
@@ -149,12 +158,7 @@ def paired_costs(results: Path, first: int | None = None) -> list[str]:
         if data.get("comparison") is None or set(sides) != {"ref", "change"}:
             texts.append(f"not measured: {data.get('problem')}")
             continue
-        per_record = {
-            side: [
-                cpu / batch[3] for batch, cpu in zip(read["batches"], read["task_cpu_s"], strict=True) if cpu
-            ][:first]
-            for side, read in sides.items()
-        }
+        per_record = {side: values[:first] for side, values in recorded_per_record(sides).items()}
         figure = paired_cost(per_record["ref"], per_record["change"])
         judged = check_paired_cost(figure, PAIRED_COST_TOLERANCE)
         verdict = {COST_REGRESSION: "COST REGRESSION", COST_NOT_COMPARED: "not judged"}.get(

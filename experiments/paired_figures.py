@@ -23,17 +23,16 @@ from collections.abc import Callable, Sequence
 from itertools import combinations_with_replacement
 from pathlib import Path
 
+from own_job_quality import recorded_per_record
+
+from pytest_theodolite.core.paired_cost import paired_cost
+
 #: how much more of a gap a candidate needs than S0 to replace it (fixed before the test)
 MIN_GAIN = 0.01
 
 
-def per_record(side: dict) -> list[float]:
-    """A side's measured batches as task CPU seconds per record, in order."""
-    return [cpu / batch[3] for batch, cpu in zip(side["batches"], side["task_cpu_s"], strict=True)]
-
-
 def median_of_ratios(ref: Sequence[float], change: Sequence[float]) -> float:
-    return statistics.median(c / r for c, r in zip(change, ref, strict=False)) - 1
+    return paired_cost(ref, change).change
 
 
 def ratio_of_medians(ref: Sequence[float], change: Sequence[float]) -> float:
@@ -68,9 +67,8 @@ def reads(folders: Sequence[Path]) -> list[tuple[str, list[float], list[float]]]
             sides = json.loads(path.read_text())["sides"]
             if not sides.get("ref") or not sides.get("change"):
                 raise SystemExit(f"{path}: a side has no batches (the read failed: see its 'problem')")
-            found.append(
-                (f"{folder.name}/{path.stem}", per_record(sides["ref"]), per_record(sides["change"]))
-            )
+            per_record = recorded_per_record(sides)
+            found.append((f"{folder.parent.name}/{folder.name}", per_record["ref"], per_record["change"]))
     return found
 
 
