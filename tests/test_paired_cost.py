@@ -359,4 +359,4 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
     assert clean.paired_cost_note().endswith("within the 7% tolerance or not significant: passed")
     off, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in DEARER_RATIOS], tolerance=None)
     assert off.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    assert off.paired_cost_note().endswith("reported, not judged: cost_tolerance is off")
+    assert off.paired_cost_note().endswith("reported, not judged: paired_cost_tolerance is off")

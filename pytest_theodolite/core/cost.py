@@ -76,8 +76,9 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def parse_cost_tolerance(value: Any) -> float | None:
-    """``"20%"`` -> 0.2; ``None``/``""``/``"off"`` -> None (the figure is reported, never judged)."""
+def parse_cost_tolerance(value: Any, name: str = "cost_tolerance") -> float | None:
+    """``"20%"`` -> 0.2; ``None``/``""``/``"off"`` -> None (the figure is reported, never judged). `name`: the
+    setting the value was given for, as the error names it."""
     if value is None:
         return None
     text = str(value).strip().lower()
@@ -89,11 +90,11 @@ def parse_cost_tolerance(value: Any) -> float | None:
         share = float(text[:-1]) / 100
     except ValueError:
         raise CostToleranceError(
-            f"cost_tolerance {value!r} is not a percentage: write e.g. cost_tolerance='20%' (fail when the CPU "
-            "per record rose more than 20 %), or 'off'"
+            f"{name} {value!r} is not a percentage: write e.g. {name}='20%' (fail when the CPU per record rose "
+            "more than 20 %), or 'off'"
         ) from None
     if not 0 < share < 10 or not math.isfinite(share):
-        raise CostToleranceError(f"cost_tolerance {value!r} must be above 0 % and below 1000 %, e.g. '20%'")
+        raise CostToleranceError(f"{name} {value!r} must be above 0 % and below 1000 %, e.g. '20%'")
     return share
 
 

@@ -221,6 +221,7 @@ GATE_OPTION_KEYS: tuple[str, ...] = (
     "max_batch_duration",
     "max_late_rate",
     "paired_cost",
+    "paired_cost_tolerance",
     "repetitions",
     "tolerance",
     "cost_tolerance",

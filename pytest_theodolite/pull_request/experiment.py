@@ -385,7 +385,7 @@ class PairedExperiment:
         if self.paired_cost is None or check is None:
             return f"task CPU per record ({how}): not measured: {self.paired_cost_problem}"
         if check.tolerance is None:
-            verdict = "reported, not judged: cost_tolerance is off"
+            verdict = "reported, not judged: paired_cost_tolerance is off"
         elif check.reason:
             verdict = check.reason
         elif check.status == COST_REGRESSION_STATUS:
