@@ -71,21 +71,23 @@ COMPARE: list[str] = []  # the REF of --compare-ref, when given
 
 
 @contextmanager
-def injected_tree(rounds: int) -> Iterator[Path]:
-    """A scratch worktree of HEAD whose UC1 job hashes every record `rounds` times unless told otherwise."""
+def injected_tree(rounds: int, jobs: tuple[str, ...] = ("uc1",)) -> Iterator[Path]:
+    """A scratch worktree of HEAD whose `jobs` (spark_jobs/<job>.py: uc1, uc3) hash every record `rounds` times
+    unless told otherwise."""
     parent = Path(tempfile.mkdtemp(prefix="gate-quality-injected-"))
     tree = parent / "tree"
     subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), "HEAD"], check=True
     )
     try:
-        job = tree / "spark_jobs" / "uc1.py"
-        text = job.read_text()
-        if "extra_hash_rounds: int = 0," not in text:
-            raise SystemExit(
-                "spark_jobs/uc1.py no longer has the extra_hash_rounds default this script edits"
-            )
-        job.write_text(text.replace("extra_hash_rounds: int = 0,", f"extra_hash_rounds: int = {rounds},"))
+        for name in jobs:
+            job = tree / "spark_jobs" / f"{name}.py"
+            text = job.read_text() if job.is_file() else ""
+            if "extra_hash_rounds: int = 0," not in text:
+                raise SystemExit(
+                    f"spark_jobs/{name}.py has no extra_hash_rounds default for this script to edit"
+                )
+            job.write_text(text.replace("extra_hash_rounds: int = 0,", f"extra_hash_rounds: int = {rounds},"))
         yield tree
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)

@@ -236,6 +236,21 @@ def parse_power_records(raw: DataFrame, metric_name: str = RECORDS_METRIC) -> Da
     )
 
 
+def with_extra_hashes(records: DataFrame, rounds: int) -> DataFrame:
+    """`records` (parsed power records) made dearer by `rounds` chained SHA-256 hashes of each one's identifier
+    and value, the same rows kept -- a regression to inject without a code edit (a job's ``extra_hash_rounds``,
+    ``experiments/gate_quality.py``)."""
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 0:
+        raise ValueError(f"extra_hash_rounds must be a whole number >= 0, got {rounds!r}")
+    if not rounds:
+        return records
+    digest = F.concat_ws(",", F.col("identifier"), F.col("valueInW").cast("string"))
+    for _ in range(rounds):
+        digest = F.sha2(digest, 256)
+    # always true, but the optimiser cannot know: every record pays for the hashes
+    return records.where(F.length(digest) >= 0)
+
+
 # -- statistics ----------------------------------------------------------------------------------------------
 
 

@@ -16,7 +16,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_jobs.common import DeploymentOptions, parse_power_records, read_kafka, start_sink
+from spark_jobs.common import (
+    DeploymentOptions,
+    parse_power_records,
+    read_kafka,
+    start_sink,
+    with_extra_hashes,
+)
 
 # ISO-8601 with the offset printed by Spark (UTC when the session time zone is UTC): an unambiguous instant
 ISO_8601 = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
@@ -48,18 +54,10 @@ def start_query(
     ``state_store`` have no effect).
 
     ``extra_hash_rounds``: make every record dearer by that many chained SHA-256 hashes of its value, with the
-    same output -- a regression to inject without a code edit (``experiments/gate_quality.py``)."""
-    if not isinstance(extra_hash_rounds, int) or extra_hash_rounds < 0:
-        raise ValueError(f"extra_hash_rounds must be a whole number >= 0, got {extra_hash_rounds!r}")
+    same output -- a regression to inject without a code edit (common.with_extra_hashes)."""
     deployment = DeploymentOptions.from_options(options)
     raw = read_kafka(spark, bootstrap_servers=bootstrap_servers, topics=input_topic, deployment=deployment)
-    records = parse_power_records(raw)
-    if extra_hash_rounds:
-        digest = F.concat_ws(",", F.col("identifier"), F.col("valueInW").cast("string"))
-        for _ in range(extra_hash_rounds):
-            digest = F.sha2(digest, 256)
-        # always true, but the optimiser cannot know: every record pays for the hashes
-        records = records.where(F.length(digest) >= 0)
+    records = with_extra_hashes(parse_power_records(raw), extra_hash_rounds)
     return start_sink(
         to_storage_format(records),
         bootstrap_servers=bootstrap_servers,

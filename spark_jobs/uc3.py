@@ -33,6 +33,7 @@ from spark_jobs.common import (
     power_statistics,
     read_kafka,
     start_sink,
+    with_extra_hashes,
 )
 
 DEFAULT_WINDOW_SIZE = "30 days"
@@ -94,13 +95,15 @@ def start_query(
     window_advance: str = DEFAULT_WINDOW_ADVANCE,
     time_zone: str = DEFAULT_TIME_ZONE,
     output_mode: Literal["update", "append"] = "update",
+    extra_hash_rounds: int = 0,
     **options: Any,
 ) -> StreamingQuery:
     """Start UC3 and return the running query.
 
     ``window_size`` / ``window_advance``: the sliding window as Spark intervals (``"30 days"`` / ``"1 day"``);
     ``time_zone``: IANA zone of the hour of day (``"UTC"``); ``output_mode``: ``"update"`` or ``"append"``
-    (see the module docstring). ``options``: the deployment options of
+    (see the module docstring); ``extra_hash_rounds``: that many SHA-256 hashes more per record, the same
+    output (common.with_extra_hashes: a regression to inject). ``options``: the deployment options of
     :class:`spark_jobs.common.DeploymentOptions` (``watermark_delay`` defaults to 1 minute).
     """
     if output_mode not in ("update", "append"):
@@ -108,7 +111,7 @@ def start_query(
     deployment = DeploymentOptions.from_options(options)
     raw = read_kafka(spark, bootstrap_servers=bootstrap_servers, topics=input_topic, deployment=deployment)
     results = aggregate_by_hour_of_day(
-        parse_power_records(raw),
+        with_extra_hashes(parse_power_records(raw), extra_hash_rounds),
         window_size=window_size,
         window_advance=window_advance,
         time_zone=time_zone,

@@ -245,6 +245,19 @@ def test_unknown_option_is_an_error(spark, kafka_cluster, tmp_path):
         )
 
 
+@pytest.mark.parametrize("job", [uc1, uc3], ids=["uc1", "uc3"])
+def test_extra_hash_rounds_must_be_a_whole_number_of_at_least_zero(spark, kafka_cluster, tmp_path, job):
+    with pytest.raises(ValueError, match="extra_hash_rounds must be a whole number >= 0, got -1"):
+        job.start_query(
+            spark,
+            bootstrap_servers=kafka_cluster.bootstrap_servers,
+            input_topic="x",
+            output_topic="y",
+            checkpoint_dir=str(tmp_path / "checkpoint"),
+            extra_hash_rounds=-1,
+        )
+
+
 # -- UC2 -----------------------------------------------------------------------------------------------------
 
 
@@ -314,6 +327,7 @@ def test_uc3_hour_of_day_sliding_windows_match_pandas_on_rocksdb(spark, kafka_cl
         watermark_delay="0 seconds",
         available_now=True,
         state_store="rocksdb",
+        extra_hash_rounds=2,  # dearer per record, the same output
     )
     run_available_now(query)
     assert checkpoint_conf(checkpoint_dir)["spark.sql.streaming.stateStore.providerClass"].endswith(
