@@ -84,12 +84,36 @@ def test_a_backlog_read_measures_the_full_batches_after_the_fill_and_their_task_
     assert read.wall_per_record_s() == pytest.approx([5.0 / 120_000, 5.0 / 119_000])
 
 
+def test_a_backlog_read_gives_its_measured_batches_max_read_s_from_the_end_of_the_warm_ones():
+    from pytest_theodolite.engine.backlog_read import read_over
+
+    plan = BacklogPlan(warm_batches=3, batches=12, max_read_s=300.0, max_warm_s=180.0)
+    # a slow host (2026-12-01): 25-s batches, the warm ones done 100 s after the fill
+    slow = [MicroBatch(i, 1000.0 + 25 * i + 25, 25.0, 120_000) for i in range(15)]
+    warm_end = slow[2].end_s
+    assert warm_end == 1100.0
+    assert not read_over(
+        plan, slow[:3], 1000.0, 1350.0
+    )  # a cap counted from the fill would have ended it here
+    assert not read_over(plan, slow[:14], 1000.0, warm_end + 299.0)
+    assert read_over(plan, slow[:14], 1000.0, warm_end + 300.0)  # 11 measured: the time is up
+    assert read_over(plan, slow, 1000.0, 1001.0)  # every batch it measures read
+    # a read still warming when max_warm_s is up measures nothing more
+    assert not read_over(plan, slow[:2], 1000.0, 1179.0)
+    assert read_over(plan, slow[:2], 1000.0, 1180.0)
+    # without warm batches the measured ones count from the fill
+    cold = BacklogPlan(warm_batches=0, batches=2, max_read_s=50.0)
+    assert not read_over(cold, [], 1000.0, 1049.0) and read_over(cold, [], 1000.0, 1050.0)
+
+
 def test_a_backlog_plan_refuses_what_cannot_be_read_and_says_which():
     assert BacklogPlan().batch_records == 120_000
     with pytest.raises(ValueError, match="batches >= 1"):
         BacklogPlan(batches=0)
-    with pytest.raises(ValueError, match="fill_factor, fill_s and max_read_s above 0"):
+    with pytest.raises(ValueError, match="fill_factor, fill_s, max_read_s and max_warm_s above 0"):
         BacklogPlan(fill_s=0)
+    with pytest.raises(ValueError, match=r"max_warm_s above 0 .*, 0 and 2.0"):
+        BacklogPlan(max_warm_s=0)
     with pytest.raises(ValueError, match="fill_margin at least 1"):
         BacklogPlan(fill_margin=0.5)
     with pytest.raises(ValueError, match=r"instance_cpu above 0 or None \(the gate's\), got 0"):

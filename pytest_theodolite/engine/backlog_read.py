@@ -4,18 +4,19 @@ The generator fills the job's input topic for ``fill_s`` seconds with ``fill_mar
 measures (or at ``fill_factor`` times the load's rate), while the instance runs without its CPU limit (code
 generation and JIT at full speed), and stops; then the instance is limited (``instance_cpu``: half a core by
 default) and the query reads the backlog in batches capped at ``batch_records``. The full batches after the first
-``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s`` allows -- each with its tasks'
-executor CPU from the session's event log (core/task_cpu.py). Two sides read at the same time are compared batch
-by batch (core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size
-small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides stop filling together (``filled``), so that
-neither reads while the other's generator still sends (docs/lab-notes/capacity.md, 2026-12-01).
+``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s`` after the warm batches allows
+(`read_over`) -- each with its tasks' executor CPU from the session's event log (core/task_cpu.py). Two sides
+read at the same time are compared batch by batch (core/paired_cost.py); large batches keep the part of a
+batch's cost that does not depend on its size small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides
+stop filling together (``filled``), so that neither reads while the other's generator still sends
+(docs/lab-notes/capacity.md, 2026-12-01).
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +47,11 @@ class BacklogPlan:
     fill_s: float = 50.0
     warm_batches: int = 3
     batches: int = 12
+    #: seconds the measured batches may take, from the end of the warm ones: a slow host's batches are long and
+    #: so is its warm-up (20-27 s and 59-119 s on 2026-12-01), and a cap counted from the fill left it 6-9 pairs
     max_read_s: float = 300.0
+    #: seconds the warm batches may take from the end of the fill; a read still warming then measures nothing
+    max_warm_s: float = 180.0
     #: each reading instance's CPU limit (cores); None: the gate's ``instance_cpu``. Half a core: two reads at
     #: once take one of a 2-core runner's cores and leave the other to the drivers and the broker; the task CPU
     #: per record compares as on a quarter core, in batches over twice as fast (docs/lab-notes/capacity.md,
@@ -73,10 +78,16 @@ class BacklogPlan:
         factor = 1.0 if self.fill_factor is None else self.fill_factor
         if self.instance_cpu is not None and not self.instance_cpu > 0:
             raise ValueError(f"need instance_cpu above 0 or None (the gate's), got {self.instance_cpu}")
-        if not (factor > 0 and self.fill_margin >= 1 and self.fill_s > 0 and self.max_read_s > 0):
+        if not (
+            factor > 0
+            and self.fill_margin >= 1
+            and self.fill_s > 0
+            and self.max_read_s > 0
+            and self.max_warm_s > 0
+        ):
             raise ValueError(
-                f"need fill_factor, fill_s and max_read_s above 0 and fill_margin at least 1, got "
-                f"{self.fill_factor}, {self.fill_s}, {self.max_read_s} and {self.fill_margin}"
+                f"need fill_factor, fill_s, max_read_s and max_warm_s above 0 and fill_margin at least 1, got "
+                f"{self.fill_factor}, {self.fill_s}, {self.max_read_s}, {self.max_warm_s} and {self.fill_margin}"
             )
 
 
@@ -101,6 +112,19 @@ def full_batches(batches: dict[int, MicroBatch], batch_records: int, from_s: flo
     """The batches that started from `from_s` and read the cap (``FULL_SHARE`` of it), in order."""
     ordered = sorted(batches.values(), key=lambda b: b.batch_id)
     return [b for b in ordered if b.start_s >= from_s and b.input_rows >= FULL_SHARE * batch_records]
+
+
+def read_over(plan: BacklogPlan, full: Sequence[MicroBatch], read_from_s: float, now_s: float) -> bool:
+    """Whether a read that began at `read_from_s` has ended at `now_s` (epoch seconds), its `full` batches so far
+    in order: every batch it measures read, or its warm batches not read within ``max_warm_s``, or
+    ``max_read_s`` past the end of the last warm batch."""
+    if len(full) >= plan.warm_batches + plan.batches:
+        return True
+    if len(full) < plan.warm_batches:
+        return now_s >= read_from_s + plan.max_warm_s
+    last_warm = full[plan.warm_batches - 1] if plan.warm_batches else None
+    measuring_from = read_from_s if last_warm is None else last_warm.start_s + last_warm.duration_s
+    return now_s >= measuring_from + plan.max_read_s
 
 
 def read_backlog(
@@ -152,8 +176,7 @@ def read_backlog(
             if prime:
                 runner.spark.limit_instances(instance_cpu)
             filled_at = time.time()
-            deadline = time.monotonic() + plan.max_read_s
-            while time.monotonic() < deadline and len(full) < plan.warm_batches + plan.batches:
+            while not read_over(plan, full, filled_at, time.time()):
                 time.sleep(interval_s)
                 check_running(job, executors)
                 batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
