@@ -21,7 +21,7 @@ from pytest_theodolite.core.records import (
     SubExperimentRecord,
 )
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.search import IncrementalSearch, Strategy, search_demand
+from pytest_theodolite.core.search import IncrementalSearch, Step, Strategy, search_demand
 from pytest_theodolite.store.results import ResultsWriter, read_results
 
 T0 = 1_700_000_000.0
@@ -33,11 +33,14 @@ ACHIEVED = {(300, 2): 250.0}  # load 300 on 2 resources: the generator fell behi
 
 
 def write_experiment(
-    results_dir: Path, floors: dict[int, int] | None = None, ceilings: dict[int, int] | None = None
+    results_dir: Path,
+    floors: dict[int, int] | None = None,
+    ceilings: dict[int, int] | None = None,
+    certified: dict[int, int] | None = None,
 ) -> ResultsWriter:
     """A linear demand search run through ResultsWriter exactly as the runner would, on synthetic series; with
     `floors` (load -> a reference demand) a gate's search that stops at a pass there, with `ceilings` one that
-    stops at a failure there."""
+    stops at a failure there, with `certified` REF's side of a certified pull-request load (run one below)."""
     settings = SloSettings(warmup_s=20)
     writer = ResultsWriter(
         results_dir,
@@ -66,7 +69,7 @@ def write_experiment(
         writer.record_sub_experiment(record)
         return record
 
-    if floors is None and ceilings is None:
+    if floors is None and ceilings is None and certified is None:
         writer.write_demand(
             search_demand(oracle, [100, 200, 300, 400], [1, 2], Strategy.LINEAR, lower_bound=True)
         )
@@ -76,7 +79,10 @@ def write_experiment(
         search.search(load, oracle, guess=floor, floor=floor)
     for load, ceiling in (ceilings or {}).items():
         search.search(load, oracle, guess=ceiling, ceiling=ceiling)
-    writer.write_demand(search.result(tuple({**(floors or {}), **(ceilings or {})})))
+    for load, bound in (certified or {}).items():
+        below = oracle(load, bound - 1).as_sub_experiment()
+        search.keep(Step(load, bound, "at-least", (below,), (1, 2)))
+    writer.write_demand(search.result(tuple({**(floors or {}), **(ceilings or {}), **(certified or {})})))
     return writer
 
 
@@ -163,6 +169,19 @@ def test_a_demand_the_search_left_above_its_failure_stays_above_unless_rejudging
     # a laxer threshold passes 200 at 1: a demand, no bound
     lax = reanalyse(recorded, replace(recorded.slo_settings, lag_trend_threshold=SlopeThreshold(3000.0)))
     assert lax.function.status(200) == "1" and lax.function.above == {}
+
+
+def test_a_demand_certified_from_below_stays_a_bound_unless_rejudging_passes_it(tmp_path):
+    write_experiment(
+        tmp_path, certified={200: 2}
+    )  # REF failed at 1 (slope 2500) beside a change passing at 2
+    recorded = read_results(tmp_path)
+    assert recorded.demand.at_least == (200,)
+    assert reanalyse(recorded, recorded.slo_settings).function.status(200) == ">=2"
+    code, out, _ = run_main(["analyse", str(tmp_path)])
+    assert code == 0 and "200   >=2" in out
+    lax = reanalyse(recorded, replace(recorded.slo_settings, lag_trend_threshold=SlopeThreshold(3000.0)))
+    assert lax.function.status(200) == "1" and lax.function.at_least == ()
 
 
 def test_a_stricter_threshold_changes_verdicts_and_demand(results_dir):

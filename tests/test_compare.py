@@ -184,3 +184,117 @@ def test_ref_labels_name_the_ref_and_its_short_commit():
     assert CompareTarget("origin/main", commit, Path(), Path()).label == "REF origin/main (5423128)"
     assert CompareTarget(commit, commit, Path(), Path()).label == "REF 5423128"
     assert CompareTarget("5423128", commit, Path(), Path()).label == "REF 5423128"
+
+
+def certified(needed, guess, broken=(), search=None, load=1000):
+    search = search or paired()
+    steps = search.measure(load, scripted(needed, broken), guess=guess, certify=True)
+    return search, steps
+
+
+def judged_certified(steps, tolerance=0):
+    return compare_sides(
+        "b",
+        steps[CHANGE].x,
+        measured_demand(steps[REF]),
+        measured_demand(steps[CHANGE]),
+        tolerance,
+        at_most=steps[CHANGE].status == "at-most",
+        ref_at_least=steps[REF].status == "at-least",
+    )
+
+
+def test_a_certified_load_runs_the_change_at_the_guess_and_ref_one_below_in_abba_order():
+    search, steps = certified({REF: {1000: 2}, CHANGE: {1000: 2}}, guess=2)
+    # two sub-experiments where the searches run three: REF's pass at 2 is not needed for the verdict
+    assert search.order == [(REF, 1000, 1), (CHANGE, 1000, 2)]
+    assert {side: (s.optimum, s.status) for side, s in steps.items()} == {
+        REF: (2, "at-least"),
+        CHANGE: (2, "at-most"),
+    }
+    point = judged_certified(steps)
+    assert point.verdict is Verdict.PASS
+    assert (point.baseline_text, point.measured_text) == (">=2", "<=2")
+    assert "REF at least 2 instances (failed at fewer, these not run)" in point.describe(reference="REF")
+    # the next pair starts with the change: ABBA goes on across loads
+    search.measure(2000, scripted({REF: {2000: 3}, CHANGE: {2000: 3}}), guess=3, certify=True)
+    assert search.order[2:] == [(CHANGE, 2000, 3), (REF, 2000, 2)]
+
+
+def test_a_certified_load_at_the_fewest_instances_runs_the_change_alone():
+    search, steps = certified({REF: {1000: 1}, CHANGE: {1000: 1}}, guess=1)
+    assert search.order == [(CHANGE, 1000, 1)]
+    assert (steps[CHANGE].optimum, steps[CHANGE].status) == (1, "measured")
+    assert (steps[REF].optimum, steps[REF].status, steps[REF].sub_experiments) == (1, "at-least", ())
+    assert judged_certified(steps).verdict is Verdict.PASS
+
+
+def test_a_ref_that_passes_below_moves_the_pair_down_and_a_change_failing_there_regressed():
+    search, steps = certified({REF: {1000: 1}, CHANGE: {1000: 2}}, guess=3)
+    # change passes at 3, REF at 2: down; the change passes at 2, REF at 1: down; the change fails at 1
+    assert search.order == [
+        (REF, 1000, 2),
+        (CHANGE, 1000, 3),
+        (CHANGE, 1000, 2),
+        (REF, 1000, 1),
+        (CHANGE, 1000, 1),
+    ]
+    assert {side: (s.optimum, s.status) for side, s in steps.items()} == {
+        REF: (1, "measured"),
+        CHANGE: (2, "measured"),
+    }
+    assert judged_certified(steps).verdict is Verdict.REGRESSION
+
+
+def test_a_change_that_fails_where_ref_passed_below_climbs_alone_to_its_demand():
+    search, steps = certified({REF: {1000: 1}, CHANGE: {1000: 4}}, guess=2)
+    assert search.order == [(REF, 1000, 1), (CHANGE, 1000, 2), (CHANGE, 1000, 3), (CHANGE, 1000, 4)]
+    assert (steps[CHANGE].optimum, steps[CHANGE].status) == (4, "measured")
+    assert (steps[REF].optimum, steps[REF].status) == (1, "measured")
+    point = judged_certified(steps)
+    assert point.verdict is Verdict.REGRESSION and (point.baseline, point.measured) == (1, 4)
+
+
+def test_sides_that_both_fail_move_the_pair_up_and_a_change_that_passes_there_is_certified():
+    search, steps = certified({REF: {1000: 3}, CHANGE: {1000: 3}}, guess=2)
+    assert search.order == [(REF, 1000, 1), (CHANGE, 1000, 2), (CHANGE, 1000, 3), (REF, 1000, 2)]
+    assert {side: (s.optimum, s.status) for side, s in steps.items()} == {
+        REF: (3, "at-least"),
+        CHANGE: (3, "measured"),
+    }
+    assert judged_certified(steps).verdict is Verdict.PASS
+
+
+def test_a_change_that_no_instance_count_carries_is_none_and_ref_is_run_at_the_most():
+    _, both_none = certified({REF: {1000: None}, CHANGE: {1000: None}}, guess=4)
+    assert {side: (s.optimum, s.status) for side, s in both_none.items()} == {
+        REF: (None, "none"),
+        CHANGE: (None, "none"),
+    }
+    assert judged_certified(both_none).verdict is Verdict.PASS
+    search, ref_carries = certified({REF: {1000: 4}, CHANGE: {1000: None}}, guess=4)
+    assert search.order == [(REF, 1000, 3), (CHANGE, 1000, 4), (REF, 1000, 4)]
+    assert judged_certified(ref_carries).verdict is Verdict.REGRESSION
+    # where the change runs first in its pair, REF follows where the change's verdict needs it: at its FAIL
+    later = paired()
+    later.pairs = 1
+    certified({REF: {1000: None}, CHANGE: {1000: None}}, guess=4, search=later)
+    assert later.order == [(CHANGE, 1000, 4), (REF, 1000, 4)]
+
+
+def test_a_side_that_could_not_be_measured_ends_a_certified_load_unjudged():
+    _, ref_broken = certified({REF: {1000: 2}, CHANGE: {1000: 2}}, guess=2, broken={(REF, 1000, 1)})
+    assert ref_broken[REF].status == "unmeasured"
+    assert judged_certified(ref_broken).verdict is Verdict.NOT_COMPARABLE
+    _, change_broken = certified({REF: {1000: 2}, CHANGE: {1000: 2}}, guess=2, broken={(CHANGE, 1000, 2)})
+    assert judged_certified(change_broken).verdict is Verdict.UNMEASURED
+
+
+def test_a_certified_refs_lower_bound_restricts_its_next_load_and_a_linear_search_is_never_certified():
+    search, _ = certified({REF: {1000: 2, 2000: 2}, CHANGE: {1000: 2, 2000: 2}}, guess=2)
+    search.measure(2000, scripted({REF: {2000: 2}, CHANGE: {2000: 2}}), guess=2, certify=True)
+    # REF's demand at 1000 is at least 2, so at 2000 nothing below 2 is run on its side: the change alone
+    assert search.order[2:] == [(CHANGE, 2000, 2)]
+    linear = paired(strategy=Strategy.LINEAR)
+    linear.measure(1000, scripted({REF: {1000: 2}, CHANGE: {1000: 2}}), certify=True)
+    assert linear.order == [(REF, 1000, 1), (CHANGE, 1000, 1), (CHANGE, 1000, 2), (REF, 1000, 2)]

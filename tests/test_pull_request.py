@@ -56,7 +56,8 @@ def live_lines(result) -> list[str]:
 def test_same_demand_on_both_sides_passes_without_a_stored_baseline(project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
     monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")
-    result = project.runpytest("--theodolite-compare-ref", "main")
+    # without the paired read, both demands are searched and the CPU per record at them compared
+    result = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-paired-cost=false")
     result.assert_outcomes(passed=3)
     lines = live_lines(result)
     # both sides run every (load, instances) the other runs, adjacent, in ABBA order
@@ -74,6 +75,38 @@ def test_same_demand_on_both_sides_passes_without_a_stored_baseline(project, mon
             "*3000 |                  3 |      3 | PASS    | 1000.0 -> 1000.0 us (+0%)",
         ]
     )
+
+
+def test_where_the_paired_read_judged_the_cost_each_load_is_certified_not_searched(
+    project, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")  # 1000 / 2000 / 3000 need 1 / 2 / 3 on both sides
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")
+    xml = tmp_path / "junit.xml"
+    result = project.runpytest("--theodolite-compare-ref", "main", f"--junitxml={xml}")
+    result.assert_outcomes(passed=3)
+    runs = [line.split(":")[1].strip() for line in live_lines(result)]
+    # 1000: the change passing at 1 is the verdict; 2000 starts at 1000's demand: both fail at 1, the change
+    # passes at 2, and REF's FAIL at 1 certifies it; 3000 the same one up: 7 runs, where the searches take 10
+    assert runs == [
+        "scripted [change] load=1000 instances=1",
+        "scripted [change] load=2000 instances=1",
+        "scripted [REF main (0123456)] load=2000 instances=1",
+        "scripted [change] load=2000 instances=2",
+        "scripted [change] load=3000 instances=2",
+        "scripted [REF main (0123456)] load=3000 instances=2",
+        "scripted [change] load=3000 instances=3",
+    ]
+    result.stdout.fnmatch_lines(
+        [
+            "*load | REF main (0123456) | change | verdict | CPU per record",
+            "*2000 |                >=2 |      2 | PASS    | n/a",
+            "*>=N (loads 1000, 2000, 3000): REF main (0123456) failed below the instances the change passed at*",
+        ]
+    )
+    properties = {p.get("name"): p.get("value") for p in ElementTree.parse(xml).iter("property")}
+    assert properties["theodolite.ref.2000"] == "2" and properties["theodolite.ref_at_least.2000"] == "true"
+    assert properties["theodolite.demand.2000"] == "2" and properties["theodolite.verdict.2000"] == "pass"
 
 
 def test_a_change_that_needs_more_instances_than_ref_fails_with_both_sides_shown(
@@ -109,7 +142,11 @@ def test_a_slowdown_that_costs_no_instance_shows_in_the_cpu_figure(project, monk
     monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1200")  # REF cheaper, same demand at every load
     xml = tmp_path / "junit.xml"
     result = project.runpytest(
-        "--theodolite-compare-ref", "main", "--theodolite-cost-tolerance=off", f"--junitxml={xml}"
+        "--theodolite-compare-ref",
+        "main",
+        "--theodolite-cost-tolerance=off",
+        "--theodolite-paired-cost=false",  # else REF is not run at the change's demand (certified)
+        f"--junitxml={xml}",
     )
     result.assert_outcomes(passed=3)  # turned off: reported, not judged
     result.stdout.fnmatch_lines(["*2000 | * |      2 | PASS    | 833.0 -> 1000.0 us (+20%)"])
@@ -155,10 +192,13 @@ def test_a_cluster_of_one_instance_reads_no_backlog_by_default_and_says_why(proj
     )
 
 
-def test_that_slowdown_fails_against_ref_by_default(project, monkeypatch):
+def test_that_slowdown_fails_against_ref_by_default_where_no_paired_read_judges_the_cost(
+    project, monkeypatch
+):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
     monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1200")
-    result = project.runpytest("--theodolite-compare-ref", "main")  # 10 %: this mode's default
+    off = "--theodolite-paired-cost=false"
+    result = project.runpytest("--theodolite-compare-ref", "main", off)  # 10 %: this mode's default
     result.assert_outcomes(failed=3)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
@@ -170,19 +210,20 @@ def test_that_slowdown_fails_against_ref_by_default(project, monkeypatch):
         ]
     )
     # within the tolerance: passes, and the figure is still shown
-    project.runpytest("--theodolite-compare-ref", "main", "--theodolite-cost-tolerance=25%").assert_outcomes(
-        passed=3
-    )
+    project.runpytest(
+        "--theodolite-compare-ref", "main", off, "--theodolite-cost-tolerance=25%"
+    ).assert_outcomes(passed=3)
 
 
+@pytest.mark.parametrize("read", [[], ["--theodolite-paired-cost=false"]], ids=["certified", "searched"])
 def test_a_regression_that_rests_on_an_uncertain_verdict_is_not_comparable_never_a_regression(
-    project, monkeypatch
+    project, monkeypatch, read
 ):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 1000 / 2000 / 3000 need 2 / 3 / none (REF: 1 / 2 / 3)
     # 1000: REF's PASS at 1 was not certain; 2000: the change's FAIL at 2 was not; 3000: both certain
     monkeypatch.setenv("SCRIPTED_REF_UNCERTAIN", "1000:1")
     monkeypatch.setenv("SCRIPTED_UNCERTAIN", "2000:2")
-    result = project.runpytest("--theodolite-compare-ref", "main", "-rs")
+    result = project.runpytest("--theodolite-compare-ref", "main", "-rs", *read)
     result.assert_outcomes(failed=1, skipped=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # 3000 is a regression
     result.stdout.fnmatch_lines(
@@ -197,17 +238,23 @@ def test_a_regression_that_rests_on_an_uncertain_verdict_is_not_comparable_never
             "instances: *",
         ]
     )
-    # uncertain everywhere a regression would rest: nothing is a regression, exit 7
+    # uncertain everywhere a searched regression would rest: nothing is a regression, exit 7. Certified, REF's
+    # demand at 3000 is known only to be at most 4 (it failed at 2, passed at 4): the change's FAIL at 4, certain,
+    # is what that regression rests on
     monkeypatch.setenv("SCRIPTED_UNCERTAIN", "2000:2,3000:3")
-    result = project.runpytest("--theodolite-compare-ref", "main")
-    result.assert_outcomes(skipped=3)
-    assert result.ret == 7
-    assert "REGRESSION" not in result.stdout.str()
+    result = project.runpytest("--theodolite-compare-ref", "main", *read)
+    if read:
+        result.assert_outcomes(skipped=3)
+        assert result.ret == 7
+        assert "REGRESSION" not in result.stdout.str()
+    else:
+        result.assert_outcomes(failed=1, skipped=2)
+        result.stdout.fnmatch_lines(["*scripted load 3000: measured none*, REF main (0123456) 4 instances*"])
     # an uncertain verdict that decides nothing changes nothing: REF's FAIL below its demand
     monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")
     monkeypatch.setenv("SCRIPTED_REF_UNCERTAIN", "2000:1")
     monkeypatch.delenv("SCRIPTED_UNCERTAIN")
-    project.runpytest("--theodolite-compare-ref", "main").assert_outcomes(passed=3)
+    project.runpytest("--theodolite-compare-ref", "main", *read).assert_outcomes(passed=3)
 
 
 def test_a_load_ref_could_not_measure_is_not_comparable_with_exit_7(project, monkeypatch):
@@ -294,7 +341,8 @@ def test_update_baselines_and_compare_ref_are_refused_together(project):
 def test_a_regression_is_measured_once_more_on_both_sides_in_the_reverse_order(project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 1000 / 2000 / 3000 need 2 / 3 / none (REF: 1 / 2 / 3)
     monkeypatch.setenv("SCRIPTED_REF_FLAKY", "2000:2")  # REF's certain PASS at 2 fails when run again
-    result = project.runpytest("--theodolite-compare-ref", "main", "-rs")
+    # the searched demands' order (a certified load runs other pairs, confirmed the same way)
+    result = project.runpytest("--theodolite-compare-ref", "main", "-rs", "--theodolite-paired-cost=false")
     result.assert_outcomes(failed=2, skipped=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # 1000 and 3000 reproduced
     lines = [line.split(": ", 1)[1] for line in live_lines(result)]

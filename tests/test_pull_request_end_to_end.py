@@ -160,8 +160,9 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(
         "--theodolite-max-instances=2",
         "--theodolite-compare-ref=main",
         # the paired read is on by default; one layout runs it (it adds minutes), where its job is imported
-        # from makes no difference to it
-        *(() if layout == "root" else ("--theodolite-paired-cost=false",)),
+        # from makes no difference to it. Exact demands: a certified load may leave REF unrun (a change passing
+        # at one instance needs no REF run), and REF's job is what this test checks
+        *(("--theodolite-exact-demand=true",) if layout == "root" else ("--theodolite-paired-cost=false",)),
     )
     outcomes = result.parseoutcomes()
     # a pass, a regression, or not comparable (exit 7) -- but measured and reported, never a crash

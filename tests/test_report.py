@@ -323,6 +323,21 @@ def test_an_at_most_demand_keeps_its_number_and_says_so_in_its_own_property() ->
     )
 
 
+def test_a_ref_certified_from_below_keeps_its_number_and_says_so_in_its_own_property() -> None:
+    from pytest_theodolite.report.junit import paired_junit_properties
+    from pytest_theodolite.report.summary import CostFigure
+
+    point = compare_sides("uc1", 2000, 2, 2, at_most=True, ref_at_least=True)
+    assert point.verdict is Verdict.PASS and (point.baseline_text, point.measured_text) == (">=2", "<=2")
+    properties = dict(
+        paired_junit_properties(2000, "REF main", "2", CostFigure(None, 9.5, None), None, ref_at_least=True)
+    )
+    assert properties["theodolite.ref.2000"] == "2" and properties["theodolite.ref_at_least.2000"] == "true"
+    assert "theodolite.cpu_change.2000" not in properties  # REF did not run at the change's demand
+    exact = dict(paired_junit_properties(2000, "REF main", "2", CostFigure(9.0, 9.5, 0.05), None))
+    assert "theodolite.ref_at_least.2000" not in exact
+
+
 def test_a_demand_above_the_instances_run_says_so_beside_none() -> None:
     point = compare_point(
         2000, None, BASELINE, above=2, not_comparable="this testbed is slower", host_speed=0.5

@@ -232,6 +232,20 @@ def test_a_demand_above_the_instances_run_is_written_as_a_bound_and_read_back(tm
     assert read_results(tmp_path).demand == result
 
 
+def test_a_demand_certified_from_below_is_written_as_a_bound_and_read_back(tmp_path):
+    writer = make_writer(tmp_path)
+    result = DemandResult(
+        demand={1000: 1, 2000: 2},
+        at_least=(1000, 2000),  # REF's side of a certified pull-request load: failed below, not run there
+        sub_experiments=(SubExperiment(2000, 1, Outcome.FAIL),),
+        strategy="baseline-guess+lower-bound",
+        loads=(1000, 2000),
+        resources=(1, 2),
+    )
+    assert writer.write_demand(result).read_text() == "load,resources\n1000,>=1\n2000,>=2\n"
+    assert read_results(tmp_path).demand == result
+
+
 def test_capacity_csv_and_round_trip(tmp_path):
     writer = make_writer(tmp_path, metric=Metric.CAPACITY)
     result = CapacityResult(

@@ -190,6 +190,11 @@ def reanalyse(
             # the same for a search that stopped at a FAIL: above it while nothing run there passes now
             above = {load: n for load, n in searched.above.items() if function.demand.get(load) is None}
             function = replace(function, above=above)
+        if searched is not None and searched.at_least:
+            # REF's side of a certified load ran only below its bound: at least that while nothing run passes now
+            at_least = tuple(load for load in searched.at_least if function.demand.get(load) is None)
+            bounds = {load: searched.demand[load] for load in at_least}
+            function = replace(function, demand={**function.demand, **bounds}, at_least=at_least)
     else:
         function = capacity_from_sub_experiments(points, "offline")
     return Reanalysis(results, slo_settings, metric, tuple(records), function)

@@ -74,6 +74,9 @@ STEP_AT_MOST = "at-most"
 #: demand: failed at the most instances run, more not run -- where no regression can be judged (a testbed much
 #: slower than its baseline's), a demand above the reference's stays not comparable however high it is
 STEP_ABOVE = "above"
+#: demand: failed one instance below this many, these not run -- the reference's side of pull-request mode's
+#: certified search, where the change passed at this many: all the verdict needs
+STEP_AT_LEAST = "at-least"
 
 
 def most_failing(runs: Iterable[Any]) -> int | None:

@@ -41,6 +41,7 @@ class DemandResult:
     `skipped` loads are in `demand` as None without having run (LowerBound after an unsolvable load).
     `at_most` loads passed at their `demand` and fewer instances were not run: the demand is at most that.
     `above` loads (demand None) failed at the instances given here, and more were not run: the demand is higher.
+    `at_least` loads failed below their `demand`, which was not run: the demand is at least that.
     """
 
     demand: Mapping[int, int | None]
@@ -52,14 +53,15 @@ class DemandResult:
     resources: tuple[int, ...] = ()
     at_most: tuple[int, ...] = ()
     above: Mapping[int, int] = field(default_factory=dict)
+    at_least: tuple[int, ...] = ()
 
     @property
     def metric(self) -> Metric:
         return Metric.DEMAND
 
     def status(self, load: int) -> str:
-        """'unmeasured', 'none', the demand as text, '<=2' where fewer were not run, '>2' where more were not:
-        one word per load."""
+        """'unmeasured', 'none', the demand as text, '<=2' where fewer were not run, '>2' where more were not,
+        '>=2' where fewer failed and 2 was not run: one word per load."""
         if load in self.unmeasured:
             return "unmeasured"
         if load in self.above:
@@ -67,6 +69,8 @@ class DemandResult:
         value = self.demand.get(load)
         if value is None:
             return "none"
+        if load in self.at_least:
+            return f">={value}"
         return f"<={value}" if load in self.at_most else str(value)
 
 

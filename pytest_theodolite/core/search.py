@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_theodolite.core.outcomes import STEP_ABOVE as ABOVE
+from pytest_theodolite.core.outcomes import STEP_AT_LEAST as AT_LEAST
 from pytest_theodolite.core.outcomes import STEP_AT_MOST as AT_MOST
 from pytest_theodolite.core.outcomes import STEP_MEASURED as MEASURED
 from pytest_theodolite.core.outcomes import STEP_NONE as NONE
@@ -55,6 +56,7 @@ from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Met
 
 __all__ = [
     "ABOVE",
+    "AT_LEAST",
     "AT_MOST",
     "CapacityResult",
     "DemandResult",
@@ -225,8 +227,9 @@ class Step:
 
     x: int
     optimum: int | None  # demand: fewest passing resources; capacity: largest passing load; None: "none"
-    #: MEASURED, NONE, UNMEASURED, SKIPPED, AT_MOST (demand: passed at optimum, fewer not run) or ABOVE
-    #: (demand: optimum None, failed at `failed_at`, more not run)
+    #: MEASURED, NONE, UNMEASURED, SKIPPED, AT_MOST (demand: passed at optimum, fewer not run), ABOVE
+    #: (demand: optimum None, failed at `failed_at`, more not run) or AT_LEAST (demand: failed below optimum,
+    #: optimum not run)
     status: str
     sub_experiments: tuple[SubExperiment, ...]  # the ones this x ran, in order
     #: the y values this x could try (LowerBound narrows them), for messages
@@ -443,6 +446,7 @@ class IncrementalSearch:
         all_xs = tuple(sorted(set(xs) | set(searched)))
         if self.metric is Metric.DEMAND:
             at_most = tuple(x for x in searched if self.steps[x].status == AT_MOST)
+            at_least = tuple(x for x in searched if self.steps[x].status == AT_LEAST)
             above = {
                 x: failed
                 for x in searched
@@ -454,6 +458,7 @@ class IncrementalSearch:
                 resources=self.ys,
                 at_most=at_most,
                 above=above,
+                at_least=at_least,
                 **common,  # type: ignore[arg-type]
             )
         return CapacityResult(capacity=optimum, loads=self.ys, resources=all_xs, **common)  # type: ignore[arg-type]

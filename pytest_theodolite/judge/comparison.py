@@ -43,6 +43,9 @@ class PointComparison:
     reason: str = ""
     #: the CPU per record against the baseline's (None: no figure on either side was looked at)
     cost: CostCheck | None = None
+    #: the reference failed one instance below `baseline`, which was not run: its demand is at least that
+    #: (pull-request mode's certified search: REF is judged as that lower bound)
+    baseline_at_least: bool = False
 
     @property
     def passed(self) -> bool:
@@ -53,7 +56,9 @@ class PointComparison:
         """'3', 'none', or '-' when the baseline has no value for this load."""
         if not self.in_baseline:
             return "-"
-        return "none" if self.baseline is None else str(self.baseline)
+        if self.baseline is None:
+            return "none"
+        return f">={self.baseline}" if self.baseline_at_least else str(self.baseline)
 
     @property
     def measured_text(self) -> str:
@@ -82,6 +87,10 @@ class PointComparison:
             baseline = f"no {reference} value"
         else:
             baseline = f"{reference} {instances_text(self.baseline)}"
+            if self.baseline_at_least and self.baseline is not None:
+                baseline = (
+                    f"{reference} at least {instances_text(self.baseline)} (failed at fewer, these not run)"
+                )
             if self.tolerance:
                 baseline += f" (tolerance +{self.tolerance})"
         why = {
@@ -211,11 +220,13 @@ def compare_point(
     measured_cost: PointCost | None = None,
     cost_tolerance: float | None = None,
     uncertain: str | None = None,
+    baseline_at_least: bool = False,
 ) -> PointComparison:
     """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED; `at_most`:
     it passed there and fewer were not run (a demand at most `measured`: judged as that, it can pass or
     regress, and an improvement is seen only below the reference); `above` (measured None): it failed at that
-    many instances and more were not run.
+    many instances and more were not run; `baseline_at_least`: the reference's demand is at least its value
+    (judged as that: a change at most that passes).
 
     `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
     NOT_COMPARABLE that has a baseline value -- except a demand verdict the testbeds' speed order alone
@@ -264,6 +275,7 @@ def compare_point(
         above=above if measured is None else None,
         reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else (one_sided or ""),
         cost=cost,
+        baseline_at_least=baseline_at_least and baseline_value is not None,
     )
 
 

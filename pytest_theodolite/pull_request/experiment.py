@@ -20,12 +20,12 @@ from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate, predicted_pass
 from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.core.cost import CostCheck, PointCost, point_cost
+from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, UNMEASURED, MeasuredDemand, Verdict
 from pytest_theodolite.core.outcomes import COST_REGRESSION as COST_REGRESSION_STATUS
-from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Verdict
 from pytest_theodolite.core.paired_cost import PairedCost, check_paired_cost, paired_cost
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
-from pytest_theodolite.core.search import AT_MOST, SKIPPED, IncrementalSearch, Step, Strategy
+from pytest_theodolite.core.search import AT_LEAST, AT_MOST, SKIPPED, IncrementalSearch, Step, Strategy
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
 from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
@@ -160,6 +160,7 @@ class PairedPoint:
             tolerance,
             skipped=self.sides[CHANGE].status == SKIPPED,
             at_most=self.sides[CHANGE].status == AT_MOST,
+            ref_at_least=self.sides[REF].status == AT_LEAST,
             ref_cost=self.point_cost(REF),
             change_cost=self.point_cost(CHANGE),
             cost_tolerance=cost_tolerance,
@@ -263,6 +264,7 @@ class PairedExperiment:
                 self._run,
                 baseline_guess(baseline, load, self.settings.resources),
                 exact_change=self.settings.exact_demand,
+                certify=tolerance == 0 and self._paired_cost_judged(),
             )
         sides = {
             side: demand_point(
@@ -365,6 +367,12 @@ class PairedExperiment:
         }
         path = results / f"{experiment_id(self.benchmark.name)}_paired_cost.json"
         path.write_text(json.dumps(document, indent=1) + "\n")
+
+    def _paired_cost_judged(self) -> bool:
+        """Whether the paired read judged the cost (its tolerance set, enough pairs): then the CPU per record at
+        each demand is not needed, and the demands are certified rather than searched (paired.py)."""
+        check = self.paired_cost_check()
+        return check is not None and check.tolerance is not None and check.status != COST_NOT_COMPARED
 
     def paired_cost_check(self) -> CostCheck | None:
         """The paired read's figure against its tolerance (core/paired_cost.check_paired_cost); None unread."""
@@ -607,6 +615,13 @@ class PairedExperiment:
         if paired := self.paired_cost_note():
             notes += (paired,)
         notes += bound_notes(measured, label)
+        if ref.at_least:
+            loads = ", ".join(str(load) for load in ref.at_least)
+            notes += (
+                f">=N (loads {loads}): {label} failed below the instances the change passed at, and those were not "
+                "run -- the verdict needs no more, and the paired read judges the cost; exact_demand=true (or "
+                "--theodolite-exact-demand=true) searches both demands",
+            )
         calibrated = calibration_note(session.calibration, baseline)
         if calibrated:
             notes = (calibrated, *notes)

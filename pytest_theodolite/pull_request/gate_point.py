@@ -47,8 +47,15 @@ class PairedGatePoint(GatePoint):
             for key, value in junit_properties(self.spec.benchmark.name, comparison)
             if not key.startswith("theodolite.cpu_change.")
         ]
+        # REF's demand a number, as theodolite.demand.<load> is, with its bound in a property of its own
+        ref_text = str(comparison.baseline) if comparison.baseline_at_least else comparison.baseline_text
         properties += paired_junit_properties(
-            self.point.load, self.reference, comparison.baseline_text, self._paired().cost_figure(), against
+            self.point.load,
+            self.reference,
+            ref_text,
+            self._paired().cost_figure(),
+            against,
+            ref_at_least=comparison.baseline_at_least,
         )
         paired = self._paired().paired_cost
         if paired is not None and paired.relative is not None:

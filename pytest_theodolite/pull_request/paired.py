@@ -10,6 +10,14 @@ Unless asked for its exact demand, the change steps below a pass only where REF 
 (or never ran) that instance count, the change's demand is AT_MOST its last pass -- all the verdict needs, and
 the run saved is a failing one, the dearest there is. Such a step runs REF first, so that its verdict is known.
 
+Certified (`certify=True`: pull-request mode where the paired read judges the cost and the tolerance is 0),
+neither demand is searched: each pair runs the change at r and REF one instance count below, in ABBA order,
+starting at the guess. The change passing at r and REF failing below it is the verdict (change <= r <= REF)
+in two sub-experiments where the searches take three or four; REF's demand is then AT_LEAST r, and the CPU per
+record at a demand is not compared (REF did not run there: the paired read judges the cost). A REF that passes
+below moves the pair down, a change that fails moves it up, and a change that fails where REF passed climbs
+alone to its demand (a regression, measured once more by the caller).
+
 The verdict per load: the change's demand <= REF's demand + tolerance. A load where either side could not be
 measured (an INVALID or ERRORED sub-experiment) is NOT COMPARABLE, never a pass or a regression.
 
@@ -23,8 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pytest_theodolite.core.cost import PointCost
-from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Outcome
+from pytest_theodolite.core.outcomes import STEP_UNMEASURED, UNMEASURED, MeasuredDemand, Outcome
 from pytest_theodolite.core.search import (
+    ABOVE,
+    AT_LEAST,
     AT_MOST,
     MEASURED,
     NONE,
@@ -32,6 +42,8 @@ from pytest_theodolite.core.search import (
     IncrementalSearch,
     Step,
     StepSearch,
+    Strategy,
+    SubExperiment,
     _outcome_of,
 )
 from pytest_theodolite.judge.comparison import PointComparison, compare_point
@@ -66,12 +78,23 @@ class PairedDemandSearch:
             raise ValueError(f"need one search per side {SIDES}, got {sorted(self.searches)}")
 
     def measure(
-        self, load: int, oracle: SideOracle, guess: int | None = None, *, exact_change: bool = False
+        self,
+        load: int,
+        oracle: SideOracle,
+        guess: int | None = None,
+        *,
+        exact_change: bool = False,
+        certify: bool = False,
     ) -> dict[str, Step]:
         """Both sides' demand at `load`. `guess` (the baseline's demand there) is where baseline-guess
         searches start; without one each starts from its own previous load, as initial-guess does. The
-        change's demand is exact only with `exact_change`; else it is not searched below REF's passes."""
+        change's demand is exact only with `exact_change`; else it is not searched below REF's passes. With
+        `certify` (and an initial- or baseline-guess search, not `exact_change`) the verdict is certified, not
+        searched (the module's doc)."""
         running = {side: self.searches[side].start(load, guess) for side in SIDES}
+        if certify and not exact_change and self._can_certify(running):
+            steps = self._certify(load, oracle, running)
+            return {side: self.searches[side].keep(step) for side, step in steps.items()}
         while True:
             wanted = {side: r.next_probe for side, r in running.items() if r.next_probe is not None}
             if not wanted:
@@ -93,6 +116,90 @@ class PairedDemandSearch:
             self.pairs += 1
         return {side: self.searches[side].finish(r) for side, r in running.items()}
 
+    def _can_certify(self, running: Mapping[str, StepSearch]) -> bool:
+        """Both sides still to search, by a strategy that starts at a guess (a linear or full search promises
+        more than a certificate gives)."""
+        guessing = all(
+            self.searches[side].strategy in (Strategy.BASELINE_GUESS, Strategy.INITIAL_GUESS)
+            for side in SIDES
+        )
+        return guessing and all(r.next_probe is not None for r in running.values())
+
+    def _certify(self, load: int, oracle: SideOracle, running: Mapping[str, StepSearch]) -> dict[str, Step]:
+        """The change at r beside REF one instance count below, pair by pair (the module's doc)."""
+        candidates = {side: running[side].candidates for side in SIDES}
+        seen: dict[str, dict[int, Outcome]] = {side: {} for side in SIDES}
+        runs: dict[str, list[SubExperiment]] = {side: [] for side in SIDES}
+
+        def run(side: str, resources: int | None) -> None:
+            if resources is not None and resources not in seen[side]:
+                self.order.append((side, load, resources))
+                outcome = _outcome_of(oracle(side, load, resources), load, resources)
+                seen[side][resources] = outcome
+                runs[side].append(SubExperiment(load, resources, outcome))
+
+        def outcome_at(side: str, resources: int | None) -> Outcome | None:
+            return None if resources is None else seen[side].get(resources)
+
+        probe = running[CHANGE].next_probe
+        r: int | None = probe[1] if probe is not None else None
+        alone = False  # the change climbs alone once REF passed where it failed or below
+        while r is not None:
+            below = _below(candidates[REF], r)
+            if alone:
+                run(CHANGE, r)
+            elif abba(self.pairs)[0] == REF:
+                run(REF, below)  # ahead of the change's verdict: what a pass at r needs
+                run(CHANGE, r)
+            else:
+                run(CHANGE, r)
+                # what the change's verdict needs next: REF below a pass, REF at a FAIL
+                run(REF, below if seen[CHANGE][r] is Outcome.PASS else (r if r in candidates[REF] else None))
+            self.pairs += 1
+            if not seen[CHANGE][r].is_measured:
+                break
+            # REF unmeasured: the load is not comparable; the change's demand is still found, alone
+            alone = alone or any(not outcome.is_measured for outcome in seen[REF].values())
+            if seen[CHANGE][r] is Outcome.PASS:
+                # REF failing below (or nothing below) certifies the verdict; REF passing below moves the pair
+                # down, unless the change already failed there (its demand is then known)
+                lower = _below(candidates[CHANGE], r) if outcome_at(REF, below) is Outcome.PASS else None
+                r = None if lower in seen[CHANGE] else lower
+                continue
+            alone = alone or Outcome.PASS in (outcome_at(REF, r), outcome_at(REF, below))
+            higher = _above(candidates[CHANGE], r)
+            if higher is None and not alone and r in candidates[REF]:
+                run(REF, r)  # the change is none: is REF too?
+            r = None if higher in seen[CHANGE] else higher
+        return {side: _certified_step(side, load, runs[side], candidates[side]) for side in SIDES}
+
+
+def _below(candidates: tuple[int, ...], r: int) -> int | None:
+    return max((c for c in candidates if c < r), default=None)
+
+
+def _above(candidates: tuple[int, ...], r: int) -> int | None:
+    return min((c for c in candidates if c > r), default=None)
+
+
+def _certified_step(side: str, load: int, runs: list[SubExperiment], candidates: tuple[int, ...]) -> Step:
+    """What a certified search's runs on one side say of its demand at `load`."""
+    if any(not run.outcome.is_measured for run in runs):
+        return Step(load, None, STEP_UNMEASURED, tuple(runs), candidates)
+    passed = [run.resources for run in runs if run.outcome is Outcome.PASS]
+    failed = {run.resources for run in runs if run.outcome is Outcome.FAIL}
+    if passed:
+        least = min(passed)
+        below = _below(candidates, least)
+        status = MEASURED if below is None or below in failed else AT_MOST
+        return Step(load, least, status, tuple(runs), candidates)
+    higher = _above(candidates, max(failed)) if failed else min(candidates)
+    if higher is None:
+        return Step(load, None, NONE, tuple(runs), candidates)
+    if side == CHANGE:  # not reached: the change climbs until it passes, runs out or is unmeasured
+        return Step(load, None, ABOVE, tuple(runs), candidates)
+    return Step(load, higher, AT_LEAST, tuple(runs), candidates)  # REF failed below the change's pass
+
 
 def _change_may_run_next(running: Mapping[str, StepSearch]) -> bool:
     """Whether the change may run its next probe: any probe but a step below its passes, or one where REF
@@ -108,7 +215,7 @@ def _change_may_run_next(running: Mapping[str, StepSearch]) -> bool:
 
 def measured_demand(step: Step) -> MeasuredDemand:
     """A finished search's demand as the comparison takes it: a number, None ("none") or UNMEASURED."""
-    if step.status in (MEASURED, NONE, SKIPPED, AT_MOST):
+    if step.status in (MEASURED, NONE, SKIPPED, AT_MOST, AT_LEAST):
         return step.optimum
     return UNMEASURED
 
@@ -130,10 +237,12 @@ def compare_sides(
     change_cost: PointCost | None = None,
     cost_tolerance: float | None = None,
     uncertain: str | None = None,
+    ref_at_least: bool = False,
 ) -> PointComparison:
-    """The change's demand at one load against REF's (REF in the result's `baseline` fields); where both
-    sides need the same instances, the change's CPU per record against REF's with `cost_tolerance`. A
-    regression resting on uncertain verdicts (`uncertain` says which) is NOT COMPARABLE."""
+    """The change's demand at one load against REF's (REF in the result's `baseline` fields; `ref_at_least`:
+    REF's is at least that); where both sides need the same instances, the change's CPU per record against
+    REF's with `cost_tolerance`. A regression resting on uncertain verdicts (`uncertain` says which) is NOT
+    COMPARABLE."""
     not_comparable = None
     if ref is UNMEASURED:
         not_comparable = "REF could not be measured at this load (an invalid or errored sub-experiment)"
@@ -151,4 +260,5 @@ def compare_sides(
         measured_cost=change_cost,
         cost_tolerance=cost_tolerance,
         uncertain=uncertain,
+        baseline_at_least=ref_at_least,
     )

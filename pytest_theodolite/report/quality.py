@@ -112,6 +112,8 @@ def points_of(junit: Path) -> tuple[GatePointResult, ...]:
             reference = properties.get(
                 f"theodolite.ref.{load}", properties.get(f"theodolite.baseline.{load}", "?")
             )
+            if properties.get(f"theodolite.ref_at_least.{load}") == "true":
+                reference = f">={reference}"
             at_most = "<=" if properties.get(f"theodolite.demand_at_most.{load}") == "true" else ""
             points.append(
                 GatePointResult(

@@ -370,6 +370,12 @@ def _function_to_dict(
         "unmeasured": list(result.unmeasured),
         "skipped": list(result.skipped),
         **({"at_most": list(result.at_most)} if isinstance(result, DemandResult) else {}),
+        # loads that failed below their demand, which was not run (the demand is at least that)
+        **(
+            {"at_least": list(result.at_least)}
+            if isinstance(result, DemandResult) and result.at_least
+            else {}
+        ),
         # load -> the most instances that failed there, more not run (the demand is higher)
         **(
             {"above": [[x, y] for x, y in sorted(result.above.items())]}
@@ -397,7 +403,8 @@ def _function_from_dict(data: Mapping[str, Any], metric: Metric) -> DemandResult
     if metric is Metric.DEMAND:
         at_most = tuple(int(x) for x in data.get("at_most", ()))
         above = {int(x): int(y) for x, y in data.get("above", ())}
-        return DemandResult(demand=optimum, at_most=at_most, above=above, **common)  # type: ignore[arg-type]
+        at_least = tuple(int(x) for x in data.get("at_least", ()))
+        return DemandResult(demand=optimum, at_most=at_most, above=above, at_least=at_least, **common)  # type: ignore[arg-type]
     return CapacityResult(capacity=optimum, **common)  # type: ignore[arg-type]
 
 
