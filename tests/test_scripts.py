@@ -510,3 +510,14 @@ def test_paired_read_aa_picks_the_shipped_gates_by_use_case_and_names_a_wrong_on
         SystemExit, match=r"no gate in benchmarks/test_scalability_gates.py matches \['uc9'\]"
     ):
         paired_aa.gates(["uc9"])
+
+
+def test_certified_runs_replays_both_procedures_on_scripted_demands():
+    certified = load_script("certified_runs")
+    baselines = {4000: 1, 12000: 2, 20000: 4}
+    # the baseline's demands: 2 + 3 + 3 searched, 1 + 2 + 2 certified (REF's runs at each demand saved)
+    assert certified.runs(baselines, baselines, certify=False) == 8
+    assert certified.runs(baselines, baselines, certify=True) == 5
+    assert certified.parse_demand("uc1-keys:4000=2,20000=none") == ("uc1-keys", {4000: 2, 20000: None})
+    with pytest.raises(SystemExit, match="not BENCHMARK:LOAD=N"):
+        certified.parse_demand("4000=2")
