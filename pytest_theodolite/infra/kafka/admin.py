@@ -6,6 +6,7 @@ exist differs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -265,6 +266,7 @@ def wait_for_metadata(
     bootstrap_servers: str, timeout_s: float, properties: Mapping[str, str] | None = None
 ) -> None:
     """Return once a metadata request to ``bootstrap_servers`` succeeds, else raise a setup error."""
+    deadline = time.monotonic() + timeout_s
     admin = _connect(
         lambda: KafkaAdminClient(
             bootstrap_servers=bootstrap_servers.split(","),
@@ -275,6 +277,10 @@ def wait_for_metadata(
         timeout_s,
     )
     try:
-        admin.list_topics()
+        # the request may go to another broker of the cluster that does not listen yet (a cluster's brokers
+        # start one after the other): asked again until the time is up
+        _connect(
+            lambda: admin.list_topics() is not None, bootstrap_servers, max(1.0, deadline - time.monotonic())
+        )
     finally:
         admin.close()
