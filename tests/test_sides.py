@@ -16,6 +16,7 @@ from pytest_theodolite.infra.spark.cluster import SparkCluster
 from pytest_theodolite.pull_request.sides import (
     SideError,
     SideProcess,
+    close_sides,
     job_import_root,
     job_reference,
     spec_for,
@@ -157,6 +158,49 @@ def test_a_side_busy_with_a_sub_experiment_is_interrupted_as_by_ctrl_c(tmp_path)
     assert marker.read_text() == "cleaned up after ", (
         "interrupted by SIGINT, not terminated after the timeout"
     )
+
+
+def side_reading_beside_the_other(connection, mine: str, other: str) -> None:
+    """A side busy with a paired read: interrupted, it cleans up, then waits (30 s at most) for the other side to
+    have been interrupted too, and says whether it was."""
+    from pytest_theodolite.infra.process import interruptible_child
+
+    interruptible_child()
+    connection.send(("ready", "busy"))
+    try:
+        time.sleep(600)
+    except KeyboardInterrupt:
+        Path(mine).write_text("interrupted")
+        deadline = time.monotonic() + 30
+        while not Path(other).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        Path(mine).write_text("interrupted, the other side " + ("too" if Path(other).exists() else "not yet"))
+
+
+def test_sides_busy_with_a_paired_read_are_interrupted_together_not_one_after_the_other(tmp_path):
+    """close_sides (a PairedExperiment's close, Ctrl-C or SIGTERM in the parent) interrupts every busy side
+    before it waits for any: closed one by one, the first would stop while the second still read, and their
+    stops would add up."""
+    context = multiprocessing.get_context("spawn")
+    markers = {side: tmp_path / side for side in ("ref", "change")}
+    sides = []
+    for side, other in (("ref", "change"), ("change", "ref")):
+        parent, child = context.Pipe()
+        process = context.Process(
+            target=side_reading_beside_the_other, args=(child, str(markers[side]), str(markers[other]))
+        )
+        process.start()
+        child.close()
+        assert parent.poll(60) and parent.recv() == ("ready", "busy")
+        closing = SideProcess(spec=None, stop_timeout_s=120)  # type: ignore[arg-type]
+        closing._process, closing._connection = process, parent
+        sides.append(closing)
+    close_sides(sides)
+    assert {side: marker.read_text() for side, marker in markers.items()} == {
+        "ref": "interrupted, the other side too",
+        "change": "interrupted, the other side too",
+    }
+    assert multiprocessing.active_children() == []
 
 
 def test_a_ref_whose_job_cannot_take_the_runners_keywords_is_refused_before_it_runs(repo, tmp_path):

@@ -58,6 +58,7 @@ from pytest_theodolite.pull_request.sides import (
     SideError,
     SideProcess,
     SideSpec,
+    close_sides,
     job_reference,
     side_roots,
     spec_for,
@@ -643,8 +644,7 @@ class PairedExperiment:
         return result
 
     def close(self) -> None:
-        for process in self.sides.values():
-            process.close()
+        close_sides(self.sides.values())
 
 
 def _last_line(text: str) -> str:
@@ -667,8 +667,7 @@ def start_paired_experiment(
         for side in SIDES:
             started[side] = SideProcess(specs[side]).__enter__()
     except BaseException:
-        for process in started.values():
-            process.close()
+        close_sides(started.values())
         raise
     return PairedExperiment(benchmark, settings, target, started, on_sub_experiment)
 

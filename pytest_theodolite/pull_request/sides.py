@@ -21,8 +21,9 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -369,6 +370,10 @@ class SideProcess:
     def close(self) -> None:
         """Stop the driver process: at once when it waits for work; in the middle of a sub-experiment
         (Ctrl-C, a failure on the other side), interrupted as Ctrl-C would, so that it stops what it started."""
+        close_sides([self])
+
+    def _detach(self) -> Any:
+        """Tell the driver process to stop and let go of it: the process to wait for, or None."""
         process, connection = self._process, self._connection
         self._process = self._connection = None
         if connection is not None:
@@ -377,15 +382,32 @@ class SideProcess:
             except (OSError, ValueError):
                 pass
             connection.close()
-        if process is not None:
-            process.join(IDLE_STOP_S)
-            if process.is_alive() and process.pid is not None:
-                os.kill(process.pid, signal.SIGINT)
-            process.join(self.stop_timeout_s)
-            if process.is_alive():
-                process.terminate()
-                process.join(10)
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-            process.close()
+        return process
+
+
+def close_sides(sides: Iterable[SideProcess]) -> None:
+    """Stop several sides' driver processes together (SideProcess.close): each is told to stop, those still busy
+    after `IDLE_STOP_S` are interrupted at the same moment, and each escalation waits once for all of them --
+    both sides busy with a paired read stop in the time of the slower one, not of the two one after the other."""
+    sides = list(sides)
+    timeout_s = max((side.stop_timeout_s for side in sides), default=0.0)
+    processes = [process for process in (side._detach() for side in sides) if process is not None]
+    _join_all(processes, IDLE_STOP_S)
+    for process in processes:
+        if process.is_alive() and process.pid is not None:
+            os.kill(process.pid, signal.SIGINT)
+    _join_all(processes, timeout_s)
+    for escalate, wait_s in ((lambda p: p.terminate(), 10.0), (lambda p: p.kill(), 5.0)):
+        alive = [process for process in processes if process.is_alive()]
+        for process in alive:
+            escalate(process)
+        _join_all(alive, wait_s)
+    for process in processes:
+        process.close()
+
+
+def _join_all(processes: Sequence[Any], timeout_s: float) -> None:
+    """Join every process within one deadline `timeout_s` from now."""
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
