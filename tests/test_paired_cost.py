@@ -324,6 +324,8 @@ def test_a_side_that_fails_before_its_backlog_is_filled_is_not_let_read_the_othe
 
 def test_a_read_without_task_cpu_or_with_one_instance_says_so_and_without_the_option_nothing_runs(tmp_path):
     experiment, _ = paired_experiment(tmp_path, [None, None], [0.7, 0.7])
+    # asked for before the read ended (a run interrupted during it): says so rather than naming no reason
+    assert experiment.paired_cost_note().endswith("not measured: the run ended before the read did")
     experiment.measure(2000)
     assert experiment.paired_cost_note().endswith(
         "not measured: ref: its batches have no task CPU figure (no event "

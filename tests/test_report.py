@@ -218,7 +218,7 @@ def test_terminal_summary_of_nothing_measured() -> None:
     empty = DemandResult(demand={})
     comparison = compare(empty, BASELINE, measured_testbed=None)
     assert terminal_summary([BenchmarkReport("uc1", comparison, empty, BASELINE)])[:2] == [
-        "uc1: PASS",
+        "uc1: UNMEASURED",
         "  no load was measured",
     ]
     assert terminal_summary([]) == []

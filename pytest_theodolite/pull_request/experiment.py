@@ -392,7 +392,8 @@ class PairedExperiment:
         how = f"both sides reading a backlog at once, one instance{cores} each, {plan.batch_records:,}-record batches"
         check = self.paired_cost_check()
         if self.paired_cost is None or check is None:
-            return f"task CPU per record ({how}): not measured: {self.paired_cost_problem}"
+            why = self.paired_cost_problem or "the run ended before the read did"
+            return f"task CPU per record ({how}): not measured: {why}"
         if check.tolerance is None:
             verdict = "reported, not judged: paired_cost_tolerance is off"
         elif check.reason:

@@ -118,7 +118,10 @@ def lag_slopes_text(
 
 def benchmark_status(comparison: Comparison) -> str:
     """One word for a benchmark: REGRESSION > COST REGRESSION > NOT COMPARABLE > UNMEASURED > IMPROVEMENT >
-    NEW LOAD > PASS."""
+    NEW LOAD > PASS; UNMEASURED where no load was measured at all (a run interrupted before its first point):
+    nothing passed."""
+    if not comparison.points:
+        return Verdict.UNMEASURED.label
     for verdict in (
         Verdict.REGRESSION,
         Verdict.COST_REGRESSION,
