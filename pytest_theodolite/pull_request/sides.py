@@ -21,7 +21,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +40,7 @@ from pytest_theodolite.engine.runner import ExperimentRunner, PhaseTimings, new_
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.process import die_with_parent, interruptible_child
 from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.infra.waiting import poll_until
 
 #: how long a side may take to start (interpreter, imports) before it counts as broken
 START_TIMEOUT_S = 120.0
@@ -407,7 +407,5 @@ def close_sides(sides: Iterable[SideProcess]) -> None:
 
 
 def _join_all(processes: Sequence[Any], timeout_s: float) -> None:
-    """Join every process within one deadline `timeout_s` from now."""
-    deadline = time.monotonic() + timeout_s
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
+    """Wait until every process has ended, at most `timeout_s` for all of them together."""
+    poll_until(lambda: not any(process.is_alive() for process in processes), timeout_s=timeout_s)
