@@ -51,13 +51,13 @@ class Layout(NamedTuple):
     installed: bool = False  # the repository is a package installed with ``pip install -e .``
 
 
-#: the layouts a pull request comes from -- the repository root, a src/ layout (``pythonpath = src``), a gate
-#: with its own pytest.ini in a subfolder, and a package installed in editable mode whose gate sits in a folder
-#: of its own, so that only the installation makes the job importable
+#: the layouts a pull request comes from, measured end to end: the repository root, and a package installed in
+#: editable mode whose gate sits in a folder of its own with its own pytest.ini (a rootdir below the repository's
+#: root), so that only the installation makes the job importable. A src/ layout and a gate in a subfolder differ
+#: from these only in where the job is imported from, which test_sides checks for each without a measurement
+#: (test_each_side_finds_the_job_where_the_working_tree_imports_it_from): each whole run here takes minutes
 LAYOUTS = {
     "root": Layout("", "", None),
-    "src": Layout("src", "", "[pytest]\npythonpath = src\n"),
-    "subfolder": Layout("examples/own", "examples/own", "[pytest]\n"),
     "editable": Layout("", "gates", "[pytest]\n", installed=True),
 }
 
