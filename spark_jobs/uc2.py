@@ -22,6 +22,7 @@ from spark_jobs.common import (
     power_statistics,
     read_kafka,
     start_sink,
+    with_extra_hashes,
 )
 
 DEFAULT_WINDOW_SIZE = "1 minute"
@@ -53,17 +54,20 @@ def start_query(
     output_topic: str,
     checkpoint_dir: str,
     window_size: str = DEFAULT_WINDOW_SIZE,
+    extra_hash_rounds: int = 0,
     **options: Any,
 ) -> StreamingQuery:
     """Start UC2 and return the running query.
 
-    ``window_size``: tumbling window length as a Spark interval (``"1 minute"``). ``options``: the deployment
-    options of :class:`spark_jobs.common.DeploymentOptions` (``watermark_delay`` defaults to 10 seconds).
+    ``window_size``: tumbling window length as a Spark interval (``"1 minute"``); ``extra_hash_rounds``: that
+    many SHA-256 hashes more per record, the same output (common.with_extra_hashes: a regression to inject).
+    ``options``: the deployment options of :class:`spark_jobs.common.DeploymentOptions` (``watermark_delay``
+    defaults to 10 seconds).
     """
     deployment = DeploymentOptions.from_options(options)
     raw = read_kafka(spark, bootstrap_servers=bootstrap_servers, topics=input_topic, deployment=deployment)
     results = downsample(
-        parse_power_records(raw),
+        with_extra_hashes(parse_power_records(raw), extra_hash_rounds),
         window_size=window_size,
         watermark_delay=deployment.watermark_delay or DEFAULT_WATERMARK_DELAY,
     )

@@ -56,6 +56,7 @@ from spark_jobs.common import (
     read_kafka,
     scoped_sql_conf,
     start_sink,
+    with_extra_hashes,
 )
 
 DEFAULT_WINDOW_SIZE = "1 minute"
@@ -353,6 +354,7 @@ def start_query(
     window_size: str = DEFAULT_WINDOW_SIZE,
     max_hierarchy_depth: int = DEFAULT_MAX_HIERARCHY_DEPTH,
     state_buckets: int = DEFAULT_STATE_BUCKETS,
+    extra_hash_rounds: int = 0,
     **options: Any,
 ) -> StreamingQuery:
     """Start UC4 and return the running query: a :class:`RegistryFedQuery`, whose ``stop()`` also stops the
@@ -361,7 +363,9 @@ def start_query(
     ``config_topic``: where the sensor registry is published; ``feedback_topic``: where group results are
     written and read back (create it beforehand, it must differ from ``input_topic``); ``window_size``:
     tumbling window (``"1 minute"``); ``max_hierarchy_depth``: levels of groups the registry may have (16);
-    ``state_buckets``: how many state keys per window the groups share (16; see the module's step 4).
+    ``state_buckets``: how many state keys per window the groups share (16; see the module's step 4);
+    ``extra_hash_rounds``: that many SHA-256 hashes more per sensor reading (not per fed-back group result), the
+    same output (common.with_extra_hashes: a regression to inject).
     ``options``: the deployment options of :class:`spark_jobs.common.DeploymentOptions` (``watermark_delay``
     defaults to 1 minute; ``sink="noop"`` is refused: without the feedback topic there is no UC4).
     The observations are ``records`` (input topic) and ``feedback_records`` (feedback topic).
@@ -389,7 +393,7 @@ def start_query(
         )
 
     readings = (
-        readings_of(input_topic, RECORDS_METRIC)
+        with_extra_hashes(readings_of(input_topic, RECORDS_METRIC), extra_hash_rounds)
         .unionByName(readings_of(feedback_topic, FEEDBACK_METRIC))
         .withWatermark("event_time", deployment.watermark_delay or DEFAULT_WATERMARK_DELAY)
     )

@@ -245,8 +245,9 @@ def test_unknown_option_is_an_error(spark, kafka_cluster, tmp_path):
         )
 
 
-@pytest.mark.parametrize("job", [uc1, uc3], ids=["uc1", "uc3"])
+@pytest.mark.parametrize("job", [uc1, uc2, uc3, uc4], ids=["uc1", "uc2", "uc3", "uc4"])
 def test_extra_hash_rounds_must_be_a_whole_number_of_at_least_zero(spark, kafka_cluster, tmp_path, job):
+    topics = {"config_topic": "c", "feedback_topic": "f"} if job is uc4 else {}
     with pytest.raises(ValueError, match="extra_hash_rounds must be a whole number >= 0, got -1"):
         job.start_query(
             spark,
@@ -255,7 +256,9 @@ def test_extra_hash_rounds_must_be_a_whole_number_of_at_least_zero(spark, kafka_
             output_topic="y",
             checkpoint_dir=str(tmp_path / "checkpoint"),
             extra_hash_rounds=-1,
+            **topics,
         )
+    assert not spark.streams.active  # refused before any query started (UC4's registry query too)
 
 
 # -- UC2 -----------------------------------------------------------------------------------------------------
@@ -280,6 +283,7 @@ def test_uc2_tumbling_window_statistics_match_pandas(spark, kafka_cluster, tmp_p
         watermark_delay="0 seconds",
         available_now=True,
         shuffle_partitions=3,
+        extra_hash_rounds=2,  # dearer per record, the same output
     )
     assert (
         spark.conf.get("spark.sql.shuffle.partitions") == session_partitions
@@ -439,7 +443,9 @@ def publish_registry(kafka_cluster, uc4_topics, tree: dict[str, Any]) -> None:
     producer.close()
 
 
-def start_uc4(spark, kafka_cluster, uc4_topics, tmp_path, *, watermark_delay: str):
+def start_uc4(
+    spark, kafka_cluster, uc4_topics, tmp_path, *, watermark_delay: str, extra_hash_rounds: int = 0
+):
     """UC4 on the test's topics with 10 s windows and a fast trigger."""
     return uc4.start_query(
         spark,
@@ -452,6 +458,7 @@ def start_uc4(spark, kafka_cluster, uc4_topics, tmp_path, *, watermark_delay: st
         window_size="10 seconds",
         watermark_delay=watermark_delay,
         trigger_interval="100 milliseconds",
+        extra_hash_rounds=extra_hash_rounds,
     )
 
 
@@ -654,7 +661,10 @@ def test_uc4_hierarchical_sums_match_reference_and_follow_a_registry_change(
     readings.append(reading("s_unknown", BASE_MS + 500, 1e6))  # in no group: must not count anywhere
     produce(kafka_cluster, uc4_topics["input"], readings, MALFORMED)
 
-    query = start_uc4(spark, kafka_cluster, uc4_topics, tmp_path, watermark_delay="1 hour")
+    # dearer per reading, the same output
+    query = start_uc4(
+        spark, kafka_cluster, uc4_topics, tmp_path, watermark_delay="1 hour", extra_hash_rounds=2
+    )
     try:
         run_until_feedback_settles(query, kafka_cluster, uc4_topics["feedback"])
         expected = expected_group_sums(readings[:-1], tree, window_ms)
