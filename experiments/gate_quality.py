@@ -72,7 +72,7 @@ COMPARE: list[str] = []  # the REF of --compare-ref, when given
 
 @contextmanager
 def injected_tree(rounds: int, jobs: tuple[str, ...] = ("uc1",)) -> Iterator[Path]:
-    """A scratch worktree of HEAD whose `jobs` (spark_jobs/<job>.py: uc1, uc3) hash every record `rounds` times
+    """A scratch worktree of HEAD whose `jobs` (spark_jobs/<job>.py: uc1 ... uc4) hash every record `rounds` times
     unless told otherwise."""
     parent = Path(tempfile.mkdtemp(prefix="gate-quality-injected-"))
     tree = parent / "tree"
