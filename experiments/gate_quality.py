@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pytest_theodolite.cli.quality import run_once
+from pytest_theodolite.infra.process import terminate_as_interrupt
 from pytest_theodolite.report.quality import QualityRun, quality_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +96,8 @@ def injected_tree(rounds: int, jobs: tuple[str, ...] = ("uc1",)) -> Iterator[Pat
 
 
 def main() -> None:
+    # SIGTERM (kill, timeout) ends the run through its finally blocks as Ctrl-C does: no worktree or JVM left
+    terminate_as_interrupt()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clean", type=int, default=5, help="runs of unchanged code")
     parser.add_argument("--injected", type=int, default=5, help="runs with the injected UC1 regression")

@@ -41,6 +41,7 @@ from pytest_theodolite.engine.backlog_read import BacklogPlan
 from pytest_theodolite.engine.markers import gate_spec
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.infra.process import terminate_as_interrupt
 from pytest_theodolite.pull_request.experiment import CompareTarget, start_paired_experiment
 from pytest_theodolite.pull_request.sides import spec_for
 from pytest_theodolite.store.results import experiment_id
@@ -86,6 +87,8 @@ def read_once(
 
 
 def main() -> None:
+    # SIGTERM (kill, timeout) ends the run through its finally blocks as Ctrl-C does: no worktree or JVM left
+    terminate_as_interrupt()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gates", nargs="+", default=["uc1", "uc2", "uc3", "uc4"])

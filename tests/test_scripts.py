@@ -521,3 +521,41 @@ def test_certified_runs_replays_both_procedures_on_scripted_demands():
     assert certified.parse_demand("uc1-keys:4000=2,20000=none") == ("uc1-keys", {4000: 2, 20000: None})
     with pytest.raises(SystemExit, match="not BENCHMARK:LOAD=N"):
         certified.parse_demand("4000=2")
+
+
+def paired_read_file(path: Path, change_per_record: list[float]) -> Path:
+    """A recorded paired read: REF's batches at 20 us a record, the change's as given, 6 s apart."""
+    records = 120_000
+
+    def side(per_record: list[float]) -> dict:
+        return {
+            "batches": [[i, 1000.0 + 6 * i, 6.0, records] for i in range(len(per_record))],
+            "task_cpu_s": [cost * records for cost in per_record],
+        }
+
+    ref = [20e-6] * len(change_per_record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps(
+            {"load": 1, "sides": {"ref": side(ref), "change": side(change_per_record)}, "comparison": {}}
+        )
+    )
+    return path
+
+
+def test_paired_read_stop_ends_a_read_only_as_a_certain_pass(tmp_path):
+    stop = load_script("paired_read_stop")
+    level = [20e-6 * r for r in (1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.01, 1.00)]
+    dearer = [20e-6 * r for r in (1.16, 1.14, 1.15, 1.13, 1.17, 1.15, 1.14, 1.16, 1.15, 1.13, 1.14, 1.16)]
+    unchanged = stop.replay(paired_read_file(tmp_path / "aa" / "u_paired_cost.json", level), 0.07)
+    # six ratios all below 1.07 give the signed-rank test's smallest p, 1/64: certain after the sixth pair
+    assert (unchanged.verdict, unchanged.stopped_at, unchanged.pairs) == ("pass", 6, 12)
+    assert unchanged.saved_s == pytest.approx(36.0)  # six batches of 6 s not read
+    changed = stop.replay(paired_read_file(tmp_path / "ab" / "c_paired_cost.json", dearer), 0.07)
+    assert (changed.verdict, changed.stopped_at, changed.saved_s) == ("regression", None, 0.0)
+    # close to the tolerance, neither side of it is certain: the read goes on to its end
+    near = [20e-6 * r for r in (1.05, 1.09, 1.06, 1.08, 1.07, 1.05, 1.09, 1.06, 1.08, 1.07, 1.06, 1.08)]
+    assert stop.replay(paired_read_file(tmp_path / "n" / "n_paired_cost.json", near), 0.07).stopped_at is None
+    # a read that measured nothing is left out
+    (tmp_path / "x_paired_cost.json").write_text(json.dumps({"load": 1, "sides": {}, "comparison": None}))
+    assert stop.replay(tmp_path / "x_paired_cost.json", 0.07) is None
