@@ -1,4 +1,6 @@
 """Could pull-request mode's paired backlog read stop once its verdict is certain, rather than after twelve pairs?
+(It now does, by this rule: core/paired_cost.first_certain_pass. Reads to replay are read to their end:
+``paired_read_aa.py --read-every-batch``.)
 
 Replays recorded reads (``<benchmark>_paired_cost.json``, as pull-request mode and paired_read_aa.py keep them)
 pair by pair. After every pair from the sixth on (the fewest the gate judges), a read would stop as a **certain
@@ -28,14 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
-from pytest_theodolite.core.cost import SIGNIFICANCE
 from pytest_theodolite.core.outcomes import COST_PASS
 from pytest_theodolite.core.paired_cost import (
-    MIN_JUDGED_PAIRS,
     PAIRED_COST_TOLERANCE,
     check_paired_cost,
+    first_certain_pass,
     paired_cost,
 )
 
@@ -61,12 +61,6 @@ def side_batches(read: dict, side: str) -> tuple[list[float], list[float]]:
     return per_record, ends
 
 
-def certainly_within(ratios: list[float], tolerance: float) -> bool:
-    """The ratios lie below ``1 + tolerance``: one-sided Wilcoxon signed-rank, p < SIGNIFICANCE."""
-    shifted = [math.log(ratio) - math.log1p(tolerance) for ratio in ratios]
-    return float(stats.wilcoxon(shifted, alternative="less").pvalue) < SIGNIFICANCE
-
-
 def replay(path: Path, tolerance: float) -> ReplayedRead | None:
     """One recorded read replayed; None where it measured nothing (its problem was recorded instead)."""
     read = json.loads(path.read_text())
@@ -76,9 +70,7 @@ def replay(path: Path, tolerance: float) -> ReplayedRead | None:
     pairs = min(len(ref), len(change))
     full = paired_cost(ref[:pairs], change[:pairs])
     ratios = [c / r for c, r in zip(change, ref, strict=False)]
-    stopped_at = next(
-        (n for n in range(MIN_JUDGED_PAIRS, pairs + 1) if certainly_within(ratios[:n], tolerance)), None
-    )
+    stopped_at = first_certain_pass(ratios[:pairs], tolerance)
     saved = 0.0
     if stopped_at is not None:
         last = max(ref_ends[pairs - 1], change_ends[pairs - 1])
@@ -109,10 +101,7 @@ def simulate(residuals: list[float], draws: int, tolerance: float, pairs: int = 
             drawn = rng.choice(residuals, pairs) + rng.normal(0.0, 1e-6, pairs)
             ratios = list(np.exp(drawn + math.log1p(true_change)))
             failed = check_paired_cost(paired_cost([1.0] * pairs, ratios), tolerance).status != COST_PASS
-            stop = next(
-                (n for n in range(MIN_JUDGED_PAIRS, pairs + 1) if certainly_within(ratios[:n], tolerance)),
-                None,
-            )
+            stop = first_certain_pass(ratios, tolerance)
             fails += failed
             early += stop is not None
             early_of_fails += failed and stop is not None

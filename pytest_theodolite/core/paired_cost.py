@@ -98,6 +98,19 @@ def rise_p_value(ratios: Sequence[float]) -> float | None:
     return float(stats.wilcoxon(logs, alternative="greater").pvalue)
 
 
+def first_certain_pass(ratios: Sequence[float], tolerance: float) -> int | None:
+    """The fewest leading pairs, from MIN_JUDGED_PAIRS on, whose ratios lie below ``1 + tolerance`` by the same
+    one-sided test a rise is judged by (rise_p_value on ``(1 + tolerance) / ratio``, p < SIGNIFICANCE): where a
+    read may stop as a pass. None where no prefix is that certain. Only a pass may stop early: a regression keeps
+    the full read's rule, so that looking after every pair adds no false alarm (docs/lab-notes/capacity.md,
+    2026-12-02: replayed over 25 recorded reads, every verdict kept)."""
+    for pairs in range(MIN_JUDGED_PAIRS, len(ratios) + 1):
+        p_value = rise_p_value([(1.0 + tolerance) / ratio for ratio in ratios[:pairs]])
+        if p_value is not None and p_value < SIGNIFICANCE:
+            return pairs
+    return None
+
+
 def check_paired_cost(figure: PairedCost, tolerance: float | None) -> CostCheck:
     """The change's cost against REF's: a regression where it rose beyond `tolerance` batch by batch and
     significantly (p < SIGNIFICANCE); without a tolerance it is reported, never judged; with too few pairs for a
