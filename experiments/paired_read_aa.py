@@ -118,8 +118,14 @@ def main() -> None:
         default="all",
         help="with --change-hash-rounds: the rounds that read the change (even: rounds 2, 4, ...; the others A/A)",
     )
+    parser.add_argument(
+        "--read-every-batch",
+        action="store_true",
+        help="read all the plan's batches even where a pass is certain earlier (reads to replay with "
+        "paired_read_stop.py)",
+    )
     args = parser.parse_args()
-    plan = BacklogPlan(instance_cpu=args.read_cpu)
+    plan = BacklogPlan(instance_cpu=args.read_cpu, stop_when_certain=not args.read_every_batch)
     chosen = gates(args.gates)
     # the gate test_ucN_... measures spark_jobs/ucN.py
     jobs = {name: name.split("_")[1] for name in chosen}

@@ -194,9 +194,13 @@ class ScriptedSide:
     def start_reading(self) -> None:
         pass
 
-    def backlog_read(self) -> BacklogRead:
+    def backlog_message(self, timeout_s: float) -> BacklogRead:
+        """The whole read at once: it tells no figure on the way, so it is never stopped early."""
         batches = tuple(MicroBatch(i, 60.0 + 8 * i, 6.0, 120_000) for i in range(len(SCRIPTED_BATCH_CPU_S)))
         return BacklogRead(batches, tuple(c * self.paired_cost_factor for c in SCRIPTED_BATCH_CPU_S), 160.0)
+
+    def stop_reading(self) -> None:
+        raise AssertionError("a read that told no figure cannot be certain")
 
     def run(self, load: int, resources: int, workload: Workload, *, confirm: bool = False):
         if confirm:

@@ -11,8 +11,13 @@ import pytest
 
 from generator import Workload
 from pytest_theodolite.core.capacity import MicroBatch
-from pytest_theodolite.core.paired_cost import MIN_JUDGED_PAIRS, check_paired_cost, paired_cost
-from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead, full_batches
+from pytest_theodolite.core.paired_cost import (
+    MIN_JUDGED_PAIRS,
+    check_paired_cost,
+    first_certain_pass,
+    paired_cost,
+)
+from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead, full_batches, settled_batches
 
 
 def test_batches_are_compared_by_number_so_what_falls_on_both_cancels():
@@ -60,6 +65,20 @@ def test_a_change_is_a_cost_regression_only_beyond_the_tolerance_and_significant
     assert same.p_value == 1.0 and check_paired_cost(same, 0.07).status == COST_PASS
 
 
+def test_a_read_may_stop_as_a_pass_once_its_ratios_lie_certainly_below_the_tolerance_never_as_a_regression():
+    # the clean run's ratios are certainly below +7 % once enough of them are in; never before six pairs
+    stopped = first_certain_pass(CLEAN_RATIOS, 0.07)
+    assert stopped is not None and MIN_JUDGED_PAIRS <= stopped < len(CLEAN_RATIOS)
+    assert first_certain_pass([0.9] * 5, 0.07) is None  # five level pairs: too few for any p-value
+    assert first_certain_pass([0.9] * 6, 0.07) == MIN_JUDGED_PAIRS
+    # ratios at the tolerance itself or above it never stop: the full read decides those
+    assert first_certain_pass([1.07] * 12, 0.07) is None
+    assert first_certain_pass(DEARER_RATIOS, 0.07) is None
+    # the same ratios certain under a wider tolerance, not under a narrower one
+    assert first_certain_pass([1.04, 1.05, 1.03, 1.06, 1.04, 1.05, 1.04], 0.10) == MIN_JUDGED_PAIRS
+    assert first_certain_pass([1.04, 1.05, 1.03, 1.06, 1.04, 1.05, 1.04], 0.03) is None
+
+
 def test_a_longer_side_is_paired_as_far_as_the_shorter_goes_and_an_empty_one_is_named():
     assert paired_cost([1.0, 1.0], [1.0, 2.0, 9.0]).batch_ratio == pytest.approx(1.5)  # 1.0 and 2.0
     assert paired_cost([1.0, 1.0], [1.0, 2.0, 9.0]).pairs == 2
@@ -104,6 +123,17 @@ def test_a_backlog_read_gives_its_measured_batches_max_read_s_from_the_end_of_th
     # without warm batches the measured ones count from the fill
     cold = BacklogPlan(warm_batches=0, batches=2, max_read_s=50.0)
     assert not read_over(cold, [], 1000.0, 1049.0) and read_over(cold, [], 1000.0, 1050.0)
+
+
+def test_a_measured_batch_is_told_once_a_later_batch_has_finished_its_task_cpu_then_complete_in_the_log():
+    plan = BacklogPlan(warm_batches=1, batches=3)
+    full = [MicroBatch(i, 10.0 * i, 9.0, 120_000) for i in (4, 5, 6, 7, 8)]
+    # batch 4 is warm; 5 and 6 were followed by a later batch (7, not full: a stopped read's last)
+    assert [b.batch_id for b in settled_batches(plan, full[:3], latest_id=7)] == [5, 6]
+    assert [b.batch_id for b in settled_batches(plan, full[:3], latest_id=6)] == [5]
+    # never more than the batches the read measures
+    assert [b.batch_id for b in settled_batches(plan, full, latest_id=9)] == [5, 6, 7]
+    assert settled_batches(plan, full[:1], latest_id=4) == []
 
 
 def test_a_backlog_plan_refuses_what_cannot_be_read_and_says_which():
@@ -160,13 +190,25 @@ class BacklogSide:
 
     def start_reading(self):
         self.log.append((self.name, "read", self.spec.spark.held))
+        self.told, self.stopped = 0, False
 
-    def backlog_read(self):
-        self.log.append((self.name, "result", self.spec.spark.held))
+    def backlog_message(self, timeout_s):
+        """Each batch's figure once the next batch has run, as a real side sends them; then the read: all its
+        batches, or those up to one past the last told where the parent said stop."""
         if self.error:
+            self.log.append((self.name, "result", self.spec.spark.held))
             self._fail(self.error)
-        batches = tuple(MicroBatch(i, 100.0 + 8 * i, 6.0, 120_000) for i in range(len(self.task_cpu_s)))
-        return BacklogRead(batches, tuple(self.task_cpu_s), 200.0)
+        if not self.stopped and self.told < len(self.task_cpu_s) - 1:
+            self.told += 1
+            return [cpu / 120_000 for cpu in self.task_cpu_s[: self.told] if cpu is not None]
+        self.log.append((self.name, "result", self.spec.spark.held))
+        read = self.task_cpu_s[: self.told + 1] if self.stopped else self.task_cpu_s
+        batches = tuple(MicroBatch(i, 100.0 + 8 * i, 6.0, 120_000) for i in range(len(read)))
+        return BacklogRead(batches, tuple(read), 200.0)
+
+    def stop_reading(self):
+        self.log.append((self.name, "stop", self.told))
+        self.stopped = True
 
     def run(self, load, resources, workload, *, confirm=False):
         self.log.append((self.name, "run", load, resources))
@@ -382,7 +424,54 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
 
     clean, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
     assert clean.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    assert clean.paired_cost_note().endswith("within the 7% tolerance or not significant: passed")
+    assert clean.paired_cost_note().endswith(
+        "within the 7% tolerance or not significant: passed (read stopped after 6 pairs: certainly below the "
+        "tolerance)"
+    )
     off, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in DEARER_RATIOS], tolerance=None)
     assert off.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
     assert off.paired_cost_note().endswith("reported, not judged: paired_cost_tolerance is off")
+
+
+def test_both_reads_stop_once_their_pairs_are_certainly_within_the_tolerance_and_a_rise_is_read_to_the_end(
+    tmp_path,
+):
+    ref_cpu = [0.6] * 12
+    clean, log = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
+    clean.measure(2000)
+    # six pairs told (each batch's figure once the next one ran), certain: both told to stop at once
+    assert [entry for entry in log if entry[1] == "stop"] == [("ref", "stop", 6), ("change", "stop", 6)]
+    assert clean.paired_read_stopped_at == 6
+    assert clean.paired_cost is not None and clean.paired_cost.pairs == 7  # the batch running when told
+    document = json.loads(next(tmp_path.glob("*_paired_cost.json")).read_text())
+    assert document["stopped_certain_after_pairs"] == 6 and len(document["sides"]["ref"]["batches"]) == 7
+
+    for dearer_ratios, why in (
+        (DEARER_RATIOS, "a rise"),
+        ([1.05, 1.09, 1.06, 1.08, 1.04, 1.10] * 2, "around it"),
+    ):
+        dearer, log = paired_experiment(tmp_path / why, ref_cpu, [0.6 * r for r in dearer_ratios])
+        dearer.measure(2000)
+        assert not [entry for entry in log if entry[1] == "stop"], why
+        assert dearer.paired_read_stopped_at is None and dearer.paired_cost.pairs == 12, why
+
+    # without a tolerance there is nothing to be certain of; an experiment may ask for every batch
+    off, log = paired_experiment(tmp_path / "off", ref_cpu, [0.6 * r for r in CLEAN_RATIOS], tolerance=None)
+    off.measure(2000)
+    assert off.paired_cost.pairs == 12 and not [entry for entry in log if entry[1] == "stop"]
+    from pytest_theodolite.engine.backlog_read import BacklogPlan
+
+    full, log = paired_experiment(tmp_path / "full", ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
+    full.backlog_plan = BacklogPlan(stop_when_certain=False)
+    full.measure(2000)
+    assert full.paired_cost.pairs == 12 and full.paired_read_stopped_at is None
+
+
+def test_a_side_whose_read_fails_leaves_the_other_read_to_its_end(tmp_path):
+    failing, log = paired_experiment(
+        tmp_path, [0.6] * 12, [0.6 * r for r in CLEAN_RATIOS], errors={"ref": "the query stopped"}
+    )
+    failing.measure(2000)
+    assert not [entry for entry in log if entry[1] == "stop"]
+    assert len(failing.backlog_reads["change"].batches) == 12 and failing.paired_cost is None
+    assert "the query stopped" in failing.paired_cost_problem

@@ -184,6 +184,10 @@ def test_a_real_comparison_measures_both_sides_and_leaves_nothing_behind(
         result.stdout.fnmatch_lines(["*task CPU per record*both sides reading a backlog at once*: *"])
         paired = json.loads((results / "uc1-pr_paired_cost.json").read_text())
         assert paired["load"] == 300 and (paired["comparison"] is None) != (paired["problem"] is None), paired
+        # where both reads were stopped as a certain pass, each read at least the pairs it was stopped after
+        stopped = paired["stopped_certain_after_pairs"]
+        if stopped is not None:
+            assert all(len(read["batches"]) >= stopped >= 6 for read in paired["sides"].values()), paired
     job_files = {}
     for side in ("ref", "change"):  # each side's raw series and results, as a single-revision run keeps them
         assert sorted((results / side).glob("expuc1-pr_300_*_lag-trend_0.csv")), side

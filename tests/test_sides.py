@@ -112,7 +112,8 @@ def test_a_side_not_started_or_closed_refuses_every_request_saying_so(repo, tmp_
         lambda: side.start_backlog_read(1, Workload(keys=1), plan=None),  # type: ignore[arg-type]
         side.backlog_filled,
         side.start_reading,
-        side.backlog_read,
+        lambda: side.backlog_message(0.1),
+        side.stop_reading,
     ]
     for request in requests:
         with pytest.raises(SideError, match=r"^ref: not started$"):
@@ -123,6 +124,20 @@ def test_a_side_not_started_or_closed_refuses_every_request_saying_so(repo, tmp_
         with pytest.raises(SideError, match=r"^ref: not started$"):
             request()
     assert multiprocessing.active_children() == []
+
+
+def test_a_reading_side_tells_its_figures_and_stops_when_told_and_a_late_stop_is_ignored():
+    from pytest_theodolite.pull_request.sides import _read_so_far
+
+    parent, child = multiprocessing.Pipe()
+    assert _read_so_far(child, [1.0e-5]) is False
+    assert parent.recv() == ("batches", [1.0e-5])
+    parent.send(("stop_read",))
+    assert _read_so_far(child, [1.0e-5, 1.1e-5]) is True
+    assert parent.recv() == ("batches", [1.0e-5, 1.1e-5])
+    parent.send(("run", 1))  # anything else during a read is a broken exchange, said so
+    with pytest.raises(RuntimeError, match=r"waited for \('stop_read',\) during the read"):
+        _read_so_far(child, [])
 
 
 def busy_side(connection, marker: str) -> None:
@@ -300,21 +315,29 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
             CompareTarget("HEAD", "0123456789", project, project),
             {"ref": ref_side, "change": change_side},
             backlog_plan=BacklogPlan(
-                batch_records=2_000, fill_factor=10.0, fill_s=4.0, warm_batches=1, batches=3, max_read_s=90
+                batch_records=2_000, fill_factor=10.0, fill_s=6.0, warm_batches=1, batches=8, max_read_s=90
             ),
         )
         experiment.measure_paired_cost()
-    # which figure unchanged code reads depends on the host; that both sides read, were compared and the
-    # batches kept does not
+    # which figure unchanged code reads, and whether it is certain before the eighth pair, depends on the host;
+    # that both sides read, were compared and the batches kept does not
     assert experiment.paired_cost_problem is None, experiment.paired_cost_problem
-    assert experiment.paired_cost is not None and experiment.paired_cost.pairs == 3
+    pairs = experiment.paired_cost.pairs if experiment.paired_cost is not None else 0
+    stopped = experiment.paired_read_stopped_at
+    assert pairs == 8 if stopped is None else pairs >= stopped >= 6, (pairs, stopped)
+    for side, read in experiment.backlog_reads.items():
+        # what each side told while it read, from its event log as Spark wrote it, is what the finished log says
+        told = experiment.backlog_told[side]
+        assert told, side
+        assert told == pytest.approx(read.task_cpu_per_record_s()[: len(told)], rel=1e-9), side
     reads = experiment.backlog_reads
     # the same minutes: each side's first measured batch started within the other's fill
     assert abs(reads["ref"].batches[0].start_s - reads["change"].batches[0].start_s) < 30, reads
     # and both reads began together, once both had filled (the gap: each stopping its generator after the word)
     assert abs(reads["ref"].read_from_s - reads["change"].read_from_s) < 10, reads
     written = json.loads((tmp_path / "uc1-paired_paired_cost.json").read_text())
-    assert written["comparison"]["pairs"] == 3
-    assert all(len(written["sides"][side]["task_cpu_s"]) == 3 for side in ("ref", "change"))
+    assert written["comparison"]["pairs"] == pairs
+    assert all(len(written["sides"][side]["task_cpu_s"]) >= pairs for side in ("ref", "change"))
+    assert written["stopped_certain_after_pairs"] == stopped
     assert experiment.paired_cost_note().startswith("task CPU per record, change over REF batch by batch: ")
     assert multiprocessing.active_children() == []

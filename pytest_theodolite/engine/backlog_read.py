@@ -9,7 +9,9 @@ default) and the query reads the backlog in batches capped at ``batch_records``.
 read at the same time are compared batch by batch (core/paired_cost.py); large batches keep the part of a
 batch's cost that does not depend on its size small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides
 stop filling together (``filled``), so that neither reads while the other's generator still sends
-(docs/lab-notes/capacity.md, 2026-12-01).
+(docs/lab-notes/capacity.md, 2026-12-01). A read may be told what its batches cost as it goes (``progress``), so
+that pull-request mode can stop both sides once their comparison is certain (docs/lab-notes/capacity.md,
+2026-12-02).
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class BacklogPlan:
     max_read_s: float = 300.0
     #: seconds the warm batches may take from the end of the fill; a read still warming then measures nothing
     max_warm_s: float = 180.0
+    #: pull-request mode: stop both sides' reads once the pairs so far are certainly within the paired tolerance
+    #: (core/paired_cost.first_certain_pass); False: every batch is read (an experiment replaying the rule)
+    stop_when_certain: bool = True
     #: each reading instance's CPU limit (cores); None: the gate's ``instance_cpu``. Half a core: two reads at
     #: once take one of a 2-core runner's cores and leave the other to the drivers and the broker; the task CPU
     #: per record compares as on a quarter core, in batches over twice as fast (docs/lab-notes/capacity.md,
@@ -127,6 +132,14 @@ def read_over(plan: BacklogPlan, full: Sequence[MicroBatch], read_from_s: float,
     return now_s >= measuring_from + plan.max_read_s
 
 
+def settled_batches(plan: BacklogPlan, full: Sequence[MicroBatch], latest_id: int) -> list[MicroBatch]:
+    """The measured batches so far whose task CPU is all in the event log: those a later batch followed
+    (`latest_id`: the last batch that finished). Spark writes the log at each stage's end, so a batch's last
+    task ends are there once a later batch has run."""
+    measured = full[plan.warm_batches : plan.warm_batches + plan.batches]
+    return [batch for batch in measured if batch.batch_id < latest_id]
+
+
 def read_backlog(
     runner: ExperimentRunner,
     load: int,
@@ -136,12 +149,16 @@ def read_backlog(
     interval_s: float = 0.5,
     lock: bool = True,
     filled: Callable[[], None] | None = None,
+    progress: Callable[[list[float]], bool] | None = None,
 ) -> BacklogRead:
     """The runner's job on one instance reading a backlog of `workload` (by default `load`'s) sent
     ``plan.fill_factor_for(its rate)`` times as fast (the module's doc). Raises `RunAborted` where the job does not
     start or its query stops. ``lock=False``: the caller holds the cluster's session lock
     (SparkCluster.sessions_held). `filled` is called when the fill time is up, the generator still sending; the
-    generator stops and the read begins when it returns (pull-request mode: once the other side has filled too)."""
+    generator stops and the read begins when it returns (pull-request mode: once the other side has filled too).
+    `progress` is called whenever a measured batch's task CPU is complete (``settled_batches``) with every such
+    batch's task CPU per record so far, in order, read from the event log as Spark writes it; the read ends
+    where it returns True."""
     started = time.monotonic()
     offered = workload or runner.benchmark.workload(load)
     fill = offered.sent_faster(plan.fill_factor_for(offered.target_rate))
@@ -176,11 +193,20 @@ def read_backlog(
             if prime:
                 runner.spark.limit_instances(instance_cpu)
             filled_at = time.time()
-            while not read_over(plan, full, filled_at, time.time()):
+            told = 0  # settled batches progress was told of
+            stop = False
+            while not stop and not read_over(plan, full, filled_at, time.time()):
                 time.sleep(interval_s)
                 check_running(job, executors)
                 batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
                 full = full_batches(batches, plan.batch_records, filled_at)
+                settled = settled_batches(plan, full, max(batches, default=-1))
+                if progress is not None and log_conf and len(settled) > told:
+                    told = len(settled)
+                    so_far = read_task_cpu(event_log, query_id)
+                    stop = progress(
+                        [so_far[b.batch_id] / b.input_rows for b in settled if so_far.get(b.batch_id)]
+                    )
         measured = tuple(full[plan.warm_batches : plan.warm_batches + plan.batches])
         # the session has stopped: its event log is complete
         task_cpu = read_task_cpu(event_log, query_id) if log_conf else {}

@@ -22,7 +22,7 @@ from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.core.cost import CostCheck, PointCost, point_cost
 from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, UNMEASURED, MeasuredDemand, Verdict
 from pytest_theodolite.core.outcomes import COST_REGRESSION as COST_REGRESSION_STATUS
-from pytest_theodolite.core.paired_cost import PairedCost, check_paired_cost, paired_cost
+from pytest_theodolite.core.paired_cost import PairedCost, check_paired_cost, first_certain_pass, paired_cost
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import AT_LEAST, AT_MOST, SKIPPED, IncrementalSearch, Step, Strategy
@@ -68,6 +68,9 @@ from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, 
 from pytest_theodolite.report.summary import BenchmarkReport, CostFigure
 from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
+
+#: how long the parent waits for one reading side's word before it looks at the other's
+READ_POLL_S = 0.25
 
 SubExperimentListener = Callable[[str, Any, Any], None]
 
@@ -224,6 +227,10 @@ class PairedExperiment:
     backlog_reads: dict[str, BacklogRead] = field(default_factory=dict)
     paired_cost: PairedCost | None = None
     paired_cost_problem: str | None = None
+    #: the pairs after which both reads were told to stop, certain of a pass (None: read to the end)
+    paired_read_stopped_at: int | None = None
+    #: each side's batches' task CPU per record as it told them during the read (what a stop rested on)
+    backlog_told: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.settings.strategy is Strategy.CAPACITY:
@@ -327,11 +334,7 @@ class PairedExperiment:
             # whatever the other did, so its pipe stays in step
             for side in filled:
                 self.sides[side].start_reading()
-            for side in filled:
-                try:
-                    self.backlog_reads[side] = self.sides[side].backlog_read()
-                except SideError as exc:
-                    problems.append(f"{side}: {_last_line(str(exc))}")
+            self._gather_reads(filled, problems)
         for side, read in self.backlog_reads.items():
             if read.batches and not read.task_cpu_per_record_s():
                 problems.append(
@@ -348,6 +351,37 @@ class PairedExperiment:
         self.paired_cost_problem = "; ".join(problems) or None
         self._write_paired_cost(load)
 
+    def _gather_reads(self, reading: list[str], problems: list[str]) -> None:
+        """Wait for the reading sides' reads. Each side sends its batches' task CPU per record as they come in;
+        once both sides' pairs so far lie certainly within the paired tolerance (first_certain_pass), both are
+        told to stop -- a pass needs no more batches. A rise is read to the end, so that looking after every
+        pair adds no false alarm (docs/lab-notes/capacity.md, 2026-12-02)."""
+        tolerance = self.settings.paired_cost_tolerance
+        watch = self.backlog_plan.stop_when_certain and tolerance is not None and len(reading) == len(SIDES)
+        so_far = self.backlog_told = {side: [] for side in reading}
+        pending = list(reading)
+        while pending:
+            for side in list(pending):
+                try:
+                    message = self.sides[side].backlog_message(READ_POLL_S)
+                except SideError as exc:
+                    problems.append(f"{side}: {_last_line(str(exc))}")
+                    pending.remove(side)
+                    watch = False  # the other side is read to the end: its read is kept as it is
+                    continue
+                if isinstance(message, BacklogRead):
+                    self.backlog_reads[side] = message
+                    pending.remove(side)
+                elif message is not None:
+                    so_far[side] = message
+            if watch and tolerance is not None:
+                ratios = [c / r for r, c in zip(so_far[REF], so_far[CHANGE], strict=False)]
+                certain = first_certain_pass(ratios, tolerance)
+                if certain is not None:
+                    watch, self.paired_read_stopped_at = False, certain
+                    for side in pending:
+                        self.sides[side].stop_reading()
+
     def _write_paired_cost(self, load: int) -> None:
         results = self.sides[REF].spec.results_dir.parent
         results.mkdir(parents=True, exist_ok=True)
@@ -360,11 +394,13 @@ class PairedExperiment:
                     "task_cpu_s": list(read.task_cpu_s),
                     "wall_s": read.wall_s,
                     "read_from_s": read.read_from_s,
+                    "told_task_cpu_per_record_s": self.backlog_told.get(side),
                 }
                 for side, read in self.backlog_reads.items()
             },
             "comparison": None if self.paired_cost is None else self.paired_cost.to_dict(),
             "problem": self.paired_cost_problem,
+            "stopped_certain_after_pairs": self.paired_read_stopped_at,
         }
         path = results / f"{experiment_id(self.benchmark.name)}_paired_cost.json"
         path.write_text(json.dumps(document, indent=1) + "\n")
@@ -405,6 +441,8 @@ class PairedExperiment:
             )
         else:
             verdict = f"within the {check.tolerance:.0%} tolerance or not significant: passed"
+            if self.paired_read_stopped_at is not None:
+                verdict += f" (read stopped after {self.paired_read_stopped_at} pairs: certainly below the tolerance)"
         return f"{self.paired_cost.text()} ({how}): {verdict}"
 
     def _measure_capacities(self) -> None:

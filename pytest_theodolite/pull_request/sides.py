@@ -11,7 +11,8 @@ session's broker and Spark cluster, one sub-experiment at a time, each in its ow
 The parent sends a (load, resources, workload) and gets the sub-experiment's record back; the side writes
 its raw series into its own results directory (``<results>/<side>/``). A paired backlog read
 (engine/backlog_read.py) is the one thing both sides do at the same time: the parent asks both, holding the
-cluster's session lock, and each side's session runs on an instance of its own.
+cluster's session lock, and each side's session runs on an instance of its own; while it reads, a side sends its
+batches' task CPU per record as they come in, and the parent may tell both to stop.
 """
 
 from __future__ import annotations
@@ -231,6 +232,8 @@ def serve(connection: Connection, spec: SideSpec) -> None:
             message = connection.recv()
             if message[0] == "stop":
                 break
+            if message == ("stop_read",):
+                continue  # the parent told a read to stop that had ended by itself
             kind, load, resources, workload, *options = message
             try:
                 runner.benchmark = replace(benchmark, workload=_fixed_workload(workload))
@@ -238,7 +241,13 @@ def serve(connection: Connection, spec: SideSpec) -> None:
                     (plan,) = options
                     # the parent holds the session lock: the other side's session runs beside this one
                     read = read_backlog(
-                        runner, load, plan, workload=workload, lock=False, filled=lambda: _filled(connection)
+                        runner,
+                        load,
+                        plan,
+                        workload=workload,
+                        lock=False,
+                        filled=lambda: _filled(connection),
+                        progress=lambda figures: _read_so_far(connection, figures),
                     )
                     connection.send(("backlog", read))
                     continue
@@ -272,6 +281,18 @@ def _filled(connection: Connection) -> None:
     message = connection.recv()
     if message != ("read",):
         raise RuntimeError(f"waited for ('read',) after the fill, got {message!r}")
+
+
+def _read_so_far(connection: Connection, figures: list[float]) -> bool:
+    """Send the parent the read's batches' task CPU per record so far; whether it has said stop
+    (SideProcess.stop_reading)."""
+    connection.send(("batches", figures))
+    if not connection.poll(0):
+        return False
+    message = connection.recv()
+    if message != ("stop_read",):
+        raise RuntimeError(f"waited for ('stop_read',) during the read, got {message!r}")
+    return True
 
 
 @dataclass
@@ -364,8 +385,24 @@ class SideProcess:
         """Let this side's read begin (after `backlog_filled`)."""
         self._send(("read",))
 
-    def backlog_read(self) -> BacklogRead:
-        return self._expect("backlog", "the backlog read", "the backlog read")[1]
+    def backlog_message(self, timeout_s: float) -> list[float] | BacklogRead | None:
+        """During the read (after `start_reading`): this side's batches' task CPU per record so far, its
+        finished read, or None where it said nothing within `timeout_s`. Raises SideError where the read
+        failed."""
+        if self._connection is None:
+            raise SideError(f"{self.spec.side}: not started")
+        if not self._connection.poll(timeout_s):
+            return None
+        message = self._receive(0, "the backlog read")
+        if message[0] == "batches":
+            return list(message[1])
+        if message[0] == "backlog":
+            return message[1]
+        raise SideError(f"{self.spec.side}: the backlog read failed: {message[1]}")
+
+    def stop_reading(self) -> None:
+        """Tell this side to end its read now; the batches it finished are its read."""
+        self._send(("stop_read",))
 
     def close(self) -> None:
         """Stop the driver process: at once when it waits for work; in the middle of a sub-experiment
