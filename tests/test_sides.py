@@ -132,6 +132,7 @@ def test_a_reading_side_tells_its_figures_and_stops_when_told_and_a_late_stop_is
     parent, child = multiprocessing.Pipe()
     assert _read_so_far(child, [1.0e-5]) is False
     assert parent.recv() == ("batches", [1.0e-5])
+    assert _read_so_far(child, None) is False and not parent.poll(0)  # nothing new: nothing sent
     parent.send(("stop_read",))
     assert _read_so_far(child, [1.0e-5, 1.1e-5]) is True
     assert parent.recv() == ("batches", [1.0e-5, 1.1e-5])

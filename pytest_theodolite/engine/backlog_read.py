@@ -149,16 +149,16 @@ def read_backlog(
     interval_s: float = 0.5,
     lock: bool = True,
     filled: Callable[[], None] | None = None,
-    progress: Callable[[list[float]], bool] | None = None,
+    progress: Callable[[list[float] | None], bool] | None = None,
 ) -> BacklogRead:
     """The runner's job on one instance reading a backlog of `workload` (by default `load`'s) sent
     ``plan.fill_factor_for(its rate)`` times as fast (the module's doc). Raises `RunAborted` where the job does not
     start or its query stops. ``lock=False``: the caller holds the cluster's session lock
     (SparkCluster.sessions_held). `filled` is called when the fill time is up, the generator still sending; the
     generator stops and the read begins when it returns (pull-request mode: once the other side has filled too).
-    `progress` is called whenever a measured batch's task CPU is complete (``settled_batches``) with every such
-    batch's task CPU per record so far, in order, read from the event log as Spark writes it; the read ends
-    where it returns True."""
+    `progress` is called at every look at the query: where more measured batches' task CPU is complete
+    (``settled_batches``), with every such batch's task CPU per record so far, in order, read from the event log
+    as Spark writes it; else with None. The read ends where it returns True."""
     started = time.monotonic()
     offered = workload or runner.benchmark.workload(load)
     fill = offered.sent_faster(plan.fill_factor_for(offered.target_rate))
@@ -200,13 +200,15 @@ def read_backlog(
                 check_running(job, executors)
                 batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
                 full = full_batches(batches, plan.batch_records, filled_at)
+                if progress is None or not log_conf:
+                    continue
                 settled = settled_batches(plan, full, max(batches, default=-1))
-                if progress is not None and log_conf and len(settled) > told:
+                figures = None
+                if len(settled) > told:
                     told = len(settled)
                     so_far = read_task_cpu(event_log, query_id)
-                    stop = progress(
-                        [so_far[b.batch_id] / b.input_rows for b in settled if so_far.get(b.batch_id)]
-                    )
+                    figures = [so_far[b.batch_id] / b.input_rows for b in settled if so_far.get(b.batch_id)]
+                stop = progress(figures)
         measured = tuple(full[plan.warm_batches : plan.warm_batches + plan.batches])
         # the session has stopped: its event log is complete
         task_cpu = read_task_cpu(event_log, query_id) if log_conf else {}

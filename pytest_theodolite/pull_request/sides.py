@@ -283,10 +283,11 @@ def _filled(connection: Connection) -> None:
         raise RuntimeError(f"waited for ('read',) after the fill, got {message!r}")
 
 
-def _read_so_far(connection: Connection, figures: list[float]) -> bool:
-    """Send the parent the read's batches' task CPU per record so far; whether it has said stop
-    (SideProcess.stop_reading)."""
-    connection.send(("batches", figures))
+def _read_so_far(connection: Connection, figures: list[float] | None) -> bool:
+    """Send the parent the read's batches' task CPU per record so far, where there are new ones (not None);
+    whether it has said stop (SideProcess.stop_reading)."""
+    if figures is not None:
+        connection.send(("batches", figures))
     if not connection.poll(0):
         return False
     message = connection.recv()
