@@ -21,7 +21,7 @@ from spark_jobs import uc1
 
 UC1 = Benchmark("uc1-capacity", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
 
-@pytest.mark.theodolite(UC1, loads=[500, 6000], resources=[1, 2], instance_cpu=0.25, strategy="capacity",
+@pytest.mark.theodolite(UC1, loads=[500, 6000], resources=[1], instance_cpu=0.25, strategy="capacity",
                         duration=8, max_duration=30, max_warmup=40, threshold="10%")
 def test_uc1(theodolite_gate):
     theodolite_gate.check()
@@ -37,7 +37,7 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
         "-p",
         "no:cacheprovider",
         "--theodolite-results=results",
-        "--theodolite-max-instances=2",
+        "--theodolite-max-instances=1",
         "--theodolite-update-baselines",
         f"--junitxml={xml}",
     )
@@ -45,7 +45,7 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
     assert outcomes.get("passed") == 2 and "errors" not in outcomes, outcomes
     result.stdout.fnmatch_lines(
         [
-            "*capacity per instance count, measured directly (* s): 1: *records/s*",
+            "*capacity per instance count, measured directly (* s): 1: *",
             "*capacity plot: *uc1-capacity_capacity.png",
         ]
     )
@@ -56,7 +56,10 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
     assert measurements and measurements[0]["instances"] == 1, measurements
     for measurement in measurements:
         assert measurement["status"] in ("certain", "uncertain"), measurement
-        assert measurement["estimate"]["records_per_s"] > 0, measurement
+        if measurement["estimate"] is None:  # a measurement can stay uncertain without an estimate: it says why
+            assert measurement["status"] == "uncertain" and measurement["reason"], measurement
+        else:
+            assert measurement["estimate"]["records_per_s"] > 0, measurement
         assert measurement["timings"]["measure_s"] > 0, measurement
         # where the host's CPU went while it measured, reported beside the estimate
         host = measurement["host"]
@@ -67,7 +70,7 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
             .read_text()
             .startswith("labels,timestamp,value\n")
         )
-        if measurement["estimate"]["saturated"]:
+        if measurement["estimate"] is not None and measurement["estimate"]["saturated"]:
             # full batches were read: each has its tasks' CPU from the session's event log, kept as a series
             task_cpu = measurement["task_cpu"]
             assert task_cpu["batches"] >= 1 and task_cpu["median_us"] > 0, measurement
@@ -78,15 +81,17 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
     # every lag-trend run was a certification, judged like any sub-experiment
     for sub in document["sub_experiments"]:
         assert sub["outcome"] in ("pass", "fail"), sub
+    estimated = [m for m in measurements if m["estimate"] is not None]
     properties = {p.get("name"): p.get("value") for p in ElementTree.parse(xml).iter("property")}
-    assert float(properties["theodolite.capacity.1"]) > 0, properties
+    if any(m["instances"] == 1 for m in estimated):
+        assert float(properties["theodolite.capacity.1"]) > 0, properties
     # the offline analysis gives each capacity again from its batch series
     out = io.StringIO()
     assert main(["analyse", str(results)], stdout=out) == 0
     text = out.getvalue()
     assert "capacity (recomputed)" in text, text
     rows = [re.split(r"\s{2,}", line) for line in text.splitlines()]
-    for measurement in measurements:  # a measurement repeated at a higher rate has a row of its own
+    for measurement in estimated:  # a measurement repeated at a higher rate has a row of its own
         value = f"{measurement['estimate']['records_per_s']:,.0f}"
         row = next(
             row
