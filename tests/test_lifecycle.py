@@ -121,7 +121,10 @@ def test_xdist_workers_share_one_broker_that_is_stopped_once(pytester, monkeypat
     assert _wait_all_gone(brokers) == []
 
 
-def test_ctrl_c_stops_the_broker(pytester, tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_broker(pytester, tmp_path, stop_signal):
+    """Ctrl-C, and SIGTERM (a cancelled CI job, ``timeout``), which the plugin turns into the same interrupt:
+    whatever the session started is stopped (test_faults.py interrupts a whole gate, with Ctrl-C)."""
     pytester.makeconftest(RECORD_PROCESSES)
     pytester.makepyfile("""
         import time
@@ -153,10 +156,11 @@ def test_ctrl_c_stops_the_broker(pytester, tmp_path):
         )
         procs = _started(pytester.path, "before-interrupt")
         assert any("kafka.Kafka" in p["cmdline"] for p in procs)
-        inner.send_signal(signal.SIGINT)
+        inner.send_signal(stop_signal)
         output = inner.communicate(timeout=60)[0].decode()
     finally:
         if inner.poll() is None:
             inner.kill()
+    assert inner.returncode == pytest.ExitCode.INTERRUPTED, output
     assert "KeyboardInterrupt" in output
     assert _wait_all_gone(procs) == []
