@@ -56,7 +56,8 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
     assert measurements and measurements[0]["instances"] == 1, measurements
     for measurement in measurements:
         assert measurement["status"] in ("certain", "uncertain"), measurement
-        if measurement["estimate"] is None:  # a measurement can stay uncertain without an estimate: it says why
+        # a measurement can stay uncertain without an estimate: then it says why
+        if measurement["estimate"] is None:
             assert measurement["status"] == "uncertain" and measurement["reason"], measurement
         else:
             assert measurement["estimate"]["records_per_s"] > 0, measurement
