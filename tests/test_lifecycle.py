@@ -122,7 +122,7 @@ def test_xdist_workers_share_one_broker_that_is_stopped_once(pytester, monkeypat
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_stops_the_broker(pytester, tmp_path, stop_signal):
+def test_ctrl_c_or_sigterm_stops_the_broker(pytester, tmp_path, stop_signal):
     """Ctrl-C, and SIGTERM (a cancelled CI job, ``timeout``), which the plugin turns into the same interrupt:
     whatever the session started is stopped (test_faults.py interrupts a whole gate, with Ctrl-C)."""
     pytester.makeconftest(RECORD_PROCESSES)
