@@ -1,9 +1,11 @@
 """Each side of pull-request mode imports its own version of the job, in its own process, and is stopped."""
 
+import json
 import multiprocessing
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -287,13 +289,137 @@ def test_each_side_finds_the_job_where_the_working_tree_imports_it_from(tmp_path
             del sys.modules[name]
 
 
+PYPROJECT = """
+[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "ejobs"
+version = "0.0.0"
+
+[tool.setuptools]
+py-modules = ["ejobs"]
+"""
+
+#: run by the editable environment's python in the gate's folder: each side's job file, as pull-request mode
+#: resolves them, with this interpreter's import machinery (setuptools' editable finder among it)
+SIDES_OF_AN_EDITABLE_INSTALL = """
+import json, sys
+from pathlib import Path
+from generator import Workload
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
+from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.pull_request.experiment import CompareTarget
+from pytest_theodolite.pull_request.sides import SideProcess, spec_for
+from pytest_theodolite.pull_request.worktree import RefWorktree
+from ejobs import start_query
+
+if __name__ == "__main__":
+    rootdir, results = Path.cwd(), Path(sys.argv[1])
+    benchmark = Benchmark("t", start_query, lambda keys: Workload(keys=keys))
+    files = {}
+    with RefWorktree(rootdir, "HEAD") as ref:
+        roots = CompareTarget.of(ref, rootdir).job_roots(benchmark)
+        for side, root in roots.items():
+            spec = spec_for(side, root, benchmark, ExperimentSettings(loads=(1,), resources=(1,)),
+                            KafkaCluster("127.0.0.1:9"), SparkCluster(master_url="local", max_instances=1, jars=[]),
+                            results / side, "t", {})
+            with SideProcess(spec) as process:
+                files[side] = [process.job_file, Path(process.job_file).read_text(), str(ref.path.resolve())]
+    print(json.dumps(files))
+"""
+
+
+def editable_install(repo: Path, venv: Path) -> str:
+    """The python of a new virtual environment that sees this one's packages (pytest, pyspark, the plugin) and
+    has ``repo`` installed in editable mode by pip; a flat layout like this one is served by setuptools'
+    import hook, not by a path entry."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    here = sysconfig.get_path("purelib")
+    Path(purelib, "outer-environment.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "-e", str(repo)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return python
+
+
+def imported_from(python: str, module: str, cwd: Path) -> Path | None:
+    """Where ``python`` started in ``cwd`` imports ``module`` from (None where it cannot)."""
+    done = subprocess.run(
+        [
+            python,
+            "-c",
+            f"import importlib.util as u; s = u.find_spec({module!r}); print(s.origin if s else '')",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(done.stdout.strip()).resolve() if done.stdout.strip() else None
+
+
+def test_a_job_installed_in_editable_mode_is_imported_from_each_side_s_tree(tmp_path):
+    """A repository installed with ``pip install -e .`` whose gate has a folder and pytest.ini of its own: only
+    setuptools' editable finder makes the job importable, and it would hand REF's side the working tree's job;
+    REF's side imports REF's from its worktree all the same, the change's side the working tree's."""
+    repo = tmp_path / "repo"
+    gates = repo / "gates"
+    gates.mkdir(parents=True)
+    job_file = repo / "ejobs.py"
+    job_file.write_text("VERSION = 'ref'\n\ndef start_query(spark, **options):\n    pass\n")
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (gates / "pytest.ini").write_text("[pytest]\n")
+    git(tmp_path, "init", "-q", str(repo))
+    git(repo, "config", "user.email", "t@example.org")
+    git(repo, "config", "user.name", "t")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "ref")
+    job_file.write_text("VERSION = 'change'\n\ndef start_query(spark, **options):\n    pass\n")
+
+    python = editable_install(repo, tmp_path / "venv")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert imported_from(sys.executable, "ejobs", outside) is None
+    assert imported_from(python, "ejobs", outside) == job_file.resolve()  # the finder, not a path entry
+    assert imported_from(python, "ejobs", gates) == job_file.resolve()
+
+    (tmp_path / "sides.py").write_text(SIDES_OF_AN_EDITABLE_INSTALL)
+    done = subprocess.run(
+        [python, str(tmp_path / "sides.py"), str(tmp_path / "results")],
+        cwd=gates,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = json.loads(done.stdout.strip().splitlines()[-1])
+    ref_file, ref_text, ref_tree = files["ref"]
+    assert "VERSION = 'ref'" in ref_text
+    assert Path(ref_file).relative_to(ref_tree) == Path("ejobs.py")
+    assert not Path(ref_file).exists()  # the worktree was removed
+    change_file, change_text, _ = files["change"]
+    assert Path(change_file) == job_file.resolve() and "VERSION = 'change'" in change_text
+    assert "VERSION = 'change'" in job_file.read_text()
+
+
 @pytest.mark.integration
 @pytest.mark.theodolite_exclusive  # two CPU-limited instances at once: nothing else may run beside them
 def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compared(
     kafka_cluster, spark_cluster, tmp_path
 ):
-    import json
-
     from pytest_theodolite.engine.backlog_read import BacklogPlan
     from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
     from spark_jobs import uc1
