@@ -110,6 +110,35 @@ def test_capacity_counts_must_be_positive_whole_numbers():
             points._build_parser().parse_args(["m:B", "--capacity", bad])
 
 
+class RepeatingRunner:
+    """Runs a point as the runner does: the first run is repetition 0, each confirmation the next one."""
+
+    def __init__(self) -> None:
+        self.records: dict = {}
+
+    def _record(self, load, instances, repetitions):
+        record = SubExperimentRecord.from_repetitions(load, instances, float(load), repetitions)
+        self.records[(load, instances)] = record
+        return record
+
+    def run_sub_experiment(self, load, instances):
+        verdict = SloVerdict(LAG_TREND, Outcome.PASS, 0.0, 1.0)
+        return self._record(load, instances, [RepetitionRecord(0, (verdict,))])
+
+    def confirm_sub_experiment(self, load, instances):
+        earlier = self.records[(load, instances)].repetitions
+        verdict = SloVerdict(LAG_TREND, Outcome.FAIL if len(earlier) % 2 else Outcome.PASS, 0.0, 1.0)
+        return self._record(load, instances, [*earlier, RepetitionRecord(len(earlier), (verdict,))])
+
+
+def test_a_point_named_again_is_its_next_repetition_and_its_row_shows_that_run_alone():
+    runner = RepeatingRunner()
+    runs = [points.measure_point(runner, 200, 1) for _ in range(3)] + [points.measure_point(runner, 300, 1)]
+    assert [[r.repetition for r in run.repetitions] for run in runs] == [[0], [1], [2], [0]]
+    assert [run.outcome for run in runs] == [Outcome.PASS, Outcome.FAIL, Outcome.PASS, Outcome.PASS]
+    assert [r.repetition for r in runner.records[(200, 1)].repetitions] == [0, 1, 2]  # all kept, combined
+
+
 @pytest.mark.integration
 @pytest.mark.theodolite_exclusive  # it measures: nothing may run beside it under pytest-xdist
 def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
@@ -124,8 +153,6 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
             "points_gate:UC1",
             "--point",
             "200:1",
-            "--point",
-            "200:1",  # again: its second repetition
             "--capacity",
             "1",
             "--set",
@@ -144,15 +171,10 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "theodolite: uc1-points load=200 instances=1: " in done.stdout
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| 200 | 1 | ")]
-    assert len(rows) == 2, textwrap.shorten(done.stdout, 2000)
-    for row in rows:
-        assert row.split(" | ")[2] in {"pass", "fail", "invalid", "errored"}, textwrap.shorten(
-            done.stdout, 2000
-        )
-    # each run's raw series kept: the second is the point's next repetition, not written over the first
-    for repetition in (0, 1):
-        assert list((tmp_path / "results").glob(f"*_200_1_lag-trend_{repetition}.csv"))
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 200 | 1 | ")]
+    assert row.split(" | ")[2] in {"pass", "fail", "invalid", "errored"}, textwrap.shorten(done.stdout, 2000)
+    # its raw series kept (a point named again is its next repetition: test_a_point_named_again_...)
+    assert list((tmp_path / "results").glob("*_200_1_lag-trend_0.csv"))
     assert "theodolite: uc1-points capacity of 1 instances: " in done.stdout
     assert "uc1-points: capacities, offered the keys of load 200" in done.stdout
     (capacity,) = [line for line in done.stdout.splitlines() if line.startswith("| 1 | ")]

@@ -189,6 +189,17 @@ def capacity_row(measurement: CapacityMeasurement, cost: PointCost | None, wall_
     return "| " + " | ".join(map(str, cells)) + " |"
 
 
+def measure_point(runner: ExperimentRunner, load: int, instances: int) -> SubExperimentRecord:
+    """One run of a point, as its row shows it: a point named again is one more repetition of it, its raw series
+    kept beside the earlier ones' and its row that run's alone."""
+    if (load, instances) not in runner.records:
+        return runner.run_sub_experiment(load, instances)
+    combined = runner.confirm_sub_experiment(load, instances)
+    return SubExperimentRecord.from_repetitions(
+        load, instances, combined.target_rate, [combined.repetitions[-1]]
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_theodolite points",
@@ -296,14 +307,7 @@ def main(
                 capacity_rows.append(capacity_row(measurement, cost, walls.get(instances, 0.0)))
         for load, instances in args.points:
             started = time.monotonic()
-            if (load, instances) in runner.records:
-                # named again: one more repetition, its raw series kept beside the earlier ones', its own row
-                combined = runner.confirm_sub_experiment(load, instances)
-                record = SubExperimentRecord.from_repetitions(
-                    load, instances, combined.target_rate, [combined.repetitions[-1]]
-                )
-            else:
-                record = runner.run_sub_experiment(load, instances)
+            record = measure_point(runner, load, instances)
             stdout.write(f"theodolite: {spec.benchmark.name} {progress_line(record, runner.timings)}\n")
             stdout.flush()
             rows.append(
