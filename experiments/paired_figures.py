@@ -25,7 +25,7 @@ from pathlib import Path
 
 from own_job_quality import recorded_per_record
 
-from pytest_theodolite.core.paired_cost import paired_cost
+from pytest_theodolite.core.paired_cost import batch_ratios, paired_cost
 
 #: how much more of a gap a candidate needs than S0 to replace it (fixed before the test)
 MIN_GAIN = 0.01
@@ -41,7 +41,7 @@ def ratio_of_medians(ref: Sequence[float], change: Sequence[float]) -> float:
 
 
 def hodges_lehmann(ref: Sequence[float], change: Sequence[float]) -> float:
-    logs = [math.log(c / r) for c, r in zip(change, ref, strict=False)]
+    logs = [math.log(ratio) for ratio in batch_ratios(ref, change)]
     return math.exp(statistics.median((a + b) / 2 for a, b in combinations_with_replacement(logs, 2))) - 1
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from pytest_theodolite.core.outcomes import COST_PASS
 from pytest_theodolite.core.paired_cost import (
     PAIRED_COST_TOLERANCE,
+    batch_ratios,
     check_paired_cost,
     first_certain_pass,
     paired_cost,
@@ -69,7 +70,7 @@ def replay(path: Path, tolerance: float) -> ReplayedRead | None:
     (ref, ref_ends), (change, change_ends) = side_batches(read, "ref"), side_batches(read, "change")
     pairs = min(len(ref), len(change))
     full = paired_cost(ref[:pairs], change[:pairs])
-    ratios = [c / r for c, r in zip(change, ref, strict=False)]
+    ratios = batch_ratios(ref, change)
     stopped_at = first_certain_pass(ratios[:pairs], tolerance)
     saved = 0.0
     if stopped_at is not None:

@@ -13,6 +13,7 @@ from generator import Workload
 from pytest_theodolite.core.capacity import MicroBatch
 from pytest_theodolite.core.paired_cost import (
     MIN_JUDGED_PAIRS,
+    batch_ratios,
     check_paired_cost,
     first_certain_pass,
     paired_cost,
@@ -82,6 +83,7 @@ def test_a_read_may_stop_as_a_pass_once_its_ratios_lie_certainly_below_the_toler
 def test_a_longer_side_is_paired_as_far_as_the_shorter_goes_and_an_empty_one_is_named():
     assert paired_cost([1.0, 1.0], [1.0, 2.0, 9.0]).batch_ratio == pytest.approx(1.5)  # 1.0 and 2.0
     assert paired_cost([1.0, 1.0], [1.0, 2.0, 9.0]).pairs == 2
+    assert batch_ratios([1.0, 2.0], [1.5, 1.0, 9.0]) == [1.5, 0.5]  # change over REF, batch by batch
     with pytest.raises(ValueError, match="the change measured no full batch"):
         paired_cost([1.0], [])
     with pytest.raises(ValueError, match="REF and the change measured no full batch"):

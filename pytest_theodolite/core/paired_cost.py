@@ -76,7 +76,7 @@ def paired_cost(ref: Sequence[float], change: Sequence[float]) -> PairedCost:
         raise ValueError(f"{' and '.join(empty)} measured no full batch: nothing to pair")
     if any(value <= 0 for value in (*ref, *change)):
         raise ValueError("a batch's cost per record must be positive")
-    ratios = [c / r for c, r in zip(change, ref, strict=False)]
+    ratios = batch_ratios(ref, change)
     return PairedCost(
         statistics.median(ref),
         statistics.median(change),
@@ -84,6 +84,11 @@ def paired_cost(ref: Sequence[float], change: Sequence[float]) -> PairedCost:
         len(ratios),
         rise_p_value(ratios),
     )
+
+
+def batch_ratios(ref: Sequence[float], change: Sequence[float]) -> list[float]:
+    """The change's batch k over REF's batch k, as far as the shorter side goes."""
+    return [c / r for c, r in zip(change, ref, strict=False)]
 
 
 def rise_p_value(ratios: Sequence[float]) -> float | None:

@@ -132,12 +132,16 @@ def read_over(plan: BacklogPlan, full: Sequence[MicroBatch], read_from_s: float,
     return now_s >= measuring_from + plan.max_read_s
 
 
+def measured_batches(plan: BacklogPlan, full: Sequence[MicroBatch]) -> list[MicroBatch]:
+    """The full batches a read measures, in order: those after its warm ones, as many as it measures."""
+    return list(full[plan.warm_batches : plan.warm_batches + plan.batches])
+
+
 def settled_batches(plan: BacklogPlan, full: Sequence[MicroBatch], latest_id: int) -> list[MicroBatch]:
     """The measured batches so far whose task CPU is all in the event log: those a later batch followed
     (`latest_id`: the last batch that finished). Spark writes the log at each stage's end, so a batch's last
     task ends are there once a later batch has run."""
-    measured = full[plan.warm_batches : plan.warm_batches + plan.batches]
-    return [batch for batch in measured if batch.batch_id < latest_id]
+    return [batch for batch in measured_batches(plan, full) if batch.batch_id < latest_id]
 
 
 def read_backlog(
@@ -209,7 +213,7 @@ def read_backlog(
                     so_far = read_task_cpu(event_log, query_id)
                     figures = [so_far[b.batch_id] / b.input_rows for b in settled if so_far.get(b.batch_id)]
                 stop = progress(figures)
-        measured = tuple(full[plan.warm_batches : plan.warm_batches + plan.batches])
+        measured = tuple(measured_batches(plan, full))
         # the session has stopped: its event log is complete
         task_cpu = read_task_cpu(event_log, query_id) if log_conf else {}
     return BacklogRead(

@@ -22,7 +22,13 @@ from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
 from pytest_theodolite.core.cost import CostCheck, PointCost, point_cost
 from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, UNMEASURED, MeasuredDemand, Verdict
 from pytest_theodolite.core.outcomes import COST_REGRESSION as COST_REGRESSION_STATUS
-from pytest_theodolite.core.paired_cost import PairedCost, check_paired_cost, first_certain_pass, paired_cost
+from pytest_theodolite.core.paired_cost import (
+    PairedCost,
+    batch_ratios,
+    check_paired_cost,
+    first_certain_pass,
+    paired_cost,
+)
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import AT_LEAST, AT_MOST, SKIPPED, IncrementalSearch, Step, Strategy
@@ -361,6 +367,7 @@ class PairedExperiment:
         so_far = self.backlog_told = {side: [] for side in reading}
         pending = list(reading)
         while pending:
+            told = False  # a side told new figures in this round
             for side in list(pending):
                 try:
                     message = self.sides[side].backlog_message(READ_POLL_S)
@@ -373,10 +380,9 @@ class PairedExperiment:
                     self.backlog_reads[side] = message
                     pending.remove(side)
                 elif message is not None:
-                    so_far[side] = message
-            if watch and tolerance is not None:
-                ratios = [c / r for r, c in zip(so_far[REF], so_far[CHANGE], strict=False)]
-                certain = first_certain_pass(ratios, tolerance)
+                    so_far[side], told = message, True
+            if watch and told and tolerance is not None:
+                certain = first_certain_pass(batch_ratios(so_far[REF], so_far[CHANGE]), tolerance)
                 if certain is not None:
                     watch, self.paired_read_stopped_at = False, certain
                     for side in pending:
