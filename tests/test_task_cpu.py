@@ -104,6 +104,37 @@ def test_a_batch_whose_tasks_have_not_ended_has_no_cpu_yet():
     assert task_cpu_by_batch([job_start(0, [0], QUERY, 3)], QUERY) == {3: 0.0}
 
 
+def test_a_log_read_as_it_grows_gives_what_the_whole_log_gives_each_line_counted_once(tmp_path):
+    """A running session's log, looked at after every batch: each look reads what was written since the last,
+    a line still being written is left for the next look, and a second file adds its own batches."""
+    from pytest_theodolite.engine.capacity_probe import EventLogTail, read_task_cpu
+
+    lines = [
+        job_start(0, [0], QUERY, 0),
+        task_end(0, 200_000_000),
+        job_start(1, [1], QUERY, 1),
+        task_end(1, 300_000_000),
+        "{" + '"Event":"SparkListenerSQLExecutionStart","plan":"' + "\u00e9" * 200 + '"}',  # not ASCII
+        task_end(1, 100_000_000),
+    ]
+    written = "".join(line + "\n" for line in lines).encode()
+    log = tmp_path / "app-1.inprogress"
+    tail = EventLogTail(tmp_path, QUERY)
+    looks = []
+    cut = written.index(task_end(1, 300_000_000).encode()) + 30  # in the middle of a line
+    for end in (0, cut, cut + 1, len(written) - 5, len(written)):
+        log.write_bytes(written[:end])
+        looks.append(tail.task_cpu())
+    assert looks[0] == {} and looks[1] == pytest.approx({0: 0.2, 1: 0.0})
+    assert looks[2] == looks[1] and looks[3] == pytest.approx({0: 0.2, 1: 0.3})
+    assert looks[4] == pytest.approx({0: 0.2, 1: 0.4}) == task_cpu_by_batch(lines, QUERY)
+    assert tail.task_cpu() == looks[4]  # nothing new: nothing counted twice
+    (tmp_path / "app-2.inprogress").write_text(
+        job_start(0, [0], QUERY, 7) + "\n" + task_end(0, 50_000_000) + "\n"
+    )
+    assert tail.task_cpu() == pytest.approx({0: 0.2, 1: 0.4, 7: 0.05}) == read_task_cpu(tmp_path, QUERY)
+
+
 def batches(*rows: int, start: float = 100.0) -> list[MicroBatch]:
     return [MicroBatch(i, start + 10.0 * i, 5.0, n) for i, n in enumerate(rows)]
 

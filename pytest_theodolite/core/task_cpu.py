@@ -35,31 +35,43 @@ _TASK_END = '"Event":"SparkListenerTaskEnd"'
 _TASK_CPU_METRICS = ("Executor CPU Time", "Executor Deserialize CPU Time")
 
 
+class TaskCpuTally:
+    """Seconds of executor CPU the tasks of each micro-batch of the query `query_id` spent, by batch id, from an
+    event log's lines fed in order -- all at once, or as the log grows: over all the batch's jobs, failed task
+    attempts included (their CPU was spent). Only job-start and task-end lines are parsed (an event log is mostly
+    query plans); a line cut short (a log still being written) is skipped."""
+
+    def __init__(self, query_id: str) -> None:
+        self.query_id = query_id
+        self.cpu: dict[int, float] = {}
+        self._stage_batch: dict[int, int] = {}
+
+    def feed(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            head = line[:48]
+            if _JOB_START in head:
+                event = _event(line)
+                properties = event.get("Properties") or {}
+                if properties.get(QUERY_ID_PROPERTY) != self.query_id or BATCH_ID_PROPERTY not in properties:
+                    continue
+                batch = int(properties[BATCH_ID_PROPERTY])
+                self.cpu.setdefault(batch, 0.0)
+                for stage in event.get("Stage IDs") or ():
+                    self._stage_batch[int(stage)] = batch
+            elif _TASK_END in head:
+                event = _event(line)
+                batch_id = self._stage_batch.get(event.get("Stage ID", -1))
+                if batch_id is None:
+                    continue
+                metrics = event.get("Task Metrics") or {}
+                self.cpu[batch_id] += sum(float(metrics.get(name) or 0) for name in _TASK_CPU_METRICS) / 1e9
+
+
 def task_cpu_by_batch(lines: Iterable[str], query_id: str) -> dict[int, float]:
-    """Seconds of executor CPU the tasks of each micro-batch of the query `query_id` spent, by batch id: over all
-    the batch's jobs, failed task attempts included (their CPU was spent). Only job-start and task-end lines are
-    parsed (an event log is mostly query plans); a line cut short (a log still being written) is skipped."""
-    stage_batch: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for line in lines:
-        head = line[:48]
-        if _JOB_START in head:
-            event = _event(line)
-            properties = event.get("Properties") or {}
-            if properties.get(QUERY_ID_PROPERTY) != query_id or BATCH_ID_PROPERTY not in properties:
-                continue
-            batch = int(properties[BATCH_ID_PROPERTY])
-            cpu.setdefault(batch, 0.0)
-            for stage in event.get("Stage IDs") or ():
-                stage_batch[int(stage)] = batch
-        elif _TASK_END in head:
-            event = _event(line)
-            batch_id = stage_batch.get(event.get("Stage ID", -1))
-            if batch_id is None:
-                continue
-            metrics = event.get("Task Metrics") or {}
-            cpu[batch_id] += sum(float(metrics.get(name) or 0) for name in _TASK_CPU_METRICS) / 1e9
-    return cpu
+    """A whole event log's task CPU by batch of the query `query_id` (TaskCpuTally)."""
+    tally = TaskCpuTally(query_id)
+    tally.feed(lines)
+    return tally.cpu
 
 
 def _event(line: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from pytest_theodolite.core.capacity import FULL_SHARE, MicroBatch
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.capacity_probe import (
     BATCH_CAP_OPTION,
+    EventLogTail,
     batches_of,
     check_running,
     event_log_conf,
@@ -186,6 +187,7 @@ def read_backlog(
         ):
             assert job.query is not None and job.generator is not None
             query_id = str(job.query.id)
+            tail = EventLogTail(event_log, query_id)  # read as the session writes it
             executors = executor_addresses(job.spark)
             filling_until = time.monotonic() + plan.fill_s
             while time.monotonic() < filling_until:
@@ -210,7 +212,7 @@ def read_backlog(
                 figures = None
                 if len(settled) > told:
                     told = len(settled)
-                    so_far = read_task_cpu(event_log, query_id)
+                    so_far = tail.task_cpu()
                     figures = [so_far[b.batch_id] / b.input_rows for b in settled if so_far.get(b.batch_id)]
                 stop = progress(figures)
         measured = tuple(measured_batches(plan, full))

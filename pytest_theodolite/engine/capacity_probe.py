@@ -37,7 +37,7 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.task_cpu import (
     SERIES_CAPACITY_TASK_CPU_MS,
     TaskCpuPerRecord,
-    task_cpu_by_batch,
+    TaskCpuTally,
     task_cpu_per_record,
 )
 from pytest_theodolite.engine import monitor
@@ -161,13 +161,32 @@ def event_log_conf(directory: Path, job_conf: Mapping[str, str]) -> dict[str, st
     }
 
 
+class EventLogTail:
+    """Each batch's task CPU seconds of the query `query_id`, from the event logs in `directory` as a running
+    session writes them: each look reads only what was written since the last one, up to its last complete line
+    (a read polls it after every batch; read whole each time, a long log would be read over and over)."""
+
+    def __init__(self, directory: Path, query_id: str) -> None:
+        self.directory, self.query_id = directory, query_id
+        self._read: dict[Path, tuple[int, TaskCpuTally]] = {}  # per file: bytes read, its tally so far
+
+    def task_cpu(self) -> dict[int, float]:
+        cpu: dict[int, float] = {}
+        for path in sorted(p for p in self.directory.iterdir() if p.is_file()):
+            offset, tally = self._read.get(path, (0, TaskCpuTally(self.query_id)))
+            with path.open("rb") as log:
+                log.seek(offset)
+                written = log.read()
+            complete = written.rfind(b"\n") + 1
+            tally.feed(written[:complete].decode("utf-8", errors="replace").splitlines())
+            self._read[path] = (offset + complete, tally)
+            cpu.update(tally.cpu)
+        return cpu
+
+
 def read_task_cpu(directory: Path, query_id: str) -> dict[int, float]:
-    """Each batch's task CPU seconds of the query `query_id`, from the event logs in `directory`."""
-    cpu: dict[int, float] = {}
-    for path in sorted(p for p in directory.iterdir() if p.is_file()):
-        with path.open(encoding="utf-8", errors="replace") as lines:
-            cpu.update(task_cpu_by_batch(lines, query_id))
-    return cpu
+    """Each batch's task CPU seconds of the query `query_id`, from the (finished) event logs in `directory`."""
+    return EventLogTail(directory, query_id).task_cpu()
 
 
 def measure_capacity(
