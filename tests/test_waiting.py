@@ -103,3 +103,21 @@ def test_topics_that_cannot_be_deleted_are_named_in_a_warning_not_swallowed():
     ):
         runner._delete_topics(["t-input", "t-output"], 100, 2)
     assert broker.asked == ["t-input", "t-output"]  # one failure does not stop the others
+
+
+def test_a_cluster_whose_addresses_all_refuse_connections_is_known_gone_at_once():
+    """A killed broker: a runner then names the topics it leaves instead of waiting out each request's timeout."""
+    import socket
+
+    from pytest_theodolite.infra.kafka.admin import KafkaCluster
+
+    with socket.socket() as listening, socket.socket() as closed:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: connections to it are refused
+        up, down = (f"127.0.0.1:{s.getsockname()[1]}" for s in (listening, closed))
+        assert (
+            KafkaCluster(f"{down},{up}").accepts_connections() is True
+        )  # one address that answers is enough
+        assert KafkaCluster(down).accepts_connections() is False
+        assert KafkaCluster(f"{down},not-an-address").accepts_connections() is False

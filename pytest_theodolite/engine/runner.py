@@ -336,11 +336,18 @@ class ExperimentRunner:
                         job.counters.update(stopped)
                     self._delete_checkpoint(spark, checkpoint)
         finally:
-            if "records_acknowledged" in job.counters:
-                in_topic = self._records_in(job.topics["input"])
-                if in_topic is not None:
-                    job.counters["records_in_input_topic"] = in_topic
-            self._delete_topics(job.topics.values(), load, resources)
+            if (
+                not self.kafka.accepts_connections()
+            ):  # a killed broker: each request would wait out its timeout
+                self._warn_topics_left(
+                    list(job.topics.values()), load, resources, "no bootstrap address accepts connections"
+                )
+            else:
+                if "records_acknowledged" in job.counters:
+                    in_topic = self._records_in(job.topics["input"])
+                    if in_topic is not None:
+                        job.counters["records_in_input_topic"] = in_topic
+                self._delete_topics(job.topics.values(), load, resources)
             shutil.rmtree(scratch, ignore_errors=True)
 
     def job_options(
@@ -658,14 +665,18 @@ class ExperimentRunner:
             except Exception as exc:  # whatever the admin client raises, the topic is left
                 left.append(f"{name} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
         if left:
-            warnings.warn(
-                TheodoliteLeakWarning(
-                    f"{self.benchmark.name} load {load}, {resources} instances: {len(left)} topic(s) could not be "
-                    f"deleted and are left on {self.kafka.bootstrap_servers}: {'; '.join(left)}. Delete them with "
-                    "kafka-topics.sh --bootstrap-server ADDRESS --delete --topic NAME"
-                ),
-                stacklevel=2,
-            )
+            self._warn_topics_left(left, load, resources)
+
+    def _warn_topics_left(self, left: list[str], load: int, resources: int, why: str = "") -> None:
+        warnings.warn(
+            TheodoliteLeakWarning(
+                f"{self.benchmark.name} load {load}, {resources} instances: {len(left)} topic(s) could not be "
+                f"deleted and are left on {self.kafka.bootstrap_servers}{f' ({why})' if why else ''}: "
+                f"{'; '.join(left)}. Delete them with kafka-topics.sh --bootstrap-server ADDRESS --delete "
+                "--topic NAME"
+            ),
+            stacklevel=3,
+        )
 
     @staticmethod
     def _stop_query(query) -> tuple[dict[str, int], list[tuple[float, int]]]:

@@ -6,6 +6,7 @@ exist differs.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,18 @@ class KafkaCluster:
                 self.request_timeout_s,
             )
         return self._admin
+
+    def accepts_connections(self, timeout_s: float = 2.0) -> bool:
+        """Whether any bootstrap address accepts a TCP connection now. Where none does, the cluster is gone (a
+        killed broker), and every request to it would only run out its timeout."""
+        for address in self.bootstrap_servers.split(","):
+            host, _, port = address.strip().rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                    return True
+            except (OSError, ValueError):
+                continue
+        return False
 
     def close(self) -> None:
         if self._admin is not None:
