@@ -336,9 +336,8 @@ class ExperimentRunner:
                         job.counters.update(stopped)
                     self._delete_checkpoint(spark, checkpoint)
         finally:
-            if (
-                not self.kafka.accepts_connections()
-            ):  # a killed broker: each request would wait out its timeout
+            # a killed broker: each request to it would only wait out its timeout
+            if not self.kafka.accepts_connections():
                 self._warn_topics_left(
                     list(job.topics.values()), load, resources, "no bootstrap address accepts connections"
                 )
