@@ -6,7 +6,8 @@ replaced by a rule: ``r`` instances pass a load iff ``load * offered share <= ca
 (INVALID); ``SCRIPTED_UNCERTAIN`` (``SCRIPTED_REF_UNCERTAIN`` for REF) lists ``load:instances`` whose
 verdict the point estimate decided at the measurement's bound;
 ``SCRIPTED_FLAKY`` (``SCRIPTED_REF_FLAKY``) those whose confirming repetition reaches the other outcome (each
-certain by its own interval); elsewhere a confirmation reproduces the verdict.
+certain by its own interval); elsewhere a confirmation reproduces the verdict. ``SCRIPTED_INTERRUPT_CONFIRM``
+lists loads whose confirming repetition is interrupted as Ctrl-C would (KeyboardInterrupt), on either side.
 ``SCRIPTED_SECONDS`` makes each sub-experiment take that long, and ``SCRIPTED_LOG`` names a file that gets a
 line ``sub-experiment <start> <end>`` for each. In pull-request mode both sides read a scripted backlog (the
 paired read): the same task CPU per record batch by batch, times ``SCRIPTED_PAIRED_COST`` (e.g. 1.15) for the
@@ -82,6 +83,7 @@ class ScriptedRunner:
     def confirm_sub_experiment(
         self, load: int, resources: int, *, share: float | None = None
     ) -> SubExperimentRecord:
+        interrupt_confirmation(load)
         earlier = self.records[(load, resources)]
         if share is None:
             record = confirmed(earlier, _points("SCRIPTED_FLAKY"))
@@ -95,6 +97,11 @@ class ScriptedRunner:
         self.writer.record_sub_experiment(record)
         self.records[(load, resources)] = record
         return record
+
+
+def interrupt_confirmation(load: int) -> None:
+    if load in _loads("SCRIPTED_INTERRUPT_CONFIRM"):
+        raise KeyboardInterrupt(f"scripted Ctrl-C while load {load}'s FAIL is measured again")
 
 
 def confirmed(record: SubExperimentRecord, flaky: frozenset[tuple[int, int]]) -> SubExperimentRecord:
@@ -204,6 +211,7 @@ class ScriptedSide:
 
     def run(self, load: int, resources: int, workload: Workload, *, confirm: bool = False):
         if confirm:
+            interrupt_confirmation(load)
             record = confirmed(self.records[(load, resources)], self.flaky)
         else:
             record = scripted_record(

@@ -637,6 +637,53 @@ def test_on_a_testbed_inside_the_margin_but_read_slower_a_fail_is_measured_again
     )
 
 
+@pytest.mark.parametrize(
+    "calibration, first, headline",
+    [
+        # 0.75x the baseline's host: within the margin, the search measures the FAIL again at 0.64x
+        pytest.param(
+            "300000", "failed", "scripted: REGRESSION (1 regression, 1 unfinished load)", id="in-the-search"
+        ),
+        # 0.57x: loads offered at 0.66x, the gate measures the FAIL again at 0.48x (1000 passes there)
+        pytest.param(
+            "228000",
+            "skipped",
+            "scripted: NOT COMPARABLE (1 load not comparable, 1 unfinished load)",
+            id="by-the-gate",
+        ),
+    ],
+)
+def test_a_point_interrupted_while_its_fail_is_measured_again_is_unfinished_never_a_regression(
+    gate_project, monkeypatch, calibration, first, headline
+):
+    """Ctrl-C (or SIGTERM) while a FAIL at the baseline's demand is measured once more: the search has found a
+    demand above the baseline's, but the point was not judged. The summary printed after the interrupt names it
+    unfinished and gives it no verdict."""
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", calibration)
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "500")  # fails at the baseline's demand at the rate offered
+    monkeypatch.setenv("SCRIPTED_INTERRUPT_CONFIRM", "2000")
+    project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000))
+    result = project.runpytest(no_reraise_ctrlc=True)  # the scripted Ctrl-C is the run's own
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes(**{first: 1})  # load 1000, judged before the interrupt
+    result.stdout.fnmatch_lines(
+        [
+            headline,
+            "  unfinished: load 2000 -- the run stopped (interrupted, or an error) before its verdict; its "
+            "sub-experiments so far are in the results directory",
+        ]
+    )
+    summary = result.outlines[result.outlines.index(headline) :]
+    assert [line for line in summary if line.startswith("  2000 |")] == []
+    # interrupted at the first load: nothing was judged, and nothing is called a regression
+    monkeypatch.setenv("SCRIPTED_INTERRUPT_CONFIRM", "1000")
+    result = project.runpytest(no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes()
+    result.stdout.fnmatch_lines(["scripted: UNFINISHED (1 unfinished load)", "  unfinished: load 1000 -- *"])
+    assert "REGRESSION" not in result.stdout.str()
+
+
 def test_on_a_faster_testbed_a_demand_above_the_baseline_is_a_regression(gate_project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_CALIBRATION", "800000")
     project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000))

@@ -372,3 +372,25 @@ def test_a_regression_is_measured_once_more_on_both_sides_in_the_reverse_order(p
     result = project.runpytest("--theodolite-compare-ref", "main")
     result.assert_outcomes(passed=3)
     assert "repetitions" not in result.stdout.str()
+
+
+def test_a_load_interrupted_while_its_regression_is_confirmed_is_unfinished_in_both_comparisons(
+    project, monkeypatch
+):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 1000 needs 2 (REF: 1): measured once more on both sides
+    monkeypatch.setenv("SCRIPTED_INTERRUPT_CONFIRM", "1000")
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "scripted.json").write_text(json.dumps(baseline_of({1000: 1, 2000: 2})))
+    result = project.runpytest(
+        "--theodolite-compare-ref", "main", "--theodolite-paired-cost=false", no_reraise_ctrlc=True
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes()
+    result.stdout.fnmatch_lines(
+        [
+            "scripted: UNFINISHED (1 unfinished load, cost tolerance 10%)",
+            "  unfinished: load 1000 -- the run stopped (interrupted, or an error) before its verdict*",
+            "  against the stored baseline: UNFINISHED (no load)",
+        ]
+    )
+    assert "REGRESSION" not in result.stdout.str()

@@ -13,8 +13,8 @@ them. The pytest gate reports "none" as a normal result and "unmeasured" as a te
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from pytest_theodolite.core.outcomes import Outcome
 
@@ -72,6 +72,21 @@ class DemandResult:
         if load in self.at_least:
             return f">={value}"
         return f"<={value}" if load in self.at_most else str(value)
+
+    def without(self, loads: Collection[int]) -> DemandResult:
+        """This result with `loads` left out (a run stopped before their verdicts: what the search found there
+        so far is not a demand). The raw sub-experiments stay."""
+        if not loads:
+            return self
+        return replace(
+            self,
+            demand={load: value for load, value in self.demand.items() if load not in loads},
+            unmeasured=tuple(load for load in self.unmeasured if load not in loads),
+            skipped=tuple(load for load in self.skipped if load not in loads),
+            at_most=tuple(load for load in self.at_most if load not in loads),
+            above={load: value for load, value in self.above.items() if load not in loads},
+            at_least=tuple(load for load in self.at_least if load not in loads),
+        )
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ experiment, whose loads are compared with the stored baseline."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,15 @@ if TYPE_CHECKING:  # the session holds experiments; an experiment is handed its 
 SubExperimentListener = Callable[[str, SubExperimentRecord | CapacityMeasurement, Mapping[Any, Any]], None]
 
 
+@contextmanager
+def finishing(unfinished: set[int], load: int) -> Iterator[None]:
+    """`load` is in `unfinished` until the block ends, and stays there where an interrupt or an error leaves
+    it: a report judges no load whose measurement did not end."""
+    unfinished.add(load)
+    yield
+    unfinished.discard(load)
+
+
 @dataclass
 class BenchmarkExperiment:
     """One benchmark's demand search in this session, advanced one load per gate test."""
@@ -62,6 +72,9 @@ class BenchmarkExperiment:
     capacity_search: CapacitySearch | None = None
     #: load -> the share of its rate its verdict rests on, where not the full rate (comparison.offered_share)
     offered_shares: dict[int, float] = field(default_factory=dict)
+    #: loads whose measurement began and did not end (an interrupt or an error stopped it): the report gives
+    #: them no verdict, whatever their search found so far
+    unfinished: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.search = IncrementalSearch(
@@ -75,6 +88,19 @@ class BenchmarkExperiment:
             self.on_sub_experiment(self.benchmark.name, measurement, {})
 
     def measure(
+        self,
+        load: int,
+        baseline: Baseline | None = None,
+        tolerance: int = 0,
+        *,
+        judgeable: bool = True,
+        confirm_share: float | None = None,
+    ) -> DemandPoint:
+        """demand(load), unfinished until it returns (`_measure`)."""
+        with finishing(self.unfinished, load):
+            return self._measure(load, baseline, tolerance, judgeable=judgeable, confirm_share=confirm_share)
+
+    def _measure(
         self,
         load: int,
         baseline: Baseline | None = None,
@@ -168,7 +194,18 @@ class BenchmarkExperiment:
         """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`. On a
         testbed offered a share of each load's rate, a FAIL at the baseline's demand is measured once more at
         the slowest speed the calibration allows (comparison.regression_share), unless it was uncertain: a
-        regression rests on both."""
+        regression rests on both. The load is unfinished until its point is judged."""
+        with finishing(self.unfinished, load):
+            return self._gate_point(spec, load, baseline, session, not_comparable)
+
+    def _gate_point(
+        self,
+        spec: GateSpec,
+        load: int,
+        baseline: Baseline | None,
+        session: TheodoliteSession,
+        not_comparable: str | None,
+    ) -> GatePoint:
         host_speed = session.host_speed(baseline)
         # the capacity strategy derives demand from capacities measured at rates of its own
         share = offered_share(not_comparable, host_speed) if self.capacity_search is None else 1.0
@@ -177,7 +214,7 @@ class BenchmarkExperiment:
         judgeable = regression_judgeable(not_comparable, host_speed, share)
         # where a regression can be judged, the search confirms a FAIL itself -- at the slowest speed the
         # calibration allows where it reads this testbed slower; else it ends at the FAIL, measured again here
-        point = self.measure(
+        point = self._measure(
             load, baseline, spec.tolerance, judgeable=judgeable, confirm_share=again if judgeable else None
         )
         if again is not None and not judgeable and baseline is not None:
@@ -218,13 +255,16 @@ class BenchmarkExperiment:
         session: TheodoliteSession,
         testbed_extra: Mapping[str, str] | None,
     ) -> BenchmarkReport:
-        """The demand function against the stored baseline, the CPU per record and the blind spots."""
-        measured = self.demand_result()
+        """The demand function against the stored baseline, the CPU per record and the blind spots; an
+        unfinished load is named, not judged."""
+        unfinished = tuple(sorted(self.unfinished))
+        measured = self.demand_result().without(unfinished)
+        finished = {load: point for load, point in self.points.items() if load not in unfinished}
         baseline = same_cost_figure(baseline, self.settings.strategy)
         measured_testbed = testbed(
             settings, session.spark, self.settings.instance_cpu, session.calibration, testbed_extra
         )
-        costs = {load: session.point_cost(self, load) for load in sorted(self.points)}
+        costs = {load: session.point_cost(self, load) for load in sorted(finished)}
         comparison = compare(
             measured,
             baseline,
@@ -237,8 +277,9 @@ class BenchmarkExperiment:
             costs=costs,
             cost_tolerance=cost_tolerance,
             uncertain={
-                load: point.uncertain_against(baseline, tolerance) for load, point in self.points.items()
+                load: point.uncertain_against(baseline, tolerance) for load, point in finished.items()
             },
+            unfinished=unfinished,
         )
         blind_spots = self.blind_spots(costs)
         plot = None

@@ -12,7 +12,7 @@ Pure functions over data: no pytest, Kafka or Spark imports."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from pytest_theodolite.core.cost import NOT_COMPARED as COST_NOT_COMPARED
@@ -290,6 +290,9 @@ class Comparison:
     not_run: tuple[int, ...] = ()  # baseline loads this run did not measure (deselected, or newly dropped)
     has_baseline: bool = True
     cost_tolerance: float | None = None
+    #: loads whose measurement began but did not end (the run was interrupted or broke off): no verdict, and
+    #: what their search found so far is not compared
+    unfinished: tuple[int, ...] = ()
 
     def point(self, load: int) -> PointComparison:
         for point in self.points:
@@ -328,8 +331,8 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        """The gate holds: no regression and no unmeasured load (improvements and new loads pass)."""
-        return all(p.passed for p in self.points)
+        """The gate holds: no regression, no unmeasured or unfinished load (improvements and new loads pass)."""
+        return not self.unfinished and all(p.passed for p in self.points)
 
     @property
     def testbed_differs(self) -> bool:
@@ -353,8 +356,10 @@ def compare(
     costs: Mapping[int, PointCost | None] | None = None,
     cost_tolerance: float | None = None,
     uncertain: Mapping[int, str | None] | None = None,
+    unfinished: Collection[int] = (),
 ) -> Comparison:
-    """Every load of `measured` (its demand and its unmeasured loads) against `baseline`.
+    """Every load of `measured` (its demand and its unmeasured loads) against `baseline`, but for the
+    `unfinished` ones (their measurement began and did not end), which are named apart and judged not at all.
 
     Without a baseline every load is NEW_LOAD (then `benchmark` names it); without `measured_testbed` the
     testbeds are not compared; `offered_shares` (load -> the share of its rate its verdict rests on, 1 where
@@ -366,6 +371,7 @@ def compare(
     if baseline is not None and benchmark is not None and benchmark != baseline.benchmark:
         raise ValueError(f"comparing benchmark {benchmark!r} with the baseline of {baseline.benchmark!r}")
     name = benchmark if benchmark is not None else baseline.benchmark if baseline is not None else ""
+    measured = measured.without(unfinished)
     loads = sorted(set(measured.demand) | set(measured.unmeasured))
     points = tuple(
         compare_point(
@@ -390,7 +396,11 @@ def compare(
         if baseline is not None and measured_testbed is not None
         else ()
     )
-    not_run = tuple(load for load in baseline.demand if load not in loads) if baseline is not None else ()
+    not_run = (
+        tuple(load for load in baseline.demand if load not in loads and load not in unfinished)
+        if baseline is not None
+        else ()
+    )
     return Comparison(
         benchmark=name,
         points=points,
@@ -399,6 +409,7 @@ def compare(
         not_run=not_run,
         has_baseline=baseline is not None,
         cost_tolerance=cost_tolerance,
+        unfinished=tuple(sorted(unfinished)),
     )
 
 

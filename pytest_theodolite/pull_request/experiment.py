@@ -43,6 +43,7 @@ from pytest_theodolite.engine.capacity_search import (
     measure_saturated,
     offered_workload,
 )
+from pytest_theodolite.engine.experiment import finishing
 from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import PhaseTimings
 from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSession
@@ -237,6 +238,8 @@ class PairedExperiment:
     paired_read_stopped_at: int | None = None
     #: each side's batches' task CPU per record as it told them during the read (what a stop rested on)
     backlog_told: dict[str, list[float]] = field(default_factory=dict)
+    #: loads whose measurement began and did not end (experiment.finishing): named in the report, not judged
+    unfinished: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.settings.strategy is Strategy.CAPACITY:
@@ -266,9 +269,14 @@ class PairedExperiment:
     def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> PairedPoint:
         """Both sides' demand at `load`; a baseline-guess search starts both at the baseline's demand. Where
         the change's demand exceeds REF's + `tolerance` on certain verdicts, those verdicts are measured once
-        more, each side in the reverse order of its first run (certainty.to_confirm)."""
+        more, each side in the reverse order of its first run (certainty.to_confirm). The load is unfinished
+        until both sides' points are in."""
         if load in self.points:
             return self.points[load]
+        with finishing(self.unfinished, load):
+            return self._measure(load, baseline, tolerance)
+
+    def _measure(self, load: int, baseline: Baseline | None, tolerance: int) -> PairedPoint:
         self.measure_paired_cost()
         if self.capacities is not None:
             steps = self._derived_steps(load)
@@ -600,13 +608,15 @@ class PairedExperiment:
         """The change against REF per load, both sides' CPU per record, and the change against the stored
         baseline where there is one."""
         label = self.target.label
-        measured, ref = self.demand_result(CHANGE), self.demand_result(REF)
+        unfinished = tuple(sorted(self.unfinished))
+        measured, ref = (self.demand_result(side).without(unfinished) for side in (CHANGE, REF))
         points = [self.points[load] for load in sorted(self.points)]
         comparison = Comparison(
             benchmark=name,
             points=tuple(p.comparison(name, tolerance, cost_tolerance) for p in points),
             tolerance=tolerance,
             cost_tolerance=cost_tolerance,
+            unfinished=unfinished,
         )
         against = (
             compare(
@@ -621,6 +631,7 @@ class PairedExperiment:
                     load: point.sides[CHANGE].uncertain_against(baseline, tolerance)
                     for load, point in self.points.items()
                 },
+                unfinished=unfinished,
             )
             if baseline is not None
             else None

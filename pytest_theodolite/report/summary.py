@@ -116,20 +116,27 @@ def lag_slopes_text(
     return ", ".join(parts)
 
 
+#: a benchmark's status where some load's measurement began and did not end (Comparison.unfinished)
+UNFINISHED = "UNFINISHED"
+
+
 def benchmark_status(comparison: Comparison) -> str:
-    """One word for a benchmark: REGRESSION > COST REGRESSION > NOT COMPARABLE > UNMEASURED > IMPROVEMENT >
-    NEW LOAD > PASS; UNMEASURED where no load was measured at all (a run interrupted before its first point):
-    nothing passed."""
+    """One word for a benchmark: REGRESSION > COST REGRESSION > NOT COMPARABLE > UNMEASURED > UNFINISHED >
+    IMPROVEMENT > NEW LOAD > PASS; UNMEASURED where no load was measured at all (a run interrupted before its
+    first point): nothing passed."""
     if not comparison.points:
-        return Verdict.UNMEASURED.label
+        return UNFINISHED if comparison.unfinished else Verdict.UNMEASURED.label
     for verdict in (
         Verdict.REGRESSION,
         Verdict.COST_REGRESSION,
         Verdict.NOT_COMPARABLE,
         Verdict.UNMEASURED,
-        Verdict.IMPROVEMENT,
-        Verdict.NEW_LOAD,
     ):
+        if any(p.verdict is verdict for p in comparison.points):
+            return verdict.label
+    if comparison.unfinished:
+        return UNFINISHED
+    for verdict in (Verdict.IMPROVEMENT, Verdict.NEW_LOAD):
         if any(p.verdict is verdict for p in comparison.points):
             return verdict.label
     return Verdict.PASS.label
@@ -191,6 +198,11 @@ def _commentary(report: BenchmarkReport) -> list[str]:
         sentences.append(
             f"unmeasured: load {_loads_text(comparison.unmeasured)} (an invalid or errored sub-experiment)"
         )
+    if comparison.unfinished:
+        sentences.append(
+            f"unfinished: load {', '.join(map(str, comparison.unfinished))} -- the run stopped (interrupted, or "
+            "an error) before its verdict; its sub-experiments so far are in the results directory"
+        )
     for reason, points in _grouped(comparison.not_comparable, lambda p: p.reason).items():
         sentences.append(f"not comparable: load {_loads_text(points)}: {reason}")
     one_sided = [p for p in comparison.points if p.verdict is not Verdict.NOT_COMPARABLE and p.reason]
@@ -235,6 +247,7 @@ def headline(report: BenchmarkReport) -> str:
             (comparison.cost_regressions, "cost regression", _judged_by(comparison.cost_regressions)),
             (comparison.unmeasured, "unmeasured load", ""),
             (comparison.not_comparable, "load", " not comparable"),
+            (comparison.unfinished, "unfinished load", ""),
         )
         if points
     ]
