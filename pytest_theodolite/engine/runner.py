@@ -294,6 +294,7 @@ class ExperimentRunner:
             if root is None
             else shipping.checkpoint_location(root, f"{self.kafka.topic_prefix}{job.run_id}-checkpoint")
         )
+        broke_off = False
         try:
             for name in job.topics.values():
                 self.kafka.create_gate_topic(name, self.benchmark.input_partitions)
@@ -335,9 +336,14 @@ class ExperimentRunner:
                         stopped, job.late_rows = self._stop_query(job.query)
                         job.counters.update(stopped)
                     self._delete_checkpoint(spark, checkpoint)
+        except BaseException:
+            broke_off = True
+            raise
         finally:
-            # a killed broker: each request to it would only wait out its timeout
-            if not self.kafka.accepts_connections():
+            # a run that broke off may have lost its broker, and each request to a dead one would only wait out
+            # its timeout: it is asked only where it still takes a connection (a run that ended asks at once,
+            # sparing a secured listener a bare connection per run)
+            if broke_off and not self.kafka.accepts_connections():
                 self._warn_topics_left(
                     list(job.topics.values()), load, resources, "no bootstrap address accepts connections"
                 )
