@@ -47,7 +47,11 @@ SubExperimentListener = Callable[[str, SubExperimentRecord | CapacityMeasurement
 @contextmanager
 def finishing(unfinished: set[int], load: int) -> Iterator[None]:
     """`load` is in `unfinished` until the block ends, and stays there where an interrupt or an error leaves
-    it: a report judges no load whose measurement did not end."""
+    it: a report judges no load whose measurement did not end. Inside a block that holds it already (a gate
+    point's measurement is part of it), the outer block decides."""
+    if load in unfinished:
+        yield
+        return
     unfinished.add(load)
     yield
     unfinished.discard(load)
@@ -96,19 +100,6 @@ class BenchmarkExperiment:
         judgeable: bool = True,
         confirm_share: float | None = None,
     ) -> DemandPoint:
-        """demand(load), unfinished until it returns (`_measure`)."""
-        with finishing(self.unfinished, load):
-            return self._measure(load, baseline, tolerance, judgeable=judgeable, confirm_share=confirm_share)
-
-    def _measure(
-        self,
-        load: int,
-        baseline: Baseline | None = None,
-        tolerance: int = 0,
-        *,
-        judgeable: bool = True,
-        confirm_share: float | None = None,
-    ) -> DemandPoint:
         """demand(load); a baseline-guess search starts at `baseline`'s demand there (`baseline_guess`). Where
         the demand exceeds the baseline's + `tolerance` on a certain FAIL, that FAIL is measured once more
         (certainty.to_confirm), at `confirm_share` of the load's rate where given (a testbed the calibration
@@ -117,36 +108,37 @@ class BenchmarkExperiment:
         the point is not comparable whatever they show, and each costs minutes (the demand is then ABOVE it)."""
         if load in self.points:
             return self.points[load]
-        if self.capacity_search is not None:
-            reference = baseline.demand.get(load) if baseline is not None else None
-            found, _ = self.capacity_search.demand(load, self._run, reference)
-            step = self.search.keep(found)
-        else:
-            reference = baseline.demand.get(load) if baseline is not None else None
-            exact = self.settings.exact_demand
-            step = self.search.search(
-                load,
-                self._run,
-                baseline_guess(baseline, load, self.settings.resources),
-                floor=None if exact else reference,
-                ceiling=None if exact or judgeable or reference is None else reference + tolerance,
-            )
-        runs = tuple(self.records[(s.load, s.resources)] for s in step.sub_experiments)
-        point = demand_point(step, runs, self.search.previous(load))
-        if (
-            judgeable
-            and baseline is not None
-            and load in baseline.demand
-            and point.status in (MEASURED, NONE)
-        ):
-            again, _ = to_confirm(runs, point.resources, baseline.demand[load], tolerance)
-            if again is not None:
-                self._run(load, again, confirm=True, share=confirm_share)
-                runs = tuple(self.records[(r.load, r.resources)] for r in runs)
-                point = replace(point, sub_experiments=runs)
-        self.points[load] = point
-        self.runner.writer.write_demand(self.demand_result())
-        return point
+        with finishing(self.unfinished, load):
+            if self.capacity_search is not None:
+                reference = baseline.demand.get(load) if baseline is not None else None
+                found, _ = self.capacity_search.demand(load, self._run, reference)
+                step = self.search.keep(found)
+            else:
+                reference = baseline.demand.get(load) if baseline is not None else None
+                exact = self.settings.exact_demand
+                step = self.search.search(
+                    load,
+                    self._run,
+                    baseline_guess(baseline, load, self.settings.resources),
+                    floor=None if exact else reference,
+                    ceiling=None if exact or judgeable or reference is None else reference + tolerance,
+                )
+            runs = tuple(self.records[(s.load, s.resources)] for s in step.sub_experiments)
+            point = demand_point(step, runs, self.search.previous(load))
+            if (
+                judgeable
+                and baseline is not None
+                and load in baseline.demand
+                and point.status in (MEASURED, NONE)
+            ):
+                again, _ = to_confirm(runs, point.resources, baseline.demand[load], tolerance)
+                if again is not None:
+                    self._run(load, again, confirm=True, share=confirm_share)
+                    runs = tuple(self.records[(r.load, r.resources)] for r in runs)
+                    point = replace(point, sub_experiments=runs)
+            self.points[load] = point
+            self.runner.writer.write_demand(self.demand_result())
+            return point
 
     def _confirmed_at(self, point: DemandPoint, resources: int, share: float) -> DemandPoint:
         """`point`'s FAIL at `resources` measured once more at `share` of the load's rate."""
@@ -196,41 +188,35 @@ class BenchmarkExperiment:
         the slowest speed the calibration allows (comparison.regression_share), unless it was uncertain: a
         regression rests on both. The load is unfinished until its point is judged."""
         with finishing(self.unfinished, load):
-            return self._gate_point(spec, load, baseline, session, not_comparable)
-
-    def _gate_point(
-        self,
-        spec: GateSpec,
-        load: int,
-        baseline: Baseline | None,
-        session: TheodoliteSession,
-        not_comparable: str | None,
-    ) -> GatePoint:
-        host_speed = session.host_speed(baseline)
-        # the capacity strategy derives demand from capacities measured at rates of its own
-        share = offered_share(not_comparable, host_speed) if self.capacity_search is None else 1.0
-        self.runner.offer(share)
-        again = self._regression_share(not_comparable, host_speed)
-        judgeable = regression_judgeable(not_comparable, host_speed, share)
-        # where a regression can be judged, the search confirms a FAIL itself -- at the slowest speed the
-        # calibration allows where it reads this testbed slower; else it ends at the FAIL, measured again here
-        point = self._measure(
-            load, baseline, spec.tolerance, judgeable=judgeable, confirm_share=again if judgeable else None
-        )
-        if again is not None and not judgeable and baseline is not None:
-            failed, _ = to_confirm(
-                point.sub_experiments, point.resources, baseline.demand.get(load), spec.tolerance
+            host_speed = session.host_speed(baseline)
+            # the capacity strategy derives demand from capacities measured at rates of its own
+            share = offered_share(not_comparable, host_speed) if self.capacity_search is None else 1.0
+            self.runner.offer(share)
+            again = self._regression_share(not_comparable, host_speed)
+            judgeable = regression_judgeable(not_comparable, host_speed, share)
+            # where a regression can be judged, the search confirms a FAIL itself -- at the slowest speed the
+            # calibration allows where it reads this testbed slower; else it ends at the FAIL, measured again here
+            point = self.measure(
+                load,
+                baseline,
+                spec.tolerance,
+                judgeable=judgeable,
+                confirm_share=again if judgeable else None,
             )
-            if failed is not None:
-                point = self._confirmed_at(point, failed, again)
-                share = again
-        if share != 1:
-            self.offered_shares[load] = share
-        cost = session.point_cost(self, load)
-        spot = self.blind_spots({load: cost})[load]
-        capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
-        judged = same_cost_figure(baseline, self.settings.strategy)
-        return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities, host_speed, share)
+            if again is not None and not judgeable and baseline is not None:
+                failed, _ = to_confirm(
+                    point.sub_experiments, point.resources, baseline.demand.get(load), spec.tolerance
+                )
+                if failed is not None:
+                    point = self._confirmed_at(point, failed, again)
+                    share = again
+            if share != 1:
+                self.offered_shares[load] = share
+            cost = session.point_cost(self, load)
+            spot = self.blind_spots({load: cost})[load]
+            capacities = self.capacity_search.capacities if self.capacity_search is not None else {}
+            judged = same_cost_figure(baseline, self.settings.strategy)
+            return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities, host_speed, share)
 
     def _regression_share(self, not_comparable: str | None, host_speed: float | None) -> float | None:
         """The share of a load's rate a FAIL is confirmed at (comparison.regression_share); None for the

@@ -274,40 +274,37 @@ class PairedExperiment:
         if load in self.points:
             return self.points[load]
         with finishing(self.unfinished, load):
-            return self._measure(load, baseline, tolerance)
-
-    def _measure(self, load: int, baseline: Baseline | None, tolerance: int) -> PairedPoint:
-        self.measure_paired_cost()
-        if self.capacities is not None:
-            steps = self._derived_steps(load)
-        else:
-            steps = self.search.measure(
-                load,
-                self._run,
-                baseline_guess(baseline, load, self.settings.resources),
-                exact_change=self.settings.exact_demand,
-                certify=tolerance == 0 and self._paired_cost_judged(),
+            self.measure_paired_cost()
+            if self.capacities is not None:
+                steps = self._derived_steps(load)
+            else:
+                steps = self.search.measure(
+                    load,
+                    self._run,
+                    baseline_guess(baseline, load, self.settings.resources),
+                    exact_change=self.settings.exact_demand,
+                    certify=tolerance == 0 and self._paired_cost_judged(),
+                )
+            sides = {
+                side: demand_point(
+                    step,
+                    tuple(self.records[(side, s.load, s.resources)] for s in step.sub_experiments),
+                    self.search.searches[side].previous(load),
+                )
+                for side, step in steps.items()
+            }
+            paired = self._confirmed(
+                PairedPoint(
+                    load,
+                    sides,
+                    self._capacity_costs(sides),
+                    self.settings.instance_cpu,
+                    self.paired_cost_check(),
+                ),
+                tolerance,
             )
-        sides = {
-            side: demand_point(
-                step,
-                tuple(self.records[(side, s.load, s.resources)] for s in step.sub_experiments),
-                self.search.searches[side].previous(load),
-            )
-            for side, step in steps.items()
-        }
-        paired = self._confirmed(
-            PairedPoint(
-                load,
-                sides,
-                self._capacity_costs(sides),
-                self.settings.instance_cpu,
-                self.paired_cost_check(),
-            ),
-            tolerance,
-        )
-        self.points[load] = paired
-        return paired
+            self.points[load] = paired
+            return paired
 
     def measure_paired_cost(self, first: str = REF) -> None:
         """Once per benchmark, with ``paired_cost``: both sides read a backlog of the highest load's keys at the
