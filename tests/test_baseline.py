@@ -788,12 +788,15 @@ def test_a_regression_can_be_judged_where_comparable_or_on_a_faster_testbed_only
 
 
 def test_a_slower_testbed_is_offered_each_load_at_the_fastest_speed_its_calibration_allows() -> None:
-    share = offered_share("host differs", 0.5)
+    share = offered_share(0.5)
     assert share == pytest.approx(0.5 * (1 + SPEED_UNCERTAINTY))
-    # a comparable, a faster and an unordered testbed get the full rate
-    assert offered_share(None, 0.9) == 1.0
-    assert offered_share("host differs", 2.0) == 1.0
-    assert offered_share("instances of another size", None) == 1.0
+    # inside the comparison margin too, where the calibration reads it slower than its uncertainty allows for
+    # an equal host
+    assert offered_share(0.75) == pytest.approx(0.75 * (1 + SPEED_UNCERTAINTY))
+    # a testbed read as fast within that uncertainty, a faster and an unordered one get the full rate
+    assert offered_share(1 - SPEED_UNCERTAINTY) == 1.0 and offered_share(0.9) == 1.0
+    assert offered_share(2.0) == 1.0
+    assert offered_share(None) == 1.0
     baseline = make_baseline({1000: 2})
 
     def verdict(measured, share):
@@ -815,13 +818,13 @@ def test_a_slower_testbed_is_offered_each_load_at_the_fastest_speed_its_calibrat
     # at a lower share a pass would rest on a host faster than the calibration allows
     assert verdict(2, 0.5).verdict is Verdict.NOT_COMPARABLE
     # a FAIL is measured once more at the slowest speed the calibration allows: failing there, it is judged
-    again = regression_share("host differs", 0.5)
+    again = regression_share(0.5)
     assert again == pytest.approx(0.5 * (1 - SPEED_UNCERTAINTY))
-    assert regression_share(None, 0.9) is None and regression_share("host differs", 2.0) is None
+    assert regression_share(0.9) is None and regression_share(2.0) is None
     # a comparable testbed that the calibration reads slower than its uncertainty allows for an equal one: a
-    # FAIL at the full rate is measured once more at the slowest speed allowed there too
-    assert regression_share(None, 0.75) == pytest.approx(0.75 * (1 - SPEED_UNCERTAINTY))
-    assert regression_share(None, 1 - SPEED_UNCERTAINTY) is None and regression_share(None, None) is None
+    # FAIL at the rate offered is measured once more at the slowest speed allowed there too
+    assert regression_share(0.75) == pytest.approx(0.75 * (1 - SPEED_UNCERTAINTY))
+    assert regression_share(1 - SPEED_UNCERTAINTY) is None and regression_share(None) is None
     regressed = verdict(None, again)
     assert regressed.verdict is Verdict.REGRESSION
     assert (

@@ -3,10 +3,10 @@
 A stored baseline answers a question about the testbed it was recorded on. The calibration -- the rows/s a
 CPU-bound reference job (SHA-512 per row, which code generation cannot fold away) sustains on one instance
 limited to ``REFERENCE_CPU`` cores -- is stored with every baseline, so that a comparison can tell "the job
-needs more instances" from "this host is slower". Beyond the margin a point is never judged on the ratio's
-size alone: a slower testbed offers each load at the fastest speed the ratio allows (judge.comparison.
-offered_share), where a pass holds however the ratio errs within its uncertainty, and a demand above the
-baseline's is reported as not comparable (exit code 7), never as a regression.
+needs more instances" from "this host is slower". A point is never judged on the ratio's size alone: a testbed
+read slower offers each load at the fastest speed the ratio allows (judge.comparison.offered_share), where a
+pass holds however the ratio errs within its uncertainty; beyond the margin a demand above the baseline's is
+reported as not comparable (exit code 7), never as a regression.
 """
 
 from __future__ import annotations

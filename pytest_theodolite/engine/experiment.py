@@ -182,17 +182,18 @@ class BenchmarkExperiment:
         baseline: Baseline | None,
         session: TheodoliteSession,
         not_comparable: str | None,
+        host_speed: float | None,
     ) -> GatePoint:
-        """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`. On a
-        testbed offered a share of each load's rate, a FAIL at the baseline's demand is measured once more at
-        the slowest speed the calibration allows (comparison.regression_share), unless it was uncertain: a
+        """demand(load) measured, with its CPU per record and blind spot, judged against `baseline`, on a
+        testbed at `host_speed` (over the baseline's; None: unknown, or a recording, which offers full rates).
+        On a testbed offered a share of each load's rate, a FAIL at the baseline's demand is measured once more
+        at the slowest speed the calibration allows (comparison.regression_share), unless it was uncertain: a
         regression rests on both. The load is unfinished until its point is judged."""
         with finishing(self.unfinished, load):
-            host_speed = session.host_speed(baseline)
             # the capacity strategy derives demand from capacities measured at rates of its own
-            share = offered_share(not_comparable, host_speed) if self.capacity_search is None else 1.0
+            share = offered_share(host_speed) if self.capacity_search is None else 1.0
             self.runner.offer(share)
-            again = self._regression_share(not_comparable, host_speed)
+            again = self._regression_share(host_speed)
             judgeable = regression_judgeable(not_comparable, host_speed, share)
             # where a regression can be judged, the search confirms a FAIL itself -- at the slowest speed the
             # calibration allows where it reads this testbed slower; else it ends at the FAIL, measured again here
@@ -218,10 +219,10 @@ class BenchmarkExperiment:
             judged = same_cost_figure(baseline, self.settings.strategy)
             return GatePoint(spec, point, judged, not_comparable, cost, spot, capacities, host_speed, share)
 
-    def _regression_share(self, not_comparable: str | None, host_speed: float | None) -> float | None:
+    def _regression_share(self, host_speed: float | None) -> float | None:
         """The share of a load's rate a FAIL is confirmed at (comparison.regression_share); None for the
         capacity strategy, whose capacities are measured at rates of their own."""
-        return regression_share(not_comparable, host_speed) if self.capacity_search is None else None
+        return regression_share(host_speed) if self.capacity_search is None else None
 
     def baseline_costs(self, session: TheodoliteSession) -> dict[int, PointCost | None]:
         """Every measured load's CPU per record, as a baseline records it."""
@@ -251,6 +252,8 @@ class BenchmarkExperiment:
             settings, session.spark, self.settings.instance_cpu, session.calibration, testbed_extra
         )
         costs = {load: session.point_cost(self, load) for load in sorted(finished)}
+        # a recording is measured at this testbed's own full rates and compared with nothing
+        host_speed = None if settings.update_baselines else session.host_speed(baseline)
         comparison = compare(
             measured,
             baseline,
@@ -258,7 +261,7 @@ class BenchmarkExperiment:
             measured_testbed=measured_testbed,
             benchmark=name,
             not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
-            host_speed=session.host_speed(baseline),
+            host_speed=host_speed,
             offered_shares=self.offered_shares,
             costs=costs,
             cost_tolerance=cost_tolerance,
@@ -281,7 +284,7 @@ class BenchmarkExperiment:
             notes += ("lower the baseline with --theodolite-update-baselines",)
         notes += bound_notes(measured) + offered_note(
             self.runner.offered_share,
-            self._regression_share(session.not_comparable(baseline), session.host_speed(baseline)),
+            self._regression_share(host_speed),
         )
         if self.settings.paired_cost:
             notes += (

@@ -61,7 +61,7 @@ class GatePoint:
     #: this testbed's speed over the baseline's (calibration.speed_ratio): what decides one-sided verdicts where
     #: the two are not comparable
     host_speed: float | None = None
-    #: the share of the load's rate offered (comparison.offered_share: below 1 on a testbed too slow to compare)
+    #: the share of the load's rate offered (comparison.offered_share: below 1 on a testbed read slower)
     offered_share: float = 1.0
 
     @property
@@ -155,6 +155,7 @@ class GateExperiment(Protocol):
         baseline: Baseline | None,
         session: TheodoliteSession,
         not_comparable: str | None,
+        host_speed: float | None,
     ) -> GatePoint: ...
 
     def demand_result(self) -> DemandResult: ...

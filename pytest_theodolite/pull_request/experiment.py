@@ -570,16 +570,18 @@ class PairedExperiment:
         baseline: Baseline | None,
         session: TheodoliteSession,
         not_comparable: str | None,
+        host_speed: float | None,
     ) -> PairedGatePoint:
-        """Both sides' demand at `load`; the change is judged against REF's, and beside it the stored
-        baseline's where there is one."""
+        """Both sides' demand at `load`, each at the load's full rate (both share this host); the change is
+        judged against REF's, and beside it the stored baseline's where there is one (this testbed at
+        `host_speed` of its host)."""
         paired = self.measure(load, baseline, spec.tolerance)
         return PairedGatePoint(
             spec,
             paired.sides[CHANGE],
             baseline,
             not_comparable,
-            host_speed=session.host_speed(baseline),
+            host_speed=host_speed,
             paired=paired,
             label=self.reference,
         )
