@@ -252,15 +252,14 @@ class BenchmarkExperiment:
             settings, session.spark, self.settings.instance_cpu, session.calibration, testbed_extra
         )
         costs = {load: session.point_cost(self, load) for load in sorted(finished)}
-        # a recording is measured at this testbed's own full rates and compared with nothing
-        host_speed = None if settings.update_baselines else session.host_speed(baseline)
+        not_comparable, host_speed = session.judged_against(baseline, recording=settings.update_baselines)
         comparison = compare(
             measured,
             baseline,
             tolerance,
             measured_testbed=measured_testbed,
             benchmark=name,
-            not_comparable=None if settings.update_baselines else session.not_comparable(baseline),
+            not_comparable=not_comparable,
             host_speed=host_speed,
             offered_shares=self.offered_shares,
             costs=costs,

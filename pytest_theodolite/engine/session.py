@@ -103,6 +103,15 @@ class TheodoliteSession:
             baseline.testbed.calibration_rows_per_s, self.calibration, baseline_reference_cpu(baseline)
         )
 
+    def judged_against(
+        self, baseline: Baseline | None, *, recording: bool
+    ) -> tuple[str | None, float | None]:
+        """(not_comparable, host_speed) for a gate against `baseline` -- neither for a `recording`, which
+        measures this testbed at its own full rates and compares nothing."""
+        if recording:
+            return None, None
+        return self.not_comparable(baseline), self.host_speed(baseline)
+
     def close(self) -> None:
         """Stop what the experiments keep running (pull-request mode's driver processes)."""
         for experiment in self.experiments.values():

@@ -172,9 +172,7 @@ def measure_gate_point(
         session.on_sub_experiment = sub_experiment_hook(request.config)
     state.session = session
     experiment = start(lambda: session.experiment(spec.benchmark, spec.settings))
-    # a recording is measured at this testbed's own full rates and compared with nothing
-    not_comparable = None if settings.update_baselines else session.not_comparable(baseline)
-    host_speed = None if settings.update_baselines else session.host_speed(baseline)
+    not_comparable, host_speed = session.judged_against(baseline, recording=settings.update_baselines)
     measured: GatePoint = start(
         lambda: experiment.gate_point(spec, load, baseline, session, not_comparable, host_speed)
     )
