@@ -408,6 +408,23 @@ def test_analyse_recomputes_the_cpu_per_record_from_the_raw_series(tmp_path):
     assert low < float(row[8]) < high
 
 
+def test_analyse_takes_the_cpu_per_record_from_the_measurements_start_not_the_cpu_limit(tmp_path):
+    from pytest_theodolite.core.cost import SERIES_INPUT_RECORDS, SERIES_INSTANCE_CPU
+
+    writer = write_protocol_experiment(tmp_path)
+    # sampled from the CPU limit (10 s in): 200 us per record while the batches settled, 50 us once
+    # measured (the warm-up recorded ended at 30 s); the run that never settled was sampled too
+    t = T0 + np.arange(10.0, 90.0)
+    cpu = 7.0 + np.where(t - T0 < 30, 0.2 * (t - T0 - 10), 4.0 + 0.05 * (t - T0 - 30))
+    for resources in (1, 2):
+        writer.write_series(1000, resources, SERIES_INSTANCE_CPU, 0, TimeSeries.of(t, cpu))
+        writer.write_series(1000, resources, SERIES_INPUT_RECORDS, 0, TimeSeries.of(t, 1000.0 * (t - T0)))
+    analysis = reanalyse(read_results(tmp_path), read_results(tmp_path).slo_settings)
+    by_resources = {r.resources: r.repetitions[0] for r in analysis.sub_experiments}
+    assert by_resources[2].cost["cpu_us_per_record"] == pytest.approx(50.0)
+    assert by_resources[1].cost == {}  # it never settled: nothing measured, no figure
+
+
 def test_analyse_judges_the_late_records_from_their_raw_series(tmp_path):
     """The late-rows series is re-read like the lag: a recorded late-records bound is applied again offline."""
     from pytest_theodolite.core.records import SERIES_LATE_ROWS

@@ -87,6 +87,17 @@ def test_the_figure_is_recomputed_from_the_raw_series() -> None:
     assert cost_from_series(None, TimeSeries.of(t, records)) is None
 
 
+def test_the_figure_from_the_raw_series_begins_at_the_measurements_start() -> None:
+    # the series begin at the CPU limit; the measurement, and its figure, where the warm-up ended
+    t, cpu, records = samples(60.0, jitter=0.05)
+    start = t[15]
+    measured = cost_estimate(t[15:], cpu[15:], records[15:])
+    assert cost_from_series(TimeSeries.of(t, cpu), TimeSeries.of(t, records), from_s=start) == measured
+    # a start read back from a CSV may differ from the sample's time in the last digit
+    assert cost_from_series(TimeSeries.of(t, cpu), TimeSeries.of(t, records), from_s=start + 1e-9) == measured
+    assert measured != cost_estimate(t, cpu, records)
+
+
 @pytest.mark.parametrize(
     ("text", "share"), [("20%", 0.2), (" 7.5% ", 0.075), (None, None), ("", None), ("off", None)]
 )

@@ -112,7 +112,11 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
             cpu_file = tmp_path / f"exp1_{record.load}_{record.resources}_instance-cpu_0.csv"
             records_file = tmp_path / f"exp1_{record.load}_{record.resources}_input-records_0.csv"
             assert cpu_file.exists() and records_file.exists()
-            recomputed = cost_from_series(read_series(cpu_file), read_series(records_file))
+            # the series begin at the CPU limit, the figure where the measurement began
+            lag = read_series(tmp_path / f"exp1_{record.load}_{record.resources}_lag-trend_0.csv")
+            start = float(lag.timestamps_s[0]) + repetition.protocol["warmup_s"]
+            assert read_series(cpu_file).timestamps_s[0] < start
+            recomputed = cost_from_series(read_series(cpu_file), read_series(records_file), start)
             assert recomputed is not None and recomputed.blocks == repetition.cost["blocks"]
             assert recomputed.cpu_us_per_record == pytest.approx(repetition.cost["cpu_us_per_record"])
         generator = next(v for v in record.verdicts if v.name == "generator-rate")

@@ -24,6 +24,7 @@ from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostU
 from pytest_theodolite.core.cost import (
     SERIES_INPUT_RECORDS,
     SERIES_INSTANCE_CPU,
+    CostEstimate,
     cost_from_series,
     sub_experiment_cost,
 )
@@ -87,6 +88,18 @@ def _host_usage(series: Mapping[str, TimeSeries], protocol: Mapping[str, Any]) -
         quota_cores=recorded.get("quota_cores"),
         instance_quota_cores=recorded.get("instance_quota_cores"),
     )
+
+
+def _measured_cost(series: Mapping[str, TimeSeries], record: RepetitionRecord | None) -> CostEstimate | None:
+    """The CPU per record over the repetition's measurement, from its raw series (which begin at the CPU
+    limit): from its first lag sample plus the warm-up it recorded on; None where it recorded none (it never
+    settled: nothing was measured)."""
+    recorded = {} if record is None else record.protocol
+    if "warmup_s" in recorded and recorded["warmup_s"] is None:
+        return None
+    warmup = recorded.get("warmup_s")
+    start = None if warmup is None else float(series[SERIES_LAG].timestamps_s[0]) + float(warmup)
+    return cost_from_series(series.get(SERIES_INSTANCE_CPU), series.get(SERIES_INPUT_RECORDS), start)
 
 
 def reanalyse(
@@ -165,7 +178,7 @@ def reanalyse(
             if protocol["stop"] != "not-settled":  # the re-fit decides its certainty; not settled as recorded
                 protocol.pop("certain", None)
             # the CPU per record from the raw series where they were recorded, else as recorded
-            cost = cost_from_series(series.get(SERIES_INSTANCE_CPU), series.get(SERIES_INPUT_RECORDS))
+            cost = _measured_cost(series, recorded_rep)
             recorded_cost = recorded_rep.cost if recorded_rep else {}
             repetitions.append(
                 RepetitionRecord(

@@ -177,13 +177,18 @@ def cost_estimate(
     return CostEstimate(figure, figure - half, figure + half, len(ratios))
 
 
-def cost_from_series(cpu: TimeSeries | None, records: TimeSeries | None) -> CostEstimate | None:
+def cost_from_series(
+    cpu: TimeSeries | None, records: TimeSeries | None, from_s: float | None = None
+) -> CostEstimate | None:
     """The figure recomputed from a repetition's raw ``instance-cpu`` and ``input-records`` series (sampled
-    together; samples only one of them has are dropped). None where either is missing."""
+    together; samples only one of them has are dropped), from `from_s` (epoch s: the measurement's start; the
+    series begin at the CPU limit) on. None where either is missing."""
     if cpu is None or records is None:
         return None
     common, in_cpu, in_records = np.intersect1d(cpu.timestamps_s, records.timestamps_s, return_indices=True)
-    return cost_estimate(common, cpu.values[in_cpu], records.values[in_records])
+    # a sample written at the measurement's start, as read back from its CSV, may differ in the last digit
+    kept = slice(None) if from_s is None else common >= from_s - 1e-6
+    return cost_estimate(common[kept], cpu.values[in_cpu][kept], records.values[in_records][kept])
 
 
 def sub_experiment_cost(record: SubExperimentRecord) -> CostEstimate | None:

@@ -25,8 +25,11 @@ host (docs/how-it-works.md says why). One repetition goes through four phases, f
    long for ``2 x settle_batches`` of them to fit the bound (batches of more than 11 s at the gates' 90 s)
    get as long as that many take, up to the same ``2 x max_warmup_s``, unless they already diverge. A fixed
    ``warmup_s`` (Theodolite's protocol) replaces this phase.
-3. **measuring** -- at least ``min_duration_s``; from then on the lag trend's confidence interval is computed
-   after every sample, and the measurement stops as soon as it lies wholly on one side of the threshold
+3. **measuring** -- begins where the older of the newest ``measure_settled_batches`` batches the settling
+   test judged steady began: they are steady state already, and waiting past them cost every point their
+   length (docs/lab-notes/protocol.md, 2026-12-03). At least ``min_duration_s``; from then on the lag trend's
+   confidence interval is computed after every sample, and the measurement stops as soon as it lies wholly on
+   one side of the threshold
    (``certain``), or at ``max_duration_s`` (``max-duration``: the point estimate decides, with the certainty it
    had). Batches that begin to rise while measuring (the warm-up ended at a dip after priming) send the
    repetition back to settling, once, with its bound counted anew. Where the job's micro-batches are bounded too
@@ -109,6 +112,9 @@ class MeasurementPlan:
     max_warmup_s: float = 90.0
     min_duration_s: float = 20.0
     max_duration_s: float = 120.0
+    #: how many of the newest batches the settling test judged steady the measurement begins with (0: it
+    #: begins after them, at the sample that ended the warm-up; results recorded before 2026-12-03 did so)
+    measure_settled_batches: int = 2
     min_points: int = 3  # points of the fit before an interval may stop the measurement (Student t allows 3)
     falling_behind_batches: int = 3  # 0: never stop early for growing batch durations
 
@@ -132,10 +138,11 @@ class MeasurementPlan:
             or self.min_points < 3
             or self.falling_behind_batches in (1, 2)
             or self.falling_behind_batches < 0
+            or not 0 <= self.measure_settled_batches <= self.settle_batches
         ):
             problems.append(
                 "need prime_batches >= 1, settle_batches >= 2, min_points >= 3 and "
-                "falling_behind_batches 0 or >= 3"
+                "falling_behind_batches 0 or >= 3, and 0 <= measure_settled_batches <= settle_batches"
             )
         if not 0 <= self.settle_tolerance < 1:
             problems.append(f"settle tolerance must be in [0, 1), got {self.settle_tolerance}")
@@ -160,7 +167,9 @@ class MeasurementPlan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MeasurementPlan:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        """The plan a run recorded; one recorded before ``measure_settled_batches`` measured after them."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**{"measure_settled_batches": 0, **known})
 
 
 @dataclass
@@ -177,6 +186,8 @@ class MeasurementProtocol:
     start_s: float | None = field(default=None, init=False)
     limited_at_s: float | None = field(default=None, init=False)
     measure_from_s: float | None = field(default=None, init=False)
+    #: when the settling test passed (the measurement may begin before it: ``measure_settled_batches``)
+    settled_at_s: float | None = field(default=None, init=False)
     last_s: float | None = field(default=None, init=False)
     stop: Stop | None = field(default=None, init=False)
     estimate: SlopeEstimate | None = field(default=None, init=False)
@@ -257,7 +268,7 @@ class MeasurementProtocol:
         if batch_durations_settled(
             limited, self.plan.settle_batches, self.plan.settle_tolerance
         ) and not self._rising(self._first_limited_batch):
-            self._start_measuring(now)
+            self._start_measuring(now, self.plan.measure_settled_batches)
         elif now - (self._settle_from_s or self.limited_at_s) >= self.warmup_bound_s:
             self._finish(Stop.NOT_SETTLED)
 
@@ -277,9 +288,16 @@ class MeasurementProtocol:
         in_batches = 2 * self.plan.settle_batches * statistics.median(limited)
         return min(longest, max(self.plan.max_warmup_s, in_batches))
 
-    def _start_measuring(self, now: float) -> None:
-        self.phase, self.measure_from_s = Phase.MEASURING, now
+    def _start_measuring(self, now: float, settled_batches: int = 0) -> None:
+        self.phase, self.measure_from_s, self.settled_at_s = Phase.MEASURING, now, now
         self._first_measured_batch = max(self._batches, default=-1) + 1
+        limited = [b for b in self._batches if b >= (self._first_limited_batch or 0)]
+        if settled_batches and len(limited) >= settled_batches:
+            # the settled batches were judged steady: the measurement begins where the oldest of them began
+            first = limited[-settled_batches]
+            began = self._batch_ends[first] - self._batches[first]
+            if math.isfinite(began) and self.limited_at_s is not None and began >= self.limited_at_s:
+                self.measure_from_s, self._first_measured_batch = began, first
 
     def _limited_durations(self) -> list[float]:
         first = self._first_limited_batch if self._first_limited_batch is not None else 0
@@ -317,6 +335,7 @@ class MeasurementProtocol:
         if self.plan.adaptive and not self._went_back and self._rising(first):
             # the batches began to lengthen after the warm-up ended (it ended at a dip): not steady state yet
             self.phase, self.measure_from_s, self._first_measured_batch = Phase.SETTLING, None, None
+            self.settled_at_s = None
             self.estimate, self._settle_from_s, self._went_back = None, now, True
             return
         elapsed = now - self.measure_from_s

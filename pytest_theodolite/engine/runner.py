@@ -84,8 +84,10 @@ class _Sampled:
     ids_t: list[float] = field(default_factory=list)
     ids: list[float] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
-    #: while measuring: (time, instance CPU seconds, input records so far) at every sample
+    #: from the CPU limit on: (time, instance CPU seconds, input records so far) at every sample; the figure
+    #: is taken from the measurement's start, which may lie among the settling batches (measure_settled_batches)
     cost_samples: list[tuple[float, float, int]] = field(default_factory=list)
+    measured_from_s: float | None = None
     #: from the CPU limit on: the host's cumulative CPU series (engine/host_sampler.py), and its cores
     host_series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     host_cores: int | None = None
@@ -110,18 +112,25 @@ class _Sampled:
         """What the instances spent on the records offered while measuring (the continuous cost figure):
         ``instance_cpu_ms`` over ``records_measured`` in ``cost_window_ms``; empty where the CPU could not be
         read."""
-        if len(self.cost_samples) < 2 or self.cost_samples[-1][2] <= self.cost_samples[0][2]:
+        measured = self.measured_cost_samples()
+        if len(measured) < 2 or measured[-1][2] <= measured[0][2]:
             return {}
-        (t0, cpu0, records0), (t1, cpu1, records1) = self.cost_samples[0], self.cost_samples[-1]
+        (t0, cpu0, records0), (t1, cpu1, records1) = measured[0], measured[-1]
         return {
             "instance_cpu_ms": round((cpu1 - cpu0) * 1000),
             "records_measured": records1 - records0,
             "cost_window_ms": round((t1 - t0) * 1000),
         }
 
+    def measured_cost_samples(self) -> list[tuple[float, float, int]]:
+        """The cost samples from the measurement's start on; none where it never started."""
+        if self.measured_from_s is None:
+            return []
+        return [sample for sample in self.cost_samples if sample[0] >= self.measured_from_s]
+
     def cost(self) -> dict[str, Any]:
         """The cost figure with its interval (cost.CostEstimate); empty where the CPU could not be read."""
-        times, cpu, records = ([sample[i] for sample in self.cost_samples] for i in range(3))
+        times, cpu, records = ([sample[i] for sample in self.measured_cost_samples()] for i in range(3))
         estimate = cost_estimate(times, cpu, records)
         return {} if estimate is None else estimate.to_dict()
 
@@ -634,7 +643,7 @@ class ExperimentRunner:
                 if not limited and phase is not Phase.PRIMING:
                     self.spark.limit_instances(self.settings.instance_cpu)
                     limited = True
-                if phase is not Phase.PRIMING and phase is not Phase.SETTLING:
+                if limited:
                     cpu = self.spark.instance_cpu_seconds()
                     if cpu is not None:
                         # the records the generator wrote to the input topic: smooth, unlike the processed
@@ -642,7 +651,7 @@ class ExperimentRunner:
                         sampled.cost_samples.append((sample.timestamp_s, cpu, sample.end_offset))
                         series_writers[SERIES_INSTANCE_CPU].append(sample.timestamp_s, cpu)
                         series_writers[SERIES_INPUT_RECORDS].append(sample.timestamp_s, sample.end_offset)
-                if limited:  # from the limit on: a FAIL decided while settling is judged on it too
+                    # the host too: a FAIL decided while settling is judged on it
                     for name, value in host.sample().items():
                         sampled.host_series.setdefault(name, []).append((sample.timestamp_s, value))
                         series_writers[name].append(sample.timestamp_s, value)
@@ -655,6 +664,7 @@ class ExperimentRunner:
                 time.sleep(max(0.0, next_tick - time.monotonic()))
         finally:
             sampler.close()
+            sampled.measured_from_s = protocol.measure_from_s
         elapsed = time.monotonic() - started
         warmup = protocol.warmup_used_s if protocol.warmup_used_s is not None else elapsed
         return {"warmup_s": warmup, "measurement_s": max(0.0, elapsed - warmup)}
