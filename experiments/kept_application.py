@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,19 +51,14 @@ class KeptApplication:
 
     @contextmanager
     def session(
-        self,
-        instances: int = 1,
-        conf: Mapping[str, str] | None = None,
-        app_name: str = "theodolite",
-        instance_cpu: float | str | None = "default",
-        py_files: Sequence[Path] = (),
-        lock: bool = True,
+        self, instances: int = 1, instance_cpu: float | str | None = "default", **options: Any
     ) -> Iterator[Any]:
+        """SparkCluster.session's arguments (the runner names them all); ``options`` go to a new application."""
         started = time.monotonic()
         if self._spark is not None and instances > self._executors:
             self.close()
         if self._spark is None:
-            self._held = self._cluster.session(instances, conf, app_name, instance_cpu, py_files, lock)
+            self._held = self._cluster.session(instances=instances, instance_cpu=instance_cpu, **options)
             self._spark = self._held.__enter__()
             self._executors = instances
             self.log.append(f"new application, {instances} executors")
