@@ -15,15 +15,18 @@ import json
 import statistics
 from pathlib import Path
 
+from paired_read_stop import side_batches  # experiments, beside this
+
 #: (middle of the batch, epoch s; duration, s; task CPU per record, s)
 Batch = tuple[float, float, float]
 
 
-def side_batches(read: dict, side: str) -> list[Batch]:
-    recorded = read["sides"][side]
+def batches_in_time(read: dict, side: str) -> list[Batch]:
+    per_record, ends = side_batches(read, side)
+    durations = [batch[2] for batch in read["sides"][side]["batches"]]
     return [
-        (end - duration / 2, duration, cpu / records)
-        for (_, end, duration, records), cpu in zip(recorded["batches"], recorded["task_cpu_s"], strict=False)
+        (end - duration / 2, duration, cpu)
+        for end, duration, cpu in zip(ends, durations, per_record, strict=True)
     ]
 
 
@@ -47,7 +50,7 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for path in args.reads:
         read = json.loads(path.read_text())
-        ref, change = side_batches(read, "ref"), side_batches(read, "change")
+        ref, change = batches_in_time(read, "ref"), batches_in_time(read, "change")
         pairs = min(len(ref), len(change))
         if not pairs:
             print(f"| {path} | no batches | | |")
