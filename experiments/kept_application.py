@@ -30,7 +30,7 @@ from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
-from pytest_theodolite.infra.spark.cluster import SparkCluster, registered_executors
+from pytest_theodolite.infra.spark.cluster import SparkCluster, executor_ids, registered_executors
 
 KILL_WAIT_S = 60.0
 
@@ -81,11 +81,6 @@ class KeptApplication:
         if self._held is not None:
             self._held.__exit__(None, None, None)
         self._held, self._spark, self._executors = None, None, 0
-
-
-def executor_ids(spark: Any) -> list[str]:
-    ids = spark.sparkContext._jsc.sc().getExecutorIds()
-    return sorted((ids.apply(i) for i in range(ids.size())), key=int)
 
 
 def main() -> None:

@@ -13,6 +13,10 @@ figure is judged as the gate would judge it. A side's batches are kept in OUT/<r
     python experiments/paired_read_aa.py --gates uc1 --rounds 6 --change-hash-rounds 4 --change-in even
     python experiments/paired_read_aa.py --gates uc3 --rounds 2 --change-hash-rounds 2
     python experiments/paired_read_aa.py --gates uc2 uc4 --rounds 2 --change-hash-rounds 2 --change-in even
+    python experiments/paired_read_aa.py --gates uc1 --rounds 1 --legs 3 --batches 18 --fill-s 90 --read-every-batch
+    python experiments/paired_read_aa.py --gates uc1 --rounds 1 --legs 3 --batches 12 --fill-s 70 --read-every-batch \
+        --workers 4
+    python experiments/paired_read_aa.py --gates uc1 --rounds 2 --reads 3 --read-every-batch   # the same drivers
 
 With ``--change-hash-rounds N`` the change side reads the chosen gates' jobs from a scratch worktree whose jobs
 hash every record N more times (gate_quality.py's injected regression): A/B rounds, in every round or (``--change-in
@@ -27,6 +31,7 @@ import argparse
 import contextlib
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -62,10 +67,18 @@ def gates(names: list[str]) -> dict[str, object]:
 
 
 def read_once(
-    function: object, kafka, spark, results: Path, first: str, plan: BacklogPlan, change_root: Path = ROOT
+    function: object,
+    kafka,
+    spark,
+    results: Path,
+    first: str,
+    plan: BacklogPlan,
+    change_root: Path = ROOT,
+    reads: int = 1,
 ) -> str:
     """Both sides of one gate read their backlogs at once (the change's job imported from `change_root`); the
-    report's line on it."""
+    report's line on it. With `reads` above 1 the same two side processes read again, each read after the first
+    asking the other side first, and each read's batches are kept as ``..._paired_cost_read<N>.json``."""
     marker = function.pytestmark[0]  # type: ignore[attr-defined]
     spec = gate_spec(marker.args, {**marker.kwargs, "paired_cost": True}, {}, {}, pull_request=True)
     benchmark, settings = spec.benchmark, spec.settings
@@ -79,11 +92,58 @@ def read_once(
     }
     experiment = start_paired_experiment(benchmark, settings, target, specs, None)
     experiment.backlog_plan = plan
+    lines = []
     try:
-        experiment.measure_paired_cost(first)
+        for read in range(1, reads + 1):
+            experiment.backlog_reads, experiment.paired_cost, experiment.paired_cost_problem = {}, None, None
+            experiment.paired_read_stopped_at = None
+            experiment.measure_paired_cost(first if read % 2 else {"ref": "change", "change": "ref"}[first])
+            lines.append(experiment.paired_cost_note() or "not read")
+            if reads > 1:
+                written = results / f"{experiment_id(benchmark.name)}_paired_cost.json"
+                written.rename(written.with_name(f"{written.stem}_read{read}.json"))
     finally:
         experiment.close()
-    return experiment.paired_cost_note() or "not read"
+    return "\n  ".join(lines)
+
+
+def executor_slots() -> set[tuple[str, str, str]]:
+    """(application, executor id, worker pid) of every executor JVM running now: which worker's share it runs in."""
+    found = set()
+    for status in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = status.read_bytes().split(b"\0")
+            if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" not in words:
+                continue
+            # the worker that launched it: its parent (a cgroup namespace may show every cgroup as "/")
+            worker = (status.parent / "stat").read_text().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            continue  # gone meanwhile
+        options = {
+            words[i].decode(): words[i + 1].decode()
+            for i in range(len(words) - 1)
+            if words[i].startswith(b"--")
+        }
+        found.add((options.get("--app-id", "?"), options.get("--executor-id", "?"), worker))
+    return found
+
+
+@contextlib.contextmanager
+def watching_slots(seen: set[tuple[str, str, str]]):
+    """Adds every executor's slot seen, every second, to `seen` while the block runs."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(1.0):
+            seen.update(executor_slots())
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        thread.join()
 
 
 def main() -> None:
@@ -124,14 +184,45 @@ def main() -> None:
         help="read all the plan's batches even where a pass is certain earlier (reads to replay with "
         "paired_read_stop.py)",
     )
+    parser.add_argument(
+        "--legs",
+        type=int,
+        default=BacklogPlan.legs,
+        help="read in this many legs, each side's executor replaced by a new JVM between them",
+    )
+    parser.add_argument(
+        "--batches",
+        type=int,
+        default=BacklogPlan.batches,
+        help="measured batches a side reads, over all legs",
+    )
+    parser.add_argument("--fill-s", type=float, default=BacklogPlan.fill_s, help="seconds each side fills")
+    parser.add_argument(
+        "--reads",
+        type=int,
+        default=1,
+        help="reads by the same two side processes (driver JVMs) in each round, the side asked first alternating",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="the cluster's one-core workers: with more than two, a replaced executor may start on another's share",
+    )
     args = parser.parse_args()
-    plan = BacklogPlan(instance_cpu=args.read_cpu, stop_when_certain=not args.read_every_batch)
+    plan = BacklogPlan(
+        instance_cpu=args.read_cpu,
+        stop_when_certain=not args.read_every_batch,
+        legs=args.legs,
+        batches=args.batches,
+        fill_s=args.fill_s,
+    )
     chosen = gates(args.gates)
     # the gate test_ucN_... measures spark_jobs/ucN.py
     jobs = {name: name.split("_")[1] for name in chosen}
     out = args.out or Path(tempfile.mkdtemp(prefix="theodolite-paired-aa-"))
     started = time.monotonic()
-    settings = TheodoliteSettings(max_instances=2, results_dir=out)
+    settings = TheodoliteSettings(max_instances=args.workers, results_dir=out)
     with contextlib.ExitStack() as stack:
         injected = (
             stack.enter_context(injected_tree(args.change_hash_rounds, tuple(jobs[name] for name in chosen)))
@@ -146,12 +237,17 @@ def main() -> None:
                 began = time.monotonic()
                 first = args.first if args.first != "alternate" else ("ref", "change")[(round_ - 1) % 2]
                 change_root = injected if changed else ROOT
-                line = read_once(function, kafka, spark, out / f"round-{round_}", first, plan, change_root)
+                with watching_slots(set()) as slots:
+                    line = read_once(
+                        function, kafka, spark, out / f"round-{round_}", first, plan, change_root, args.reads
+                    )
                 what = f"change +{args.change_hash_rounds} hashes" if changed else "A/A"
                 print(
                     f"round {round_} {name} ({what}), {first} first ({time.monotonic() - began:.0f} s): {line}",
                     flush=True,
                 )
+                for application, executor, worker in sorted(slots):
+                    print(f"  {application} executor {executor} on the worker of pid {worker}", flush=True)
     print(f"wall time {time.monotonic() - started:.0f} s; batches: {out}")
 
 

@@ -17,8 +17,18 @@ from pytest_theodolite.core.paired_cost import (
     check_paired_cost,
     first_certain_pass,
     paired_cost,
+    paired_cost_by_leg,
 )
-from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead, full_batches, settled_batches
+from pytest_theodolite.engine.backlog_read import (
+    BacklogPlan,
+    BacklogRead,
+    full_batches,
+    leg_full_batches,
+    measured_batches,
+    measured_by_leg,
+    read_over,
+    settled_batches,
+)
 
 
 def test_batches_are_compared_by_number_so_what_falls_on_both_cancels():
@@ -106,8 +116,6 @@ def test_a_backlog_read_measures_the_full_batches_after_the_fill_and_their_task_
 
 
 def test_a_backlog_read_gives_its_measured_batches_max_read_s_from_the_end_of_the_warm_ones():
-    from pytest_theodolite.engine.backlog_read import read_over
-
     plan = BacklogPlan(warm_batches=3, batches=12, max_read_s=300.0, max_warm_s=180.0)
     # a slow host (2026-12-01): 25-s batches, the warm ones done 100 s after the fill
     slow = [MicroBatch(i, 1000.0 + 25 * i + 25, 25.0, 120_000) for i in range(15)]
@@ -131,17 +139,56 @@ def test_a_measured_batch_is_told_once_a_later_batch_has_finished_its_task_cpu_t
     plan = BacklogPlan(warm_batches=1, batches=3)
     full = [MicroBatch(i, 10.0 * i, 9.0, 120_000) for i in (4, 5, 6, 7, 8)]
     # batch 4 is warm; 5 and 6 were followed by a later batch (7, not full: a stopped read's last)
-    assert [b.batch_id for b in settled_batches(plan, full[:3], latest_id=7)] == [5, 6]
-    assert [b.batch_id for b in settled_batches(plan, full[:3], latest_id=6)] == [5]
+    assert [b.batch_id for b in settled_batches(plan, full[:3], latest_id=7)[0]] == [5, 6]
+    assert [b.batch_id for b in settled_batches(plan, full[:3], latest_id=6)[0]] == [5]
     # never more than the batches the read measures
-    assert [b.batch_id for b in settled_batches(plan, full, latest_id=9)] == [5, 6, 7]
-    assert settled_batches(plan, full[:1], latest_id=4) == []
+    assert [b.batch_id for b in settled_batches(plan, full, latest_id=9)[0]] == [5, 6, 7]
+    assert settled_batches(plan, full[:1], latest_id=4) == [[]]
+
+
+def test_a_read_in_legs_skips_each_new_executors_warm_batches_and_shares_out_the_measured_ones():
+    plan = BacklogPlan(warm_batches=1, batches=4, legs=2, max_read_s=100.0)
+    assert plan.leg_batches == 2
+    # leg 0 from the fill at 0 s; the executor replaced and leg 1 begun at 35 s, while batch 3 (from 30 s) ran
+    full = [MicroBatch(i, 10.0 * i, 9.0, 120_000) for i in range(9)]
+    by_leg = measured_by_leg(plan, full, (0.0, 35.0))
+    assert [[b.batch_id for b in leg] for leg in by_leg] == [[1, 2], [5, 6]]  # 0 and 4 warm, 3 neither leg's
+    assert [b.batch_id for b in measured_batches(plan, full, (0.0, 35.0))] == [1, 2, 5, 6]
+    assert [[b.batch_id for b in leg] for leg in settled_batches(plan, full, 6, (0.0, 35.0))] == [[1, 2], [5]]
+    assert [b.batch_id for b in leg_full_batches(full, (0.0, 35.0), 1)] == [4, 5, 6, 7, 8]
+    # each leg's measured batches get their share of max_read_s from the end of its warm ones
+    leg_1 = leg_full_batches(full, (0.0, 35.0), 1)
+    assert not read_over(plan, leg_1[:2], 35.0, 49.0 + 49.9) and read_over(plan, leg_1[:2], 35.0, 49.0 + 50.0)
+    assert read_over(plan, leg_1[:3], 35.0, 60.0)  # its two measured batches read
+    # the backlog is filled for every leg's warm batches as well as the measured ones
+    assert plan.fill_factor_for(1_000.0) == pytest.approx(2.0 * (2 * 1 + 4) * 120_000 / 50.0 / 1_000.0)
+
+
+def test_a_read_in_legs_keeps_each_batchs_leg_and_pairs_the_sides_within_each_leg():
+    batches = tuple(MicroBatch(i, 10.0 * i, 9.0, 100_000) for i in range(5))
+    read = BacklogRead(batches, (1.0, 1.0, None, 2.0, 2.0), 60.0, 0.0, (0, 0, 0, 1, 1))
+    assert [pytest.approx(leg) for leg in read.task_cpu_per_record_by_leg()] == [[1e-5, 1e-5], [2e-5, 2e-5]]
+    assert read.task_cpu_per_record_s() == pytest.approx([1e-5, 1e-5, 2e-5, 2e-5])
+    one_leg = BacklogRead(batches[:2], (1.0, 1.0), 60.0).task_cpu_per_record_by_leg()
+    assert [pytest.approx(leg) for leg in one_leg] == [[1e-5, 1e-5]]
+    # REF read three batches in its first leg, the change two: the legs' batches pair within each leg
+    compared = paired_cost_by_leg([[1.0, 1.0, 1.0], [2.0, 2.0]], [[1.1, 1.1], [2.0, 2.0]])
+    assert compared.pairs == 4
+    assert compared.leg_ratios == pytest.approx((1.1, 1.0))
+    assert compared.to_dict()["leg_ratios"] == pytest.approx([1.1, 1.0])
+    assert "legs +10.0%, +0.0%" in compared.text()
+    # paired across legs, the change's second leg would have been read against REF's first
+    assert batch_ratios([1.0, 1.0, 1.0, 2.0, 2.0], [1.1, 1.1, 2.0, 2.0])[2] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="no leg was read by both sides"):
+        paired_cost_by_leg([[1.0]], [[], [1.0]])
 
 
 def test_a_backlog_plan_refuses_what_cannot_be_read_and_says_which():
     assert BacklogPlan().batch_records == 120_000
-    with pytest.raises(ValueError, match="batches >= 1"):
+    with pytest.raises(ValueError, match="1 <= legs <= batches"):
         BacklogPlan(batches=0)
+    with pytest.raises(ValueError, match="1 <= legs <= batches, got 120000, 3, 13 and 12"):
+        BacklogPlan(legs=13)
     with pytest.raises(ValueError, match="fill_factor, fill_s, max_read_s and max_warm_s above 0"):
         BacklogPlan(fill_s=0)
     with pytest.raises(ValueError, match=r"max_warm_s above 0 .*, 0 and 2.0"):
@@ -202,7 +249,7 @@ class BacklogSide:
             self._fail(self.error)
         if not self.stopped and self.told < len(self.task_cpu_s) - 1:
             self.told += 1
-            return [cpu / 120_000 for cpu in self.task_cpu_s[: self.told] if cpu is not None]
+            return [[cpu / 120_000 for cpu in self.task_cpu_s[: self.told] if cpu is not None]]
         self.log.append((self.name, "result", self.spec.spark.held))
         read = self.task_cpu_s[: self.told + 1] if self.stopped else self.task_cpu_s
         batches = tuple(MicroBatch(i, 100.0 + 8 * i, 6.0, 120_000) for i in range(len(read)))

@@ -224,3 +224,36 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
     assert len(filled) == 1 and filled[0][1] == [], filled
     assert read.read_from_s is not None and read.read_from_s >= filled[0][0], (read.read_from_s, filled)
     assert all(b.start_s >= read.read_from_s for b in read.batches), read
+
+
+@pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it
+def test_a_backlog_read_in_legs_reads_each_on_a_new_executor_after_its_own_warm_batches(
+    kafka_cluster, spark_cluster, tmp_path, monkeypatch
+):
+    from pytest_theodolite.engine import backlog_read
+    from pytest_theodolite.infra.spark.cluster import executor_ids
+
+    replaced: list = []  # each replacement's executor ids before and after
+    replace = backlog_read.replace_executor
+
+    def recording_replace(spark):
+        before = executor_ids(spark)
+        replace(spark)
+        replaced.append((before, executor_ids(spark)))
+
+    monkeypatch.setattr(backlog_read, "replace_executor", recording_replace)
+    settings = ExperimentSettings(loads=(500,), resources=(1,), instance_cpu=0.25)
+    benchmark = uc1_benchmark()
+    writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
+    runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    plan = backlog_read.BacklogPlan(
+        batch_records=2_000, fill_factor=15.0, fill_s=4.0, warm_batches=1, batches=4, legs=2, max_read_s=120
+    )
+    read = backlog_read.read_backlog(runner, 500, plan)
+    # one new JVM between the legs, two measured batches in each
+    assert len(replaced) == 1 and replaced[0][0] != replaced[0][1] and len(replaced[0][1]) == 1, replaced
+    assert read.legs == (0, 0, 1, 1), read
+    ids = [b.batch_id for b in read.batches]
+    # the batch running when the executor was replaced, and the new one's first, are neither leg's
+    assert ids[2] >= ids[1] + 2, ids
+    assert [len(leg) for leg in read.task_cpu_per_record_by_leg()] == [2, 2], read

@@ -44,6 +44,8 @@ class PairedCost:
     #: how likely ratios this far above 1 are if the change costs what REF does (a one-sided Wilcoxon
     #: signed-rank test on their logarithms); None below MIN_JUDGED_PAIRS pairs
     p_value: float | None = None
+    #: a read in legs (a new executor on each side for each): each leg's median batch ratio, in order
+    leg_ratios: tuple[float, ...] = ()
 
     @property
     def change(self) -> float:
@@ -55,6 +57,11 @@ class PairedCost:
             f"{figure} per record, change over REF batch by batch: {self.change:+.1%} over {self.pairs} batches "
             f"(medians {self.ref_median * 1e6:.2f} and {self.change_median * 1e6:.2f} us"
             + ("" if self.p_value is None else f", p {self.p_value:.2g}")
+            + (
+                ""
+                if len(self.leg_ratios) < 2
+                else "; legs " + ", ".join(f"{r - 1:+.1%}" for r in self.leg_ratios)
+            )
             + ")"
         )
 
@@ -65,30 +72,51 @@ class PairedCost:
             "batch_ratio": self.batch_ratio,
             "pairs": self.pairs,
             "p_value": self.p_value,
+            "leg_ratios": list(self.leg_ratios),
         }
 
 
 def paired_cost(ref: Sequence[float], change: Sequence[float]) -> PairedCost:
     """Each side's measured batches as cost per record, in order -> the comparison; a longer side is paired only
     as far as the shorter goes. Raises ValueError where a side has no batch (say which)."""
-    empty = [side for side, values in (("REF", ref), ("the change", change)) if not values]
+    return paired_cost_by_leg([ref], [change])
+
+
+def paired_cost_by_leg(ref: Sequence[Sequence[float]], change: Sequence[Sequence[float]]) -> PairedCost:
+    """`paired_cost` of a read in legs: each side's batches leg by leg, paired within each leg."""
+    flat = {
+        side: [value for leg in legs for value in leg]
+        for side, legs in (("REF", ref), ("the change", change))
+    }
+    empty = [side for side, values in flat.items() if not values]
     if empty:
         raise ValueError(f"{' and '.join(empty)} measured no full batch: nothing to pair")
-    if any(value <= 0 for value in (*ref, *change)):
+    if any(value <= 0 for values in flat.values() for value in values):
         raise ValueError("a batch's cost per record must be positive")
-    ratios = batch_ratios(ref, change)
+    by_leg = [leg for leg in batch_ratios_by_leg(ref, change) if leg]
+    ratios = [ratio for leg in by_leg for ratio in leg]
+    if not ratios:
+        raise ValueError("no leg was read by both sides: nothing to pair")
     return PairedCost(
-        statistics.median(ref),
-        statistics.median(change),
+        statistics.median(flat["REF"]),
+        statistics.median(flat["the change"]),
         statistics.median(ratios),
         len(ratios),
         rise_p_value(ratios),
+        tuple(statistics.median(leg) for leg in by_leg),
     )
 
 
 def batch_ratios(ref: Sequence[float], change: Sequence[float]) -> list[float]:
     """The change's batch k over REF's batch k, as far as the shorter side goes."""
     return [c / r for c, r in zip(change, ref, strict=False)]
+
+
+def batch_ratios_by_leg(
+    ref: Sequence[Sequence[float]], change: Sequence[Sequence[float]]
+) -> list[list[float]]:
+    """`batch_ratios` within each leg both sides read, leg by leg."""
+    return [batch_ratios(r, c) for r, c in zip(ref, change, strict=False)]
 
 
 def rise_p_value(ratios: Sequence[float]) -> float | None:

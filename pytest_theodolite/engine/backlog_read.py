@@ -11,11 +11,15 @@ batch's cost that does not depend on its size small (docs/lab-notes/capacity.md,
 stop filling together (``filled``), so that neither reads while the other's generator still sends
 (docs/lab-notes/capacity.md, 2026-12-01). A read may be told what its batches cost as it goes (``progress``), so
 that pull-request mode can stop both sides once their comparison is certain (docs/lab-notes/capacity.md,
-2026-12-02).
+2026-12-02). A read may go in ``legs``: after each leg's measured batches the instance's executor is replaced by a
+new JVM (the cluster manager's choice of worker), whose own warm batches are skipped -- a way to tell one JVM's
+lean from the code's (docs/lab-notes/capacity.md, 2026-12-03, afternoon: on unchanged code a +4 % lean outlasted
+three JVMs).
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +38,7 @@ from pytest_theodolite.engine.capacity_probe import (
     read_task_cpu,
 )
 from pytest_theodolite.engine.runner import ExperimentRunner
-from pytest_theodolite.infra.spark.cluster import executor_addresses
+from pytest_theodolite.infra.spark.cluster import executor_addresses, replace_executor
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,15 @@ class BacklogPlan:
     #: per record compares as on a quarter core, in batches over twice as fast (docs/lab-notes/capacity.md,
     #: 2026-11-29, night)
     instance_cpu: float | None = 0.5
+    #: the read's executors in turn: after each leg's measured batches its executor is replaced by a new JVM,
+    #: whose first ``warm_batches`` are skipped too; the ``batches`` are shared out over the legs and
+    #: ``max_read_s`` with them (the module's doc)
+    legs: int = 1
+
+    @property
+    def leg_batches(self) -> int:
+        """The batches each leg measures."""
+        return math.ceil(self.batches / self.legs)
 
     def cpu_for(self, gate_cpu: float | None) -> float | None:
         """The CPU limit each instance reads with, for a gate whose ``instance_cpu`` is `gate_cpu`."""
@@ -72,14 +85,14 @@ class BacklogPlan:
         """How many times `rate` (records/s) the backlog is filled at."""
         if self.fill_factor is not None:
             return self.fill_factor
-        wanted = self.fill_margin * (self.warm_batches + self.batches) * self.batch_records
+        wanted = self.fill_margin * (self.legs * self.warm_batches + self.batches) * self.batch_records
         return wanted / self.fill_s / rate
 
     def __post_init__(self) -> None:
-        if self.batch_records < 1 or self.batches < 1 or self.warm_batches < 0:
+        if self.batch_records < 1 or self.warm_batches < 0 or not 1 <= self.legs <= self.batches:
             raise ValueError(
-                f"need batch_records >= 1, batches >= 1 and warm_batches >= 0, got {self.batch_records}, "
-                f"{self.batches} and {self.warm_batches}"
+                f"need batch_records >= 1, warm_batches >= 0 and 1 <= legs <= batches, got {self.batch_records}, "
+                f"{self.warm_batches}, {self.legs} and {self.batches}"
             )
         factor = 1.0 if self.fill_factor is None else self.fill_factor
         if self.instance_cpu is not None and not self.instance_cpu > 0:
@@ -99,16 +112,27 @@ class BacklogPlan:
 
 @dataclass(frozen=True)
 class BacklogRead:
-    """The measured full batches, in order, with each one's task CPU seconds (None: not in the event log)."""
+    """The measured full batches, in order, with each one's task CPU seconds (None: not in the event log) and
+    the leg it was read in (empty: all in one)."""
 
     batches: tuple[MicroBatch, ...]
     task_cpu_s: tuple[float | None, ...]
     wall_s: float  # the whole read, setup and teardown included
     read_from_s: float | None = None  # epoch seconds at which the fill stopped and the read began
+    legs: tuple[int, ...] = ()
 
     def task_cpu_per_record_s(self) -> list[float]:
         """Each batch's task CPU per record, in order; batches without a figure left out."""
-        return [c / b.input_rows for b, c in zip(self.batches, self.task_cpu_s, strict=True) if c is not None]
+        return [figure for leg in self.task_cpu_per_record_by_leg() for figure in leg]
+
+    def task_cpu_per_record_by_leg(self) -> list[list[float]]:
+        """`task_cpu_per_record_s` leg by leg."""
+        legs = self.legs or (0,) * len(self.batches)
+        by_leg: list[list[float]] = [[] for _ in range(max(legs, default=0) + 1)] if self.batches else []
+        for batch, cpu, leg in zip(self.batches, self.task_cpu_s, legs, strict=True):
+            if cpu is not None:
+                by_leg[leg].append(cpu / batch.input_rows)
+        return by_leg
 
     def wall_per_record_s(self) -> list[float]:
         return [b.duration_s / b.input_rows for b in self.batches]
@@ -121,28 +145,51 @@ def full_batches(batches: dict[int, MicroBatch], batch_records: int, from_s: flo
 
 
 def read_over(plan: BacklogPlan, full: Sequence[MicroBatch], read_from_s: float, now_s: float) -> bool:
-    """Whether a read that began at `read_from_s` has ended at `now_s` (epoch seconds), its `full` batches so far
-    in order: every batch it measures read, or its warm batches not read within ``max_warm_s``, or
+    """Whether a leg that began at `read_from_s` has ended at `now_s` (epoch seconds), its `full` batches so far
+    in order: every batch it measures read, or its warm batches not read within ``max_warm_s``, or its share of
     ``max_read_s`` past the end of the last warm batch."""
-    if len(full) >= plan.warm_batches + plan.batches:
+    if len(full) >= plan.warm_batches + plan.leg_batches:
         return True
     if len(full) < plan.warm_batches:
         return now_s >= read_from_s + plan.max_warm_s
     last_warm = full[plan.warm_batches - 1] if plan.warm_batches else None
     measuring_from = read_from_s if last_warm is None else last_warm.start_s + last_warm.duration_s
-    return now_s >= measuring_from + plan.max_read_s
+    return now_s >= measuring_from + plan.max_read_s / plan.legs
 
 
-def measured_batches(plan: BacklogPlan, full: Sequence[MicroBatch]) -> list[MicroBatch]:
-    """The full batches a read measures, in order: those after its warm ones, as many as it measures."""
-    return list(full[plan.warm_batches : plan.warm_batches + plan.batches])
+def leg_full_batches(full: Sequence[MicroBatch], leg_starts: Sequence[float], leg: int) -> list[MicroBatch]:
+    """The full batches that began in leg `leg`: from its start (epoch seconds) to the next leg's."""
+    end = leg_starts[leg + 1] if leg + 1 < len(leg_starts) else math.inf
+    return [batch for batch in full if leg_starts[leg] <= batch.start_s < end]
 
 
-def settled_batches(plan: BacklogPlan, full: Sequence[MicroBatch], latest_id: int) -> list[MicroBatch]:
-    """The measured batches so far whose task CPU is all in the event log: those a later batch followed
-    (`latest_id`: the last batch that finished). Spark writes the log at each stage's end, so a batch's last
-    task ends are there once a later batch has run."""
-    return [batch for batch in measured_batches(plan, full) if batch.batch_id < latest_id]
+def measured_by_leg(
+    plan: BacklogPlan, full: Sequence[MicroBatch], leg_starts: Sequence[float] = (-math.inf,)
+) -> list[list[MicroBatch]]:
+    """The full batches a read measures, leg by leg: in each, those after its warm ones, as many as it measures."""
+    return [
+        leg_full_batches(full, leg_starts, leg)[plan.warm_batches : plan.warm_batches + plan.leg_batches]
+        for leg in range(len(leg_starts))
+    ]
+
+
+def measured_batches(
+    plan: BacklogPlan, full: Sequence[MicroBatch], leg_starts: Sequence[float] = (-math.inf,)
+) -> list[MicroBatch]:
+    """`measured_by_leg`, one leg after the other."""
+    return [batch for leg in measured_by_leg(plan, full, leg_starts) for batch in leg]
+
+
+def settled_batches(
+    plan: BacklogPlan, full: Sequence[MicroBatch], latest_id: int, leg_starts: Sequence[float] = (-math.inf,)
+) -> list[list[MicroBatch]]:
+    """The measured batches so far, leg by leg, whose task CPU is all in the event log: those a later batch
+    followed (`latest_id`: the last batch that finished). Spark writes the log at each stage's end, so a batch's
+    last task ends are there once a later batch has run."""
+    return [
+        [batch for batch in leg if batch.batch_id < latest_id]
+        for leg in measured_by_leg(plan, full, leg_starts)
+    ]
 
 
 def read_backlog(
@@ -154,7 +201,7 @@ def read_backlog(
     interval_s: float = 0.5,
     lock: bool = True,
     filled: Callable[[], None] | None = None,
-    progress: Callable[[list[float] | None], bool] | None = None,
+    progress: Callable[[list[list[float]] | None], bool] | None = None,
 ) -> BacklogRead:
     """The runner's job on one instance reading a backlog of `workload` (by default `load`'s) sent
     ``plan.fill_factor_for(its rate)`` times as fast (the module's doc). Raises `RunAborted` where the job does not
@@ -162,8 +209,8 @@ def read_backlog(
     (SparkCluster.sessions_held). `filled` is called when the fill time is up, the generator still sending; the
     generator stops and the read begins when it returns (pull-request mode: once the other side has filled too).
     `progress` is called at every look at the query: where more measured batches' task CPU is complete
-    (``settled_batches``), with every such batch's task CPU per record so far, in order, read from the event log
-    as Spark writes it; else with None. The read ends where it returns True."""
+    (``settled_batches``), with every such batch's task CPU per record so far, leg by leg and in order, read from
+    the event log as Spark writes it; else with None. The read ends where it returns True."""
     started = time.monotonic()
     offered = workload or runner.benchmark.workload(load)
     fill = offered.sent_faster(plan.fill_factor_for(offered.target_rate))
@@ -199,25 +246,43 @@ def read_backlog(
             if prime:
                 runner.spark.limit_instances(instance_cpu)
             filled_at = time.time()
+            leg_starts = [filled_at]
             told = 0  # settled batches progress was told of
             stop = False
-            while not stop and not read_over(plan, full, filled_at, time.time()):
+            while not stop:
+                if read_over(
+                    plan, leg_full_batches(full, leg_starts, len(leg_starts) - 1), leg_starts[-1], time.time()
+                ):
+                    if len(leg_starts) == plan.legs or not measured_by_leg(plan, full, leg_starts)[-1]:
+                        break  # the last leg, or one that measured nothing: the next would not do better
+                    replace_executor(job.spark)
+                    executors = executor_addresses(job.spark)
+                    leg_starts.append(time.time())
                 time.sleep(interval_s)
                 check_running(job, executors)
                 batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
                 full = full_batches(batches, plan.batch_records, filled_at)
                 if progress is None or not log_conf:
                     continue
-                settled = settled_batches(plan, full, max(batches, default=-1))
+                settled = settled_batches(plan, full, max(batches, default=-1), leg_starts)
                 figures = None
-                if len(settled) > told:
-                    told = len(settled)
+                if sum(map(len, settled)) > told:
+                    told = sum(map(len, settled))
                     so_far = tail.task_cpu()
-                    figures = [so_far[b.batch_id] / b.input_rows for b in settled if so_far.get(b.batch_id)]
+                    figures = [
+                        [so_far[b.batch_id] / b.input_rows for b in leg if so_far.get(b.batch_id)]
+                        for leg in settled
+                    ]
                 stop = progress(figures)
-        measured = tuple(measured_batches(plan, full))
+        by_leg = measured_by_leg(plan, full, leg_starts)
+        measured = tuple(batch for leg in by_leg for batch in leg)
+        legs = tuple(leg for leg, batches_of_leg in enumerate(by_leg) for _ in batches_of_leg)
         # the session has stopped: its event log is complete
         task_cpu = read_task_cpu(event_log, query_id) if log_conf else {}
     return BacklogRead(
-        measured, tuple(task_cpu.get(b.batch_id) for b in measured), time.monotonic() - started, filled_at
+        measured,
+        tuple(task_cpu.get(b.batch_id) for b in measured),
+        time.monotonic() - started,
+        filled_at,
+        legs,
     )

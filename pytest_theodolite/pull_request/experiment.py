@@ -24,10 +24,10 @@ from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, UNMEASURED, Measu
 from pytest_theodolite.core.outcomes import COST_REGRESSION as COST_REGRESSION_STATUS
 from pytest_theodolite.core.paired_cost import (
     PairedCost,
-    batch_ratios,
+    batch_ratios_by_leg,
     check_paired_cost,
     first_certain_pass,
-    paired_cost,
+    paired_cost_by_leg,
 )
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
@@ -237,7 +237,7 @@ class PairedExperiment:
     #: the pairs after which both reads were told to stop, certain of a pass (None: read to the end)
     paired_read_stopped_at: int | None = None
     #: each side's batches' task CPU per record as it told them during the read (what a stop rested on)
-    backlog_told: dict[str, list[float]] = field(default_factory=dict)
+    backlog_told: dict[str, list[list[float]]] = field(default_factory=dict)
     #: loads whose measurement began and did not end (experiment.finishing): named in the report, not judged
     unfinished: set[int] = field(default_factory=set)
 
@@ -354,8 +354,8 @@ class PairedExperiment:
                 )
         if not problems:
             try:
-                self.paired_cost = paired_cost(
-                    *(self.backlog_reads[side].task_cpu_per_record_s() for side in SIDES)
+                self.paired_cost = paired_cost_by_leg(
+                    *(self.backlog_reads[side].task_cpu_per_record_by_leg() for side in SIDES)
                 )
             except ValueError as exc:
                 problems.append(str(exc))
@@ -387,7 +387,8 @@ class PairedExperiment:
                 elif message is not None:
                     so_far[side], told = message, True
             if watch and told and tolerance is not None:
-                certain = first_certain_pass(batch_ratios(so_far[REF], so_far[CHANGE]), tolerance)
+                by_leg = batch_ratios_by_leg(so_far[REF], so_far[CHANGE])
+                certain = first_certain_pass([ratio for leg in by_leg for ratio in leg], tolerance)
                 if certain is not None:
                     watch, self.paired_read_stopped_at = False, certain
                     for side in pending:
@@ -405,6 +406,7 @@ class PairedExperiment:
                     "task_cpu_s": list(read.task_cpu_s),
                     "wall_s": read.wall_s,
                     "read_from_s": read.read_from_s,
+                    "legs": list(read.legs),
                     "told_task_cpu_per_record_s": self.backlog_told.get(side),
                 }
                 for side, read in self.backlog_reads.items()

@@ -283,8 +283,8 @@ def _filled(connection: Connection) -> None:
         raise RuntimeError(f"waited for ('read',) after the fill, got {message!r}")
 
 
-def _read_so_far(connection: Connection, figures: list[float] | None) -> bool:
-    """Send the parent the read's batches' task CPU per record so far, where there are new ones (not None);
+def _read_so_far(connection: Connection, figures: list[list[float]] | None) -> bool:
+    """Send the parent the read's batches' task CPU per record so far, leg by leg, where there are new ones;
     whether it has said stop (SideProcess.stop_reading)."""
     if figures is not None:
         connection.send(("batches", figures))
@@ -386,8 +386,8 @@ class SideProcess:
         """Let this side's read begin (after `backlog_filled`)."""
         self._send(("read",))
 
-    def backlog_message(self, timeout_s: float) -> list[float] | BacklogRead | None:
-        """During the read (after `start_reading`): this side's batches' task CPU per record so far, its
+    def backlog_message(self, timeout_s: float) -> list[list[float]] | BacklogRead | None:
+        """During the read (after `start_reading`): this side's batches' task CPU per record so far (leg by leg), its
         finished read, or None where it said nothing within `timeout_s`. Raises SideError where the read
         failed."""
         if self._connection is None:
@@ -396,7 +396,7 @@ class SideProcess:
             return None
         message = self._receive(0, "the backlog read")
         if message[0] == "batches":
-            return list(message[1])
+            return [list(leg) for leg in message[1]]
         if message[0] == "backlog":
             return message[1]
         raise SideError(f"{self.spec.side}: the backlog read failed: {message[1]}")

@@ -400,6 +400,42 @@ def executor_addresses(spark) -> frozenset[str]:
     return frozenset(f"{info.host()}:{info.port()}" for info in infos)
 
 
+def executor_ids(spark) -> list[str]:
+    """The ids of the executors registered now, in the order they came."""
+    ids = spark.sparkContext._jsc.sc().getExecutorIds()
+    return sorted((ids.apply(i) for i in range(ids.size())), key=int)
+
+
+def replace_executor(spark, timeout_s: float = 60.0) -> None:
+    """Kill the application's only executor and wait until the cluster manager has launched another in its
+    place: a new JVM, the same share of a worker. Its running tasks are retried on the new one. Raises
+    TheodoliteSetupError where none registered within `timeout_s`."""
+    before = executor_ids(spark)
+    if len(before) != 1:
+        raise TheodoliteSetupError(
+            f"replacing an executor needs exactly one, the application has {len(before)}"
+        )
+    spark.sparkContext._jsc.sc().killAndReplaceExecutor(before[0])
+    wait_until(
+        lambda: _replaced(spark, before[0]),
+        timeout_s=timeout_s,
+        interval_s=0.05,
+        error=TheodoliteSetupError,
+        what=lambda: f"no executor replaced executor {before[0]} within {timeout_s:.0f} s",
+    )
+
+
+def _replaced(spark, executor: str) -> bool:
+    """Whether one executor other than `executor` is registered and its block manager has its port (until it
+    has, the executor shows at port 0: an address that goes)."""
+    addresses = executor_addresses(spark)  # the driver's and the executor's
+    return (
+        executor not in executor_ids(spark)
+        and len(addresses) == 2
+        and not any(a.endswith(":0") for a in addresses)
+    )
+
+
 def registered_executors(spark) -> int:
     """Executors registered with the driver (the driver itself is listed too, hence the -1)."""
     return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
