@@ -215,15 +215,21 @@ def test_a_backlog_is_filled_with_what_the_read_needs_whatever_the_load_unless_a
 
 class BacklogSide:
     """One side of pull-request mode that reads a scripted backlog; `log` records what each side was asked, in
-    order, and whether the parent held the cluster's session lock meanwhile."""
+    order, and whether the parent held the cluster's session lock meanwhile. `later_reads`: the batches of a
+    second read, a third ... (else each read reads `task_cpu_s` again)."""
 
-    def __init__(self, name, log, spark, results_dir, task_cpu_s=None, error=None, fill_error=None):
+    def __init__(
+        self, name, log, spark, results_dir, task_cpu_s=None, error=None, fill_error=None, later_reads=()
+    ):
         self.name, self.log, self.error, self.fill_error = name, log, error, fill_error
-        self.task_cpu_s = task_cpu_s or []
+        self.scripted_reads = [task_cpu_s or [], *later_reads]
+        self.task_cpu_s, self.reads_started = self.scripted_reads[0], 0
         self.spec = SimpleNamespace(spark=spark, results_dir=results_dir)
 
     def start_backlog_read(self, load, workload, plan):
         self.log.append((self.name, "start", load, workload.keys, plan.batch_records, self.spec.spark.held))
+        self.task_cpu_s = self.scripted_reads[min(self.reads_started, len(self.scripted_reads) - 1)]
+        self.reads_started += 1
 
     def _fail(self, error):
         from pytest_theodolite.pull_request.sides import SideError
@@ -299,6 +305,7 @@ def paired_experiment(
     tolerance=0.07,
     can_limit_cpu=False,
     instance_cpu=None,
+    later_reads=None,
 ):
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
     from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
@@ -313,9 +320,18 @@ def paired_experiment(
         instance_cpu=instance_cpu,
     )
     benchmark = Benchmark("scripted", lambda *a, **k: None, lambda keys: Workload(keys=keys))
-    errors, fill_errors = errors or {}, fill_errors or {}
+    errors, fill_errors, later_reads = errors or {}, fill_errors or {}, later_reads or {}
     sides = {
-        side: BacklogSide(side, log, spark, tmp_path / side, cpu, errors.get(side), fill_errors.get(side))
+        side: BacklogSide(
+            side,
+            log,
+            spark,
+            tmp_path / side,
+            cpu,
+            errors.get(side),
+            fill_errors.get(side),
+            later_reads.get(side, ()),
+        )
         for side, cpu in (("ref", ref_cpu), ("change", change_cpu))
     }
     target = CompareTarget("main", "0123456789", Path("."), Path("."))
@@ -440,7 +456,7 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
     from pytest_theodolite.pull_request.gate_point import PairedGatePoint
 
     ref_cpu = [0.6] * 12
-    dearer, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in DEARER_RATIOS])
+    dearer, log = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in DEARER_RATIOS])
     verdicts = {load: dearer.measure(load).comparison("scripted", 0, 0.10) for load in (2000, 5000)}
     assert {load: v.verdict for load, v in verdicts.items()} == {
         2000: Verdict.COST_REGRESSION,
@@ -451,8 +467,12 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
         "pass" not in described
         and "cost regression: task CPU per record, batch by batch +11% (tolerance 7%, p 0.0" in described
     )
+    # the rise read twice, the change asked first the second time, and twice the same
+    assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
     assert dearer.paired_cost_note().endswith(
-        "a cost regression: beyond the 7% tolerance and significant; every load whose demand passed fails"
+        "a cost regression: beyond the 7% tolerance and significant, and so was a second read, the other side asked "
+        "first (task CPU per record, change over REF batch by batch: +10.7% over 12 batches (medians 5.00 and 5.54 "
+        "us, p 0.00073)); every load whose demand passed fails"
     )
     spec = GateSpec(dearer.benchmark, dearer.settings, 0, 0.10)
     point = PairedGatePoint(
@@ -514,6 +534,60 @@ def test_both_reads_stop_once_their_pairs_are_certainly_within_the_tolerance_and
     full.backlog_plan = BacklogPlan(stop_when_certain=False)
     full.measure(2000)
     assert full.paired_cost.pairs == 12 and full.paired_read_stopped_at is None
+
+
+def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_side_first_rises_too(tmp_path):
+    from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_PASS, COST_REGRESSION, Verdict
+    from pytest_theodolite.engine.backlog_read import BacklogPlan
+
+    ref_cpu = [0.6] * 12
+    dearer = [0.6 * r for r in DEARER_RATIOS]
+    # unchanged code whose first read leaned (as UC1's did on 2026-12-03); the second read does not
+    leaned, log = paired_experiment(
+        tmp_path / "leaned", ref_cpu, dearer, later_reads={"change": [[0.6 * r for r in CLEAN_RATIOS]]}
+    )
+    assert leaned.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
+    check = leaned.paired_cost_check()
+    assert check.status == COST_PASS and check.relative == pytest.approx(leaned.confirmation.cost.change)
+    assert leaned.paired_cost.change == pytest.approx(0.1075)  # the first read's figure is kept as read
+    assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
+    assert "+10.7% over 12 batches" in leaned.paired_cost_note()
+    assert leaned.paired_cost_note().endswith(") was not: passed")
+    assert "beyond the 7% tolerance, but a second read, the other side asked first (task CPU per record" in (
+        leaned.paired_cost_note()
+    )
+    kept = json.loads((tmp_path / "leaned" / "scripted_paired_cost_confirmation.json").read_text())
+    assert kept["comparison"]["batch_ratio"] == pytest.approx(leaned.confirmation.cost.batch_ratio)
+    assert json.loads((tmp_path / "leaned" / "scripted_paired_cost.json").read_text())["comparison"][
+        "batch_ratio"
+    ] == pytest.approx(1.1075)
+
+    # the smaller of two rises is the figure
+    twice, _ = paired_experiment(
+        tmp_path / "twice", ref_cpu, [0.6 * 1.3] * 12, later_reads={"change": [dearer]}
+    )
+    assert twice.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.COST_REGRESSION
+    assert twice.paired_cost_check().status == COST_REGRESSION
+    assert twice.paired_cost_check().relative == pytest.approx(0.1075)
+
+    # a second read that fails leaves the cost unjudged, saying why
+    failed, _ = paired_experiment(tmp_path / "failed", ref_cpu, dearer)
+    failed.sides["change"].scripted_reads.append([])  # the second read measures no batch
+    failed.measure(2000)
+    assert failed.paired_cost_check().status == COST_NOT_COMPARED
+    assert failed.paired_cost_check().reason.startswith(
+        "not judged: it rose +10.7%, and the read to confirm it failed"
+    )
+
+    # a pass is not read again; an experiment may let one read decide
+    clean, log = paired_experiment(tmp_path / "clean", ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
+    clean.measure(2000)
+    assert clean.confirmation is None and sum(1 for entry in log if entry[1] == "start") == 2
+    once, log = paired_experiment(tmp_path / "once", ref_cpu, dearer)
+    once.backlog_plan = BacklogPlan(confirm_rise=False)
+    once.measure(2000)
+    assert once.confirmation is None and once.paired_cost_check().status == COST_REGRESSION
+    assert sum(1 for entry in log if entry[1] == "start") == 2
 
 
 def test_a_side_whose_read_fails_leaves_the_other_read_to_its_end(tmp_path):

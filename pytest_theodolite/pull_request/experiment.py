@@ -213,6 +213,18 @@ class PairedPoint:
 
 
 @dataclass
+class PairedBacklogRead:
+    """One backlog read by both sides at once: each side's read, what each told as it read, the pairs after which
+    both were told to stop (certain of a pass; None: read to the end), their comparison or why there is none."""
+
+    reads: dict[str, BacklogRead] = field(default_factory=dict)
+    told: dict[str, list[list[float]]] = field(default_factory=dict)
+    stopped_at: int | None = None
+    cost: PairedCost | None = None
+    problem: str | None = None
+
+
+@dataclass
 class PairedExperiment:
     """One benchmark at REF and in the working tree, advanced one load per gate test."""
 
@@ -238,6 +250,8 @@ class PairedExperiment:
     paired_read_stopped_at: int | None = None
     #: each side's batches' task CPU per record as it told them during the read (what a stop rested on)
     backlog_told: dict[str, list[list[float]]] = field(default_factory=dict)
+    #: the second read, where the first rose beyond the tolerance (``BacklogPlan.confirm_rise``)
+    confirmation: PairedBacklogRead | None = None
     #: loads whose measurement began and did not end (experiment.finishing): named in the report, not judged
     unfinished: set[int] = field(default_factory=set)
 
@@ -311,20 +325,39 @@ class PairedExperiment:
         same time, each on one instance, in large capped batches (engine/backlog_read.py), while this process
         holds the cluster's session lock; their task CPU per record is compared batch by batch
         (core/paired_cost.py) and kept with both sides' batches in ``<benchmark>_paired_cost.json``. `first`
-        is the side asked to start first (an experiment swaps it to see whether the order leans)."""
+        is the side asked to start first (an experiment swaps it to see whether the order leans). A read whose
+        figure rose beyond the tolerance is read once more with the other side asked first
+        (``BacklogPlan.confirm_rise``), kept in ``<benchmark>_paired_cost_confirmation.json``: the cost is a
+        regression only where both reads say so (paired_cost_check)."""
         if first not in SIDES:
             raise ValueError(f"first is one of {', '.join(SIDES)}, not {first!r}")
         if not self.settings.paired_cost or self.backlog_reads or self.paired_cost_problem:
             return
-        spark = self.sides[REF].spec.spark
-        if spark.max_instances < 2:
+        if self.sides[REF].spec.spark.max_instances < 2:
             self.paired_cost_problem = (
                 "it needs two instances at once, one per side: raise --theodolite-max-instances to 2 or more"
             )
             return
         load = max(self.settings.loads)
+        read = self._read_both(load, first)
+        self.backlog_reads, self.backlog_told, self.paired_read_stopped_at = (
+            read.reads,
+            read.told,
+            read.stopped_at,
+        )
+        self.paired_cost, self.paired_cost_problem = read.cost, read.problem
+        self._write_paired_cost(load, read)
+        check = self._first_check()
+        if self.backlog_plan.confirm_rise and check is not None and check.status == COST_REGRESSION_STATUS:
+            self.confirmation = self._read_both(load, CHANGE if first == REF else REF)
+            self._write_paired_cost(load, self.confirmation, "_confirmation")
+
+    def _read_both(self, load: int, first: str) -> PairedBacklogRead:
+        """Both sides' backlog reads at once, `first` asked first, and their comparison."""
+        spark = self.sides[REF].spec.spark
         workload = self.benchmark.workload(load)
         problems: list[str] = []
+        read = PairedBacklogRead()
         with spark.sessions_held():
             asked = []
             for side in sorted(SIDES, key=lambda side: side != first):
@@ -345,31 +378,31 @@ class PairedExperiment:
             # whatever the other did, so its pipe stays in step
             for side in filled:
                 self.sides[side].start_reading()
-            self._gather_reads(filled, problems)
-        for side, read in self.backlog_reads.items():
-            if read.batches and not read.task_cpu_per_record_s():
+            self._gather_reads(read, filled, problems)
+        for side, backlog in read.reads.items():
+            if backlog.batches and not backlog.task_cpu_per_record_s():
                 problems.append(
                     f"{side}: its batches have no task CPU figure (no event log was read: the gate's spark_conf "
                     "keeps its own)"
                 )
         if not problems:
             try:
-                self.paired_cost = paired_cost_by_leg(
-                    *(self.backlog_reads[side].task_cpu_per_record_by_leg() for side in SIDES)
+                read.cost = paired_cost_by_leg(
+                    *(read.reads[side].task_cpu_per_record_by_leg() for side in SIDES)
                 )
             except ValueError as exc:
                 problems.append(str(exc))
-        self.paired_cost_problem = "; ".join(problems) or None
-        self._write_paired_cost(load)
+        read.problem = "; ".join(problems) or None
+        return read
 
-    def _gather_reads(self, reading: list[str], problems: list[str]) -> None:
-        """Wait for the reading sides' reads. Each side sends its batches' task CPU per record as they come in;
-        once both sides' pairs so far lie certainly within the paired tolerance (first_certain_pass), both are
-        told to stop -- a pass needs no more batches. A rise is read to the end, so that looking after every
-        pair adds no false alarm (docs/lab-notes/capacity.md, 2026-12-02)."""
+    def _gather_reads(self, read: PairedBacklogRead, reading: list[str], problems: list[str]) -> None:
+        """Wait for the reading sides' reads into `read`. Each side sends its batches' task CPU per record as they
+        come in; once both sides' pairs so far lie certainly within the paired tolerance (first_certain_pass),
+        both are told to stop -- a pass needs no more batches. A rise is read to the end, so that looking after
+        every pair adds no false alarm (docs/lab-notes/capacity.md, 2026-12-02)."""
         tolerance = self.settings.paired_cost_tolerance
         watch = self.backlog_plan.stop_when_certain and tolerance is not None and len(reading) == len(SIDES)
-        so_far = self.backlog_told = {side: [] for side in reading}
+        so_far = read.told = {side: [] for side in reading}
         pending = list(reading)
         while pending:
             told = False  # a side told new figures in this round
@@ -382,7 +415,7 @@ class PairedExperiment:
                     watch = False  # the other side is read to the end: its read is kept as it is
                     continue
                 if isinstance(message, BacklogRead):
-                    self.backlog_reads[side] = message
+                    read.reads[side] = message
                     pending.remove(side)
                 elif message is not None:
                     so_far[side], told = message, True
@@ -390,11 +423,11 @@ class PairedExperiment:
                 by_leg = batch_ratios_by_leg(so_far[REF], so_far[CHANGE])
                 certain = first_certain_pass([ratio for leg in by_leg for ratio in leg], tolerance)
                 if certain is not None:
-                    watch, self.paired_read_stopped_at = False, certain
+                    watch, read.stopped_at = False, certain
                     for side in pending:
                         self.sides[side].stop_reading()
 
-    def _write_paired_cost(self, load: int) -> None:
+    def _write_paired_cost(self, load: int, read: PairedBacklogRead, suffix: str = "") -> None:
         results = self.sides[REF].spec.results_dir.parent
         results.mkdir(parents=True, exist_ok=True)
         document = {
@@ -402,20 +435,20 @@ class PairedExperiment:
             "plan": asdict(self.backlog_plan),
             "sides": {
                 side: {
-                    "batches": [[b.batch_id, b.start_s, b.duration_s, b.input_rows] for b in read.batches],
-                    "task_cpu_s": list(read.task_cpu_s),
-                    "wall_s": read.wall_s,
-                    "read_from_s": read.read_from_s,
-                    "legs": list(read.legs),
-                    "told_task_cpu_per_record_s": self.backlog_told.get(side),
+                    "batches": [[b.batch_id, b.start_s, b.duration_s, b.input_rows] for b in backlog.batches],
+                    "task_cpu_s": list(backlog.task_cpu_s),
+                    "wall_s": backlog.wall_s,
+                    "read_from_s": backlog.read_from_s,
+                    "legs": list(backlog.legs),
+                    "told_task_cpu_per_record_s": read.told.get(side),
                 }
-                for side, read in self.backlog_reads.items()
+                for side, backlog in read.reads.items()
             },
-            "comparison": None if self.paired_cost is None else self.paired_cost.to_dict(),
-            "problem": self.paired_cost_problem,
-            "stopped_certain_after_pairs": self.paired_read_stopped_at,
+            "comparison": None if read.cost is None else read.cost.to_dict(),
+            "problem": read.problem,
+            "stopped_certain_after_pairs": read.stopped_at,
         }
-        path = results / f"{experiment_id(self.benchmark.name)}_paired_cost.json"
+        path = results / f"{experiment_id(self.benchmark.name)}_paired_cost{suffix}.json"
         path.write_text(json.dumps(document, indent=1) + "\n")
 
     def _paired_cost_judged(self) -> bool:
@@ -425,7 +458,32 @@ class PairedExperiment:
         return check is not None and check.tolerance is not None and check.status != COST_NOT_COMPARED
 
     def paired_cost_check(self) -> CostCheck | None:
-        """The paired read's figure against its tolerance (core/paired_cost.check_paired_cost); None unread."""
+        """The paired read's figure against its tolerance (core/paired_cost.check_paired_cost); None unread. Where
+        a second read was made (the first rose beyond the tolerance), the cost is a regression only where it rose
+        too: the smaller rise is the figure; where it did not, it passed by the second read's figure; where it
+        could not be read, the cost is not judged."""
+        first = self._first_check()
+        if first is None or self.confirmation is None:
+            return first
+        if self.confirmation.cost is None:
+            return replace(
+                first,
+                status=COST_NOT_COMPARED,
+                reason=f"not judged: it rose {first.relative:+.1%}, and the read to confirm it failed "
+                f"({self.confirmation.problem})",
+            )
+        second = check_paired_cost(self.confirmation.cost, self.settings.paired_cost_tolerance)
+        if second.status == COST_REGRESSION_STATUS:
+            assert first.relative is not None and second.relative is not None  # both regressions
+            return replace(
+                first,
+                relative=min(first.relative, second.relative),
+                p_value=max(first.p_value or 0.0, second.p_value or 0.0),
+            )
+        return second
+
+    def _first_check(self) -> CostCheck | None:
+        """The first read's figure against the tolerance; None unread."""
         if self.paired_cost is None:
             return None
         return check_paired_cost(self.paired_cost, self.settings.paired_cost_tolerance)
@@ -445,6 +503,15 @@ class PairedExperiment:
             return f"task CPU per record ({how}): not measured: {why}"
         if check.tolerance is None:
             verdict = "reported, not judged: paired_cost_tolerance is off"
+        elif self.confirmation is not None and not check.reason:
+            confirming = self.confirmation.cost
+            again = f"a second read, the other side asked first ({confirming and confirming.text()})"
+            verdict = (
+                f"a cost regression: beyond the {check.tolerance:.0%} tolerance and significant, and so was {again}; "
+                "every load whose demand passed fails"
+                if check.status == COST_REGRESSION_STATUS
+                else f"beyond the {check.tolerance:.0%} tolerance, but {again} was not: passed"
+            )
         elif check.reason:
             verdict = check.reason
         elif check.status == COST_REGRESSION_STATUS:
