@@ -408,7 +408,7 @@ def executor_ids(spark) -> list[str]:
 
 def replace_executor(spark, timeout_s: float = 60.0) -> None:
     """Kill the application's only executor and wait until the cluster manager has launched another in its
-    place: a new JVM, the same share of a worker. Its running tasks are retried on the new one. Raises
+    place: a new JVM, on a worker of the manager's choice. Its running tasks are retried on the new one. Raises
     TheodoliteSetupError where none registered within `timeout_s`."""
     before = executor_ids(spark)
     if len(before) != 1:
