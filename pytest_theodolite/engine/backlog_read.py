@@ -63,7 +63,7 @@ class BacklogPlan:
     #: (core/paired_cost.first_certain_pass); False: every batch is read (an experiment replaying the rule)
     stop_when_certain: bool = True
     #: pull-request mode: a read whose figure rose beyond the paired tolerance is read once more, the other side
-    #: asked first, and the cost is a regression only where that read rose too -- one read of unchanged code in 53
+    #: asked first, and the cost is a regression only where that read rose too -- one read of unchanged code in 60
     #: crossed the line (docs/lab-notes/capacity.md, 2026-12-03); False: one read decides (an experiment's)
     confirm_rise: bool = True
     #: each reading instance's CPU limit (cores); None: the gate's ``instance_cpu``. Half a core: two reads at
