@@ -46,6 +46,8 @@ class PairedCost:
     p_value: float | None = None
     #: a read in legs (a new executor on each side for each): each leg's median batch ratio, in order
     leg_ratios: tuple[float, ...] = ()
+    #: the batch-by-batch ratios the figure is the median of, in order (a second read is judged with them)
+    ratios: tuple[float, ...] = ()
 
     @property
     def change(self) -> float:
@@ -104,6 +106,7 @@ def paired_cost_by_leg(ref: Sequence[Sequence[float]], change: Sequence[Sequence
         len(ratios),
         rise_p_value(ratios),
         tuple(statistics.median(leg) for leg in by_leg),
+        tuple(ratios),
     )
 
 
@@ -144,6 +147,12 @@ def first_certain_pass(ratios: Sequence[float], tolerance: float) -> int | None:
     return None
 
 
+def rose_beyond(figure: PairedCost, tolerance: float | None) -> bool:
+    """Whether a read's figure lies beyond `tolerance` with pairs enough to judge it, significant or not: such a
+    read is read once more (check_paired_cost_twice)."""
+    return tolerance is not None and figure.p_value is not None and figure.change > tolerance
+
+
 def check_paired_cost(figure: PairedCost, tolerance: float | None) -> CostCheck:
     """The change's cost against REF's: a regression where it rose beyond `tolerance` batch by batch and
     significantly (p < SIGNIFICANCE); without a tolerance it is reported, never judged; with too few pairs for a
@@ -167,5 +176,25 @@ def check_paired_cost(figure: PairedCost, tolerance: float | None) -> CostCheck:
         figure.change,
         tolerance=tolerance,
         p_value=figure.p_value,
+        figure=PAIRED_FIGURE,
+    )
+
+
+def check_paired_cost_twice(first: PairedCost, second: PairedCost, tolerance: float) -> CostCheck:
+    """Two reads of one change, the second with the other side asked first, where the first rose beyond
+    `tolerance` (rose_beyond): a regression only where the second rose beyond it too and both reads' pairs
+    together rose significantly (rise_p_value over all their ratios) -- a read leans as a whole, so two reads
+    must agree (docs/lab-notes/capacity.md, 2026-12-03), while a rise that twelve pairs of a bursty hour left
+    just short of significance is judged on twice the pairs. The smaller rise is the figure. Where the second
+    read did not rise beyond the tolerance, it decides as one read would (check_paired_cost)."""
+    if not second.change > tolerance:
+        return check_paired_cost(second, tolerance)
+    p_value = rise_p_value(first.ratios + second.ratios)
+    rose = p_value is not None and p_value < SIGNIFICANCE
+    return CostCheck(
+        COST_REGRESSION if rose else COST_PASS,
+        min(first.change, second.change),
+        tolerance=tolerance,
+        p_value=p_value,
         figure=PAIRED_FIGURE,
     )

@@ -62,9 +62,10 @@ class BacklogPlan:
     #: pull-request mode: stop both sides' reads once the pairs so far are certainly within the paired tolerance
     #: (core/paired_cost.first_certain_pass); False: every batch is read (an experiment replaying the rule)
     stop_when_certain: bool = True
-    #: pull-request mode: a read whose figure rose beyond the paired tolerance is read once more, the other side
-    #: asked first, and the cost is a regression only where that read rose too -- one read of unchanged code in 60
-    #: crossed the line (docs/lab-notes/capacity.md, 2026-12-03); False: one read decides (an experiment's)
+    #: pull-request mode: a read whose figure rose beyond the paired tolerance, significantly or not, is read once
+    #: more, the other side asked first, and the cost is a regression only where that read rose too and both
+    #: reads' pairs together significantly (core/paired_cost.check_paired_cost_twice) -- one read of unchanged
+    #: code in 60 crossed the line (docs/lab-notes/capacity.md, 2026-12-03); False: one read decides
     confirm_rise: bool = True
     #: each reading instance's CPU limit (cores); None: the gate's ``instance_cpu``. Half a core: two reads at
     #: once take one of a 2-core runner's cores and leave the other to the drivers and the broker; the task CPU

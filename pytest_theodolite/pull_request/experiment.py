@@ -26,8 +26,10 @@ from pytest_theodolite.core.paired_cost import (
     PairedCost,
     batch_ratios_by_leg,
     check_paired_cost,
+    check_paired_cost_twice,
     first_certain_pass,
     paired_cost_by_leg,
+    rose_beyond,
 )
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
@@ -326,9 +328,9 @@ class PairedExperiment:
         holds the cluster's session lock; their task CPU per record is compared batch by batch
         (core/paired_cost.py) and kept with both sides' batches in ``<benchmark>_paired_cost.json``. `first`
         is the side asked to start first (an experiment swaps it to see whether the order leans). A read whose
-        figure rose beyond the tolerance is read once more with the other side asked first
+        figure rose beyond the tolerance, significantly or not, is read once more with the other side asked first
         (``BacklogPlan.confirm_rise``), kept in ``<benchmark>_paired_cost_confirmation.json``: the cost is a
-        regression only where both reads say so (paired_cost_check)."""
+        regression only where both rose and their pairs together significantly (paired_cost_check)."""
         if first not in SIDES:
             raise ValueError(f"first is one of {', '.join(SIDES)}, not {first!r}")
         if not self.settings.paired_cost or self.backlog_reads or self.paired_cost_problem:
@@ -347,8 +349,11 @@ class PairedExperiment:
         )
         self.paired_cost, self.paired_cost_problem = read.cost, read.problem
         self._write_paired_cost(load, read)
-        check = self._first_check()
-        if self.backlog_plan.confirm_rise and check is not None and check.status == COST_REGRESSION_STATUS:
+        if (
+            self.backlog_plan.confirm_rise
+            and read.cost
+            and rose_beyond(read.cost, self.settings.paired_cost_tolerance)
+        ):
             self.confirmation = self._read_both(load, CHANGE if first == REF else REF)
             self._write_paired_cost(load, self.confirmation, "_confirmation")
 
@@ -459,11 +464,11 @@ class PairedExperiment:
 
     def paired_cost_check(self) -> CostCheck | None:
         """The paired read's figure against its tolerance (core/paired_cost.check_paired_cost); None unread. Where
-        a second read was made (the first rose beyond the tolerance), the cost is a regression only where it rose
-        too: the smaller rise is the figure; where it did not, it passed by the second read's figure; where it
-        could not be read, the cost is not judged."""
+        a second read was made (the first rose beyond the tolerance), both are judged together
+        (core/paired_cost.check_paired_cost_twice); where it could not be read, the cost is not judged."""
         first = self._first_check()
-        if first is None or self.confirmation is None:
+        tolerance = self.settings.paired_cost_tolerance
+        if first is None or self.confirmation is None or self.paired_cost is None or tolerance is None:
             return first
         if self.confirmation.cost is None:
             return replace(
@@ -472,15 +477,7 @@ class PairedExperiment:
                 reason=f"not judged: it rose {first.relative:+.1%}, and the read to confirm it failed "
                 f"({self.confirmation.problem})",
             )
-        second = check_paired_cost(self.confirmation.cost, self.settings.paired_cost_tolerance)
-        if second.status == COST_REGRESSION_STATUS:
-            assert first.relative is not None and second.relative is not None  # both regressions
-            return replace(
-                first,
-                relative=min(first.relative, second.relative),
-                p_value=max(first.p_value or 0.0, second.p_value or 0.0),
-            )
-        return second
+        return check_paired_cost_twice(self.paired_cost, self.confirmation.cost, tolerance)
 
     def _first_check(self) -> CostCheck | None:
         """The first read's figure against the tolerance; None unread."""
@@ -503,15 +500,22 @@ class PairedExperiment:
             return f"task CPU per record ({how}): not measured: {why}"
         if check.tolerance is None:
             verdict = "reported, not judged: paired_cost_tolerance is off"
-        elif self.confirmation is not None and not check.reason:
+        elif self.confirmation is not None and self.confirmation.cost is not None and not check.reason:
             confirming = self.confirmation.cost
-            again = f"a second read, the other side asked first ({confirming and confirming.text()})"
-            verdict = (
-                f"a cost regression: beyond the {check.tolerance:.0%} tolerance and significant, and so was {again}; "
-                "every load whose demand passed fails"
-                if check.status == COST_REGRESSION_STATUS
-                else f"beyond the {check.tolerance:.0%} tolerance, but {again} was not: passed"
-            )
+            again = f"a second read, the other side asked first ({confirming.text()})"
+            both = f"both reads' {self.paired_cost.pairs + confirming.pairs} pairs together"
+            if check.status == COST_REGRESSION_STATUS:
+                verdict = (
+                    f"a cost regression: beyond the {check.tolerance:.0%} tolerance, and so was {again}, {both} "
+                    f"significant (p {check.p_value:.2g}); every load whose demand passed fails"
+                )
+            elif confirming.change > check.tolerance:
+                verdict = (
+                    f"beyond the {check.tolerance:.0%} tolerance, and so was {again}, but {both} not significant "
+                    f"(p {check.p_value:.2g}): passed"
+                )
+            else:
+                verdict = f"beyond the {check.tolerance:.0%} tolerance, but {again} was not: passed"
         elif check.reason:
             verdict = check.reason
         elif check.status == COST_REGRESSION_STATUS:
