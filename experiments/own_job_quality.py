@@ -38,7 +38,14 @@ from types import ModuleType
 from gate_quality import report, run_gates
 
 from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_REGRESSION
-from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE, check_paired_cost, paired_cost
+from pytest_theodolite.core.paired_cost import (
+    PAIRED_COST_TOLERANCE,
+    PairedCost,
+    check_paired_cost,
+    check_paired_cost_twice,
+    paired_cost,
+    rose_beyond,
+)
 from pytest_theodolite.report.quality import QualityRun
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,29 +153,45 @@ def recorded_per_record(sides: dict[str, dict]) -> dict[str, list[float]]:
     }
 
 
+def recorded_cost(path: Path, first: int | None = None) -> PairedCost | None:
+    """A recorded paired read's figure, recomputed from both sides' recorded batches (`first`: only each side's
+    first that many); None where it measured none."""
+    data = json.loads(path.read_text())
+    sides = data.get("sides") or {}
+    if data.get("comparison") is None or set(sides) != {"ref", "change"}:
+        return None
+    per_record = {side: values[:first] for side, values in recorded_per_record(sides).items()}
+    return paired_cost(per_record["ref"], per_record["change"])
+
+
 def paired_costs(results: Path, first: int | None = None) -> list[str]:
     """Each benchmark's paired backlog read from a run's results files, as text: recomputed
     from both sides' recorded batches and judged at the paired read's default tolerance (runs recorded before it
-    was judged are judged the same way); `first`: only each side's first that many batches, as a shorter read
-    would have measured."""
+    was judged are judged the same way), with its second read where one was made (a rise is read twice); `first`:
+    only each side's first that many batches, as a shorter read would have measured."""
     texts = []
     for path in sorted(results.rglob("*_paired_cost.json")):
-        data = json.loads(path.read_text())
-        sides = data.get("sides") or {}
-        if data.get("comparison") is None or set(sides) != {"ref", "change"}:
-            texts.append(f"not measured: {data.get('problem')}")
+        figure = recorded_cost(path, first)
+        if figure is None:
+            texts.append(f"not measured: {json.loads(path.read_text()).get('problem')}")
             continue
-        per_record = {side: values[:first] for side, values in recorded_per_record(sides).items()}
-        figure = paired_cost(per_record["ref"], per_record["change"])
         judged = check_paired_cost(figure, PAIRED_COST_TOLERANCE)
+        again = path.with_name(path.name.replace("_paired_cost.json", "_paired_cost_confirmation.json"))
+        second = recorded_cost(again, first) if again.exists() else None
+        read_again = ""
+        if second is not None and rose_beyond(figure, PAIRED_COST_TOLERANCE):
+            judged = check_paired_cost_twice(figure, second, PAIRED_COST_TOLERANCE)
+            read_again = f"; read again {second.change:+.1%} over {second.pairs}" + (
+                f", both together p {judged.p_value:.2g}" if second.change > PAIRED_COST_TOLERANCE else ""
+            )
         verdict = {COST_REGRESSION: "COST REGRESSION", COST_NOT_COMPARED: "not judged"}.get(
             judged.status, "pass"
         )
         p_value = "" if figure.p_value is None else f", p {figure.p_value:.2g}"
         texts.append(
             f"{figure.change:+.1%} batch by batch over {figure.pairs} batches (medians "
-            f"{figure.ref_median * 1e6:.2f} and {figure.change_median * 1e6:.2f} us{p_value}): {verdict} at "
-            f"{PAIRED_COST_TOLERANCE:.0%}"
+            f"{figure.ref_median * 1e6:.2f} and {figure.change_median * 1e6:.2f} us{p_value}{read_again}): "
+            f"{verdict} at {PAIRED_COST_TOLERANCE:.0%}"
         )
     return texts
 

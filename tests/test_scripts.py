@@ -378,6 +378,21 @@ def test_own_job_quality_reads_each_sides_capacities_and_task_cpu(tmp_path):
     (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps(same))
     assert own_job.paired_costs(tmp_path)[0].endswith("(medians 6.00 and 6.00 us, p 1): pass at 7%")
 
+    # a rise read twice is judged with its second read: here one within the tolerance, which passes it
+    (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps(read))
+    again = {"comparison": {}, "sides": {"ref": side([0.60] * 8), "change": side([0.61] * 8)}}
+    (tmp_path / "clickstream_paired_cost_confirmation.json").write_text(json.dumps(again))
+    assert own_job.paired_costs(tmp_path)[0] == (
+        "+12.0% batch by batch over 8 batches (medians 6.00 and 6.72 us, p 0.0039; read again +1.7% over 8): pass "
+        "at 7%"
+    )
+    # and one beyond it too: both reads' pairs together decide
+    again["sides"]["change"] = side([0.60 * r for r in (1.09, 1.11, 1.10, 1.08, 1.12, 1.10, 1.09, 1.11)])
+    (tmp_path / "clickstream_paired_cost_confirmation.json").write_text(json.dumps(again))
+    assert own_job.paired_costs(tmp_path)[0].endswith(
+        "; read again +10.0% over 8, both together p 0.00021): COST REGRESSION at 7%"
+    )
+
 
 def test_own_job_quality_judges_recorded_runs_and_counts_the_flagged_of_each_kind(tmp_path, capsys):
     own_job = load_script("own_job_quality")
