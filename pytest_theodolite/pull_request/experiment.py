@@ -330,7 +330,7 @@ class PairedExperiment:
         is the side asked to start first (an experiment swaps it to see whether the order leans). A read whose
         figure rose beyond the tolerance, significantly or not, is read once more with the other side asked first
         (``BacklogPlan.confirm_rise``), kept in ``<benchmark>_paired_cost_confirmation.json``: the cost is a
-        regression only where both rose and their pairs together significantly (paired_cost_check)."""
+        regression only where both rose beyond it and their pairs together significantly (paired_cost_check)."""
         if first not in SIDES:
             raise ValueError(f"first is one of {', '.join(SIDES)}, not {first!r}")
         if not self.settings.paired_cost or self.backlog_reads or self.paired_cost_problem:
