@@ -209,13 +209,15 @@ class ScriptedSide:
     def stop_reading(self) -> None:
         raise AssertionError("a read that told no figure cannot be certain")
 
-    def run(self, load: int, resources: int, workload: Workload, *, confirm: bool = False):
+    def run(
+        self, load: int, resources: int, workload: Workload, *, confirm: bool = False, share: float = 1.0
+    ):
         if confirm:
             interrupt_confirmation(load)
             record = confirmed(self.records[(load, resources)], self.flaky)
         else:
             record = scripted_record(
-                load, resources, self.capacity_per_instance, self.invalid_loads, self.uncertain
+                load, resources, self.capacity_per_instance, self.invalid_loads, self.uncertain, share
             )
         self.records[(load, resources)] = record
         return record, {}

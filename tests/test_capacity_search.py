@@ -174,7 +174,7 @@ class ScriptedSide:
             return measured(resources, workload.target_rate, saturated=False)
         return measured(resources, mu, mu * 0.03)
 
-    def run(self, load, resources, workload, *, confirm=False):
+    def run(self, load, resources, workload, *, confirm=False, share=1.0):
         self.log.append((self.name, "run", load, resources))
         return self.runs(load, resources), {}
 

@@ -302,7 +302,7 @@ class BacklogSide:
         self.log.append((self.name, "stop", self.told))
         self.stopped = True
 
-    def run(self, load, resources, workload, *, confirm=False):
+    def run(self, load, resources, workload, *, confirm=False, share=1.0):
         self.log.append((self.name, "run", load, resources))
         from pytest_theodolite.core.outcomes import Outcome
         from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord

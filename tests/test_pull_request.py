@@ -314,6 +314,45 @@ def test_with_a_stored_baseline_both_comparisons_are_reported(project, monkeypat
     )
 
 
+def test_on_a_testbed_slower_than_the_stored_baselines_both_sides_are_offered_its_speed(project, monkeypatch):
+    """Where the calibration reads this testbed slower than the stored baseline's (here 0.57x), both sides are
+    offered each load at the share a single-revision run offers (0.66x): there the baseline's demands hold and
+    certify each load, where at the full rate 3000 would need more instances than the cluster has."""
+    monkeypatch.setenv("SCRIPTED_CALIBRATION", "228000")
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "700")  # 656 / 1311 / 1967 records/s: 1 / 2 / 3 instances
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "700")
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "scripted.json").write_text(
+        json.dumps(baseline_of({1000: 1, 2000: 2, 3000: 3}, calibration=400000))
+    )
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*against the stored baseline: PASS (1000 PASS, 2000 PASS, 3000 PASS)",
+            "*both sides were offered every load at 0.66x its rate (the same keys, each sending less often)*",
+        ]
+    )
+    # certified at the baseline's demands: the change where the baseline's demand is, REF one below it
+    ref = "REF main (0123456)"
+    assert sorted(line.split(":")[1].strip() for line in live_lines(result)) == sorted(
+        [
+            "scripted [change] load=1000 instances=1",
+            "scripted [change] load=2000 instances=2",
+            f"scripted [{ref}] load=2000 instances=1",
+            "scripted [change] load=3000 instances=3",
+            f"scripted [{ref}] load=3000 instances=2",
+        ]
+    )
+    assert [line.split(": ")[2].split()[0] for line in live_lines(result)].count("FAIL") == 2
+
+    # of unknown speed (no calibration): the full rate, where 3000 needs more than four instances
+    monkeypatch.delenv("SCRIPTED_CALIBRATION")
+    full = project.runpytest("--theodolite-compare-ref", "main")
+    assert "were offered every load at" not in full.stdout.str()
+    full.stdout.fnmatch_lines(["*3000 |*none |*none |*"])
+
+
 def test_an_unknown_ref_is_a_usage_error_before_anything_runs(project):
     result = project.runpytest("--theodolite-compare-ref", "origin/nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -51,7 +51,13 @@ from pytest_theodolite.engine.runner import PhaseTimings
 from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSession
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note
-from pytest_theodolite.judge.comparison import Comparison, PointComparison, bound_notes, compare
+from pytest_theodolite.judge.comparison import (
+    Comparison,
+    PointComparison,
+    bound_notes,
+    compare,
+    offered_share,
+)
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
 from pytest_theodolite.pull_request.gate_point import PairedGatePoint
 from pytest_theodolite.pull_request.paired import (
@@ -256,6 +262,9 @@ class PairedExperiment:
     confirmation: PairedBacklogRead | None = None
     #: loads whose measurement began and did not end (experiment.finishing): named in the report, not judged
     unfinished: set[int] = field(default_factory=set)
+    #: the share of each load's rate both sides are offered (comparison.offered_share), set before the first
+    #: sub-experiment from the calibration against the stored baseline: 1 without one, or on a testbed as fast
+    offered_share: float = 1.0
 
     def __post_init__(self) -> None:
         if self.settings.strategy is Strategy.CAPACITY:
@@ -271,7 +280,7 @@ class PairedExperiment:
 
     def _run(self, side: str, load: int, resources: int, *, confirm: bool = False) -> SubExperimentRecord:
         record, timings = self.sides[side].run(
-            load, resources, self.benchmark.workload(load), confirm=confirm
+            load, resources, self.benchmark.workload(load), confirm=confirm, share=self.offered_share
         )
         self.records[(side, load, resources)] = record
         self.timings[side].update(timings)
@@ -645,9 +654,15 @@ class PairedExperiment:
         not_comparable: str | None,
         host_speed: float | None,
     ) -> PairedGatePoint:
-        """Both sides' demand at `load`, each at the load's full rate (both share this host); the change is
-        judged against REF's, and beside it the stored baseline's where there is one (this testbed at
-        `host_speed` of its host)."""
+        """Both sides' demand at `load`; the change is judged against REF's, and beside it the stored baseline's
+        where there is one (this testbed at `host_speed` of its host). Both sides are offered the same rate:
+        where the calibration reads this testbed slower than the stored baseline's, the share of each load's
+        rate a gate offers against it (comparison.offered_share), so that the baseline's demands -- the
+        searches' first guesses -- hold here as they do in a single-revision run; at the full rate a slow host
+        ran FAIL after FAIL up to the most instances and compared none with none (docs/lab-notes/capacity.md,
+        2026-12-03, evening). Else the full rate."""
+        if not self.records and self.capacities is None:  # fixed before the benchmark's first sub-experiment
+            self.offered_share = offered_share(host_speed)
         paired = self.measure(load, baseline, spec.tolerance)
         return PairedGatePoint(
             spec,
@@ -655,6 +670,7 @@ class PairedExperiment:
             baseline,
             not_comparable,
             host_speed=host_speed,
+            offered_share=self.offered_share,
             paired=paired,
             label=self.reference,
         )
@@ -699,6 +715,7 @@ class PairedExperiment:
                 benchmark=name,
                 not_comparable=session.not_comparable(baseline),
                 host_speed=session.host_speed(baseline),
+                offered_shares={load: self.offered_share for load in self.points},
                 uncertain={
                     load: point.sides[CHANGE].uncertain_against(baseline, tolerance)
                     for load, point in self.points.items()
@@ -718,6 +735,13 @@ class PairedExperiment:
             f"{label} measured beside the working tree, alternating (ABBA) at every load and instance count; "
             f"raw results: {settings.results_dir / REF}, {settings.results_dir / CHANGE}",
         )
+        if self.offered_share != 1:
+            notes += (
+                f"both sides were offered every load at {self.offered_share:.2f}x its rate (the same keys, each "
+                "sending less often): the calibration reads this testbed slower than the stored baseline's, and "
+                "there the baseline's demands, the searches' first guesses, hold as in a single-revision run; the "
+                f"change is judged against {label} at that rate",
+            )
         plot = None
         try:
             plot = scalability_plot(

@@ -259,6 +259,8 @@ def serve(connection: Connection, spec: SideSpec) -> None:
                     writer.record_capacity_measurement(measurement.to_dict())
                     connection.send(("capacity", measurement))
                     continue
+                (share,) = options
+                runner.offer(share)
                 if kind == "confirm":
                     record = runner.confirm_sub_experiment(load, resources)
                 else:
@@ -354,11 +356,12 @@ class SideProcess:
         return message
 
     def run(
-        self, load: int, resources: int, workload: Workload, *, confirm: bool = False
+        self, load: int, resources: int, workload: Workload, *, confirm: bool = False, share: float = 1.0
     ) -> tuple[SubExperimentRecord, dict[Any, PhaseTimings]]:
         """One sub-experiment of this side (with `confirm`: one more repetition of one it ran, combined with
-        it); its record and phase timings."""
-        self._send(("confirm" if confirm else "run", load, resources, workload))
+        it), `workload` offered at `share` of its rate (the same for every sub-experiment of a benchmark); its
+        record and phase timings."""
+        self._send(("confirm" if confirm else "run", load, resources, workload, share))
         where = f"load={load} instances={resources}"
         message = self._expect("record", f"the sub-experiment {where}", where)
         return message[1], message[2]
