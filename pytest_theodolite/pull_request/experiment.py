@@ -657,10 +657,10 @@ class PairedExperiment:
         """Both sides' demand at `load`; the change is judged against REF's, and beside it the stored baseline's
         where there is one (this testbed at `host_speed` of its host). Both sides are offered the same rate:
         where the calibration reads this testbed slower than the stored baseline's, the share of each load's
-        rate a gate offers against it (comparison.offered_share), so that the baseline's demands -- the
-        searches' first guesses -- hold here as they do in a single-revision run; at the full rate a slow host
-        ran FAIL after FAIL up to the most instances and compared none with none (docs/lab-notes/capacity.md,
-        2026-12-03, evening). Else the full rate."""
+        rate a gate offers against it (comparison.offered_share): the rate at which a single-revision run tries
+        the baseline's demands, the searches' first guesses; at the full rate a slow host ran FAIL after FAIL up
+        to the most instances and compared none with none (docs/lab-notes/capacity.md, 2026-12-03). Else the
+        full rate."""
         if not self.records and self.capacities is None:  # fixed before the benchmark's first sub-experiment
             self.offered_share = offered_share(host_speed)
         paired = self.measure(load, baseline, spec.tolerance)
@@ -739,8 +739,8 @@ class PairedExperiment:
             notes += (
                 f"both sides were offered every load at {self.offered_share:.2f}x its rate (the same keys, each "
                 "sending less often): the calibration reads this testbed slower than the stored baseline's, and "
-                "there the baseline's demands, the searches' first guesses, hold as in a single-revision run; the "
-                f"change is judged against {label} at that rate",
+                "a single-revision run tries the baseline's demands, the searches' first guesses, at that rate; "
+                f"the change is judged against {label} at it",
             )
         plot = None
         try:
