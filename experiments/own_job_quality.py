@@ -153,12 +153,11 @@ def recorded_per_record(sides: dict[str, dict]) -> dict[str, list[float]]:
     }
 
 
-def recorded_cost(path: Path, first: int | None = None) -> PairedCost | None:
-    """A recorded paired read's figure, recomputed from both sides' recorded batches (`first`: only each side's
-    first that many); None where it measured none."""
-    data = json.loads(path.read_text())
-    sides = data.get("sides") or {}
-    if data.get("comparison") is None or set(sides) != {"ref", "change"}:
+def recorded_cost(document: dict, first: int | None = None) -> PairedCost | None:
+    """A recorded paired read's figure (a `<benchmark>_paired_cost*.json` document), recomputed from both sides'
+    recorded batches (`first`: only each side's first that many); None where it measured none."""
+    sides = document.get("sides") or {}
+    if document.get("comparison") is None or set(sides) != {"ref", "change"}:
         return None
     per_record = {side: values[:first] for side, values in recorded_per_record(sides).items()}
     return paired_cost(per_record["ref"], per_record["change"])
@@ -171,13 +170,14 @@ def paired_costs(results: Path, first: int | None = None) -> list[str]:
     only each side's first that many batches, as a shorter read would have measured."""
     texts = []
     for path in sorted(results.rglob("*_paired_cost.json")):
-        figure = recorded_cost(path, first)
+        document = json.loads(path.read_text())
+        figure = recorded_cost(document, first)
         if figure is None:
-            texts.append(f"not measured: {json.loads(path.read_text()).get('problem')}")
+            texts.append(f"not measured: {document.get('problem')}")
             continue
         judged = check_paired_cost(figure, PAIRED_COST_TOLERANCE)
         again = path.with_name(path.name.replace("_paired_cost.json", "_paired_cost_confirmation.json"))
-        second = recorded_cost(again, first) if again.exists() else None
+        second = recorded_cost(json.loads(again.read_text()), first) if again.exists() else None
         read_again = ""
         if second is not None and rose_beyond(figure, PAIRED_COST_TOLERANCE):
             judged = check_paired_cost_twice(figure, second, PAIRED_COST_TOLERANCE)
