@@ -4,6 +4,7 @@ check -- without a cluster: the session builder is recorded, the executors scrip
 
 from __future__ import annotations
 
+import os
 import zipfile
 from types import SimpleNamespace
 
@@ -219,6 +220,34 @@ def test_a_jobs_package_is_zipped_with_its_modules_and_a_single_module_copied(tm
     finally:
         sys_path.remove(str(module.parent))
     assert copied.name == "my_clicks_job.py" and copied.read_text() == module.read_text()
+
+
+def test_executors_of_a_cluster_started_here_get_the_jobs_tree_on_their_path(monkeypatch, tmp_path):
+    """A job imported from the directory pytest runs in (not installed): its tree, and the plugin's where it is
+    not installed either, go first on the executors' path, then the environment's own; installed packages
+    are on every process's path already and are left off."""
+    package = tmp_path / "checkout" / "my_jobs"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "clicks.py").write_text("def start_query(spark, **options):\n    return None\n")
+    single = tmp_path / "single" / "my_single_module_job.py"
+    single.parent.mkdir()
+    single.write_text("def start_query(spark, **options):\n    return None\n")
+    for directory in (package.parent, single.parent):
+        monkeypatch.syspath_prepend(str(directory))
+    assert shipping.import_root("my_jobs.clicks") == package.parent.resolve()
+    assert shipping.import_root("my_single_module_job") == single.parent.resolve()
+    assert shipping.import_root("sys") is None  # built in: nothing to put on a path
+    plugin_root = shipping.import_root("pytest_theodolite")
+    monkeypatch.setattr(shipping, "_site_directories", lambda: {plugin_root})  # as if pip-installed
+    path = shipping.executor_python_path(
+        ["my_jobs.clicks", "pytest_theodolite.engine.runner"], {"PYTHONPATH": f"/opt/extra{os.pathsep}"}
+    )
+    assert path.split(os.pathsep) == [str(package.parent.resolve()), "/opt/extra"]
+    monkeypatch.setattr(shipping, "_site_directories", set)  # a checkout, not installed
+    path = shipping.executor_python_path(["my_jobs.clicks", "pytest_theodolite", "my_jobs"], {})
+    assert path.split(os.pathsep) == [str(package.parent.resolve()), str(plugin_root)]
+    assert shipping.executor_python_path(["sys"], {}) == ""  # nothing to add: the setting is left unset
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from pytest_theodolite.infra.waiting import wait_until
 
 sys.path.insert(0, str(Path(__file__).parent))  # netns_hosts
 from netns_hosts import HostNetwork, can_make_namespaces
+from udf_job_package import write_job_package
 
 pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
 
@@ -36,39 +37,6 @@ needs_namespaces = pytest.mark.skipif(_WHY_NOT is not None, reason=f"no network 
 
 MASTER, WORKERS = 0, (1, 2)
 
-# A job package of the user's, not installed anywhere: its Python UDF lives in its own module, which the
-# executors import when they run it -- possible only where the package was shipped to them.
-JOB_INIT = ""
-JOB_MODULE = """
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType
-
-from clickjob.scoring import score
-
-
-def start_query(spark, *, bootstrap_servers, input_topic, output_topic, checkpoint_dir, **options):
-    rows = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
-        .option("subscribe", input_topic)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
-    scored = rows.select(
-        F.col("key"), F.udf(score, LongType())(F.col("value")).cast("string").alias("value")
-    )
-    return (
-        scored.writeStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
-        .option("topic", output_topic)
-        .option("checkpointLocation", checkpoint_dir)
-        .start()
-    )
-"""
-JOB_SCORING = """
-def score(value):
-    return len(value or b"")
-"""
 GATE = """
 import pytest
 from generator import Workload
@@ -176,11 +144,7 @@ def _alive_workers(network: HostNetwork) -> int:
 
 
 def _run_gate(pytester, master_url: str, bootstrap: str, network: HostNetwork, resources: int):
-    job = pytester.path / "clickjob"
-    job.mkdir()
-    (job / "__init__.py").write_text(JOB_INIT)
-    (job / "job.py").write_text(JOB_MODULE)
-    (job / "scoring.py").write_text(JOB_SCORING)
+    write_job_package(pytester.path)
     pytester.makepyfile(test_clicks_gate=GATE.format(resources=resources))
     checkpoints = pytester.path.parent / "shared-checkpoints"  # a path every host mounts
     checkpoints.mkdir(exist_ok=True)
@@ -264,11 +228,7 @@ def test_pull_request_mode_ships_each_sides_own_version_to_the_executors(pyteste
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", str(pytester.path), *args], check=True, capture_output=True)
 
-    job = pytester.path / "clickjob"
-    job.mkdir()
-    (job / "__init__.py").write_text(JOB_INIT)
-    (job / "job.py").write_text(JOB_MODULE)
-    (job / "scoring.py").write_text(JOB_SCORING)
+    job = write_job_package(pytester.path)
     pytester.makepyfile(test_clicks_gate=GATE.format(resources=1))
     git("init", "-q", "-b", "main")
     git("config", "user.email", "t@example.org")

@@ -1,11 +1,14 @@
 """The measurement core end to end: a small UC1 demand function on the real broker and Spark."""
 
 import csv
+import importlib
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from udf_job_package import PACKAGE, write_job_package
 
 from generator import Workload
 from pytest_theodolite.cli import analyse as analyse_cli
@@ -156,6 +159,29 @@ def test_a_job_that_cannot_start_is_errored_not_failed(kafka_cluster, spark_clus
     assert not [t for t in kafka_cluster.list_topics() if any(i in t for i in runner.run_ids)], (
         "topics left behind"
     )
+
+
+def test_a_jobs_udf_from_a_tree_that_is_not_installed_runs_on_the_executors(
+    kafka_cluster, spark_cluster, tmp_path, monkeypatch
+):
+    """The executors of a cluster started here run this Python, not this process's path: a job whose Python UDF
+    lives in a module imported from the directory pytest runs in -- a user's job, not installed -- is measured,
+    not errored (its workers import the UDF's module by name)."""
+    tree = tmp_path / "checkout"
+    write_job_package(tree)
+    monkeypatch.syspath_prepend(str(tree))
+    for name in [m for m in sys.modules if m.split(".")[0] == PACKAGE]:  # imported by another test
+        monkeypatch.delitem(sys.modules, name)
+    job = importlib.import_module(f"{PACKAGE}.job")
+    # long enough for a task's four attempts to fail and stop the query, were the module not found
+    settings = ExperimentSettings(loads=(100,), resources=(1,), duration_s=20, slo=SloSettings(warmup_s=10))
+    benchmark = Benchmark("udf-job", job.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
+    writer = new_writer(tmp_path / "results", "1", benchmark, settings, Metric.DEMAND, testbed={})
+    runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    record = runner.run_sub_experiment(100, 1)
+    # unreachable, the UDF's module fails every task on the executors: the query stops, errored
+    assert record.outcome.is_measured, [v.detail for v in record.verdicts]
+    assert record.repetitions[0].counters["records_written"] > 0  # the UDF ran there
 
 
 def test_a_confirming_repetition_is_added_to_its_sub_experiment_and_read_back(

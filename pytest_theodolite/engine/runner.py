@@ -12,6 +12,7 @@ never a pass; a generator that cannot produce the load makes it INVALID.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -307,14 +308,19 @@ class ExperimentRunner:
         try:
             for name in job.topics.values():
                 self.kafka.create_gate_topic(name, self.benchmark.input_partitions)
-            py_files = (
-                []
-                if self.spark.kind.started_here
-                else [shipping.job_archive(self.benchmark.start_query.__module__, scratch)]
-            )
+            job_module = self.benchmark.start_query.__module__
+            conf = {**self.settings.spark_conf, **(spark_conf or {})}
+            if self.spark.kind.started_here:
+                py_files = []
+                # the executors run this Python but not this process's path (pull-request mode sets its own)
+                executor_path = shipping.executor_python_path([job_module, __name__], os.environ)
+                if executor_path:
+                    conf.setdefault(shipping.EXECUTOR_PYTHONPATH, executor_path)
+            else:
+                py_files = [shipping.job_archive(job_module, scratch)]
             with self.spark.session(
                 instances=resources,
-                conf={**self.settings.spark_conf, **(spark_conf or {})},
+                conf=conf,
                 instance_cpu=instance_cpu,
                 app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
                 py_files=py_files,

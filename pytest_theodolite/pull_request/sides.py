@@ -41,6 +41,7 @@ from pytest_theodolite.engine.runner import ExperimentRunner, PhaseTimings, new_
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.process import die_with_parent, interruptible_child
 from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.infra.spark.shipping import EXECUTOR_PYTHONPATH
 from pytest_theodolite.infra.waiting import poll_until
 
 #: how long a side may take to start (interpreter, imports) before it counts as broken
@@ -203,7 +204,7 @@ def serve(connection: Connection, spec: SideSpec) -> None:
     try:
         job, origin = _import_job(spec)
         kafka = KafkaCluster(**spec.kafka)
-        conf = {**spec.settings.spark_conf, "spark.executorEnv.PYTHONPATH": str(spec.job_root)}
+        conf = {**spec.settings.spark_conf, EXECUTOR_PYTHONPATH: str(spec.job_root)}
         settings = replace(spec.settings, spark_conf=conf)
         benchmark = replace(spec.benchmark, start_query=job)
         try:
