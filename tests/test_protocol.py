@@ -318,10 +318,53 @@ def test_growing_batch_durations(durations, growing):
     assert batch_durations_growing(durations, batches=3) is growing
 
 
-def test_batch_durations_that_keep_falling_never_settle_and_say_so():
+def test_a_job_working_off_its_backlog_under_the_limit_passes_on_its_certainly_falling_lag():
+    # each batch takes all that arrived while the one before ran, so shorter batches mean the job processes
+    # more than the load: the lag falls, which a job whose capacity lies below the load cannot do
     samples = micro_batch_run(2000, lambda k: max(0.3, 20.0 * 0.85**k), 200)
     protocol = MeasurementProtocol(
         MeasurementPlan(max_warmup_s=100, prime_batches=1), threshold_rps=100, offered_rate=2000
+    )
+    run(protocol, samples)
+    assert protocol.stop is Stop.LAG_FALLING and protocol.certain is True
+    assert protocol.estimate is not None and protocol.estimate.high < 0
+    assert protocol.settled_at_s is None  # it never settled: the verdict rests on the fall alone
+    measured_from = protocol.start_s + protocol.warmup_used_s
+    assert protocol.last_s - measured_from >= protocol.plan.min_duration_s
+    assert protocol.last_s - protocol.start_s < 100  # well inside the bound that ended it as a guess
+
+
+def test_a_falling_lag_does_not_pass_a_job_whose_batches_break_their_bound():
+    samples = micro_batch_run(2000, lambda k: max(0.3, 20.0 * 0.85**k), 200)
+    protocol = MeasurementProtocol(
+        MeasurementPlan(max_warmup_s=100, prime_batches=1),
+        threshold_rps=100,
+        offered_rate=2000,
+        max_batch_s=1.0,
+    )
+    run(protocol, samples)
+    assert protocol.stop is not Stop.LAG_FALLING
+
+
+def test_a_job_over_its_capacity_with_a_backlog_never_passes_on_a_falling_lag():
+    # a per-batch cost of 2 s and 1.1 s per second of load: every batch longer than the one before
+    durations = [6.0]
+    for _ in range(200):
+        durations.append(2.0 + 1.1 * durations[-1])
+    samples = micro_batch_run(2000, lambda k: durations[k], 300, jitter=0.1)
+    protocol = MeasurementProtocol(
+        MeasurementPlan(max_warmup_s=100, prime_batches=1), threshold_rps=100, offered_rate=2000
+    )
+    run(protocol, samples)
+    assert protocol.stop is not Stop.LAG_FALLING
+
+
+def test_batch_durations_that_keep_falling_never_settle_and_say_so_where_a_falling_lag_does_not_pass():
+    samples = micro_batch_run(2000, lambda k: max(0.3, 20.0 * 0.85**k), 200)
+    protocol = MeasurementProtocol(
+        MeasurementPlan(max_warmup_s=100, prime_batches=1, pass_on_falling_lag=False),
+        threshold_rps=100,
+        offered_rate=2000,
     )
     run(protocol, samples)
     assert protocol.stop is Stop.NOT_SETTLED and protocol.warmup_used_s is None
@@ -454,6 +497,11 @@ def test_the_stop_reason_is_recomputed_from_an_interval():
     assert stop_of(-10.0, 50.0, 100.0, "certain", (7.1, 8.0), 7.5) == "max-duration"
     assert stop_of(90.0, 120.0, 100.0, "max-duration", (8.1, 9.0), 7.5) == "certain"
     assert stop_of(-10.0, 50.0, 100.0, "certain", None, 7.5) == "certain"  # no interval recorded
+    # a PASS on a falling lag stays one while the re-fit still falls certainly, else it is judged as any fit
+    assert stop_of(-900.0, -300.0, 100.0, "lag-falling") == "lag-falling"
+    assert stop_of(-900.0, -300.0, 100.0, "lag-falling", (8.1, 9.0), 7.5) == "certain"
+    assert stop_of(-900.0, 50.0, 100.0, "lag-falling") == "certain"
+    assert stop_of(-900.0, 150.0, 100.0, "lag-falling") == "max-duration"
 
 
 @pytest.mark.parametrize(
@@ -473,8 +521,9 @@ def test_a_plan_refuses_values_it_cannot_run(kwargs, message):
 
 def test_a_plan_recorded_before_the_measurement_began_with_the_settled_batches_is_read_as_after_them():
     recorded = MeasurementPlan(measure_settled_batches=0).to_dict()
-    del recorded["measure_settled_batches"]
+    del recorded["measure_settled_batches"], recorded["pass_on_falling_lag"]
     assert MeasurementPlan.from_dict(recorded).measure_settled_batches == 0
+    assert MeasurementPlan.from_dict(recorded).pass_on_falling_lag is False  # recorded before it existed
     assert MeasurementPlan.from_dict(MeasurementPlan().to_dict()) == MeasurementPlan()
 
 

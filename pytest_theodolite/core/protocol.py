@@ -23,8 +23,12 @@ host (docs/how-it-works.md says why). One repetition goes through four phases, f
    guess. Unless those few already doubled, they get the bound once more (``2 x max_warmup_s``), so that the
    batches decide: they settle and the lag trend is measured, or grow and the job falls behind. Batches too
    long for ``2 x settle_batches`` of them to fit the bound (batches of more than 11 s at the gates' 90 s)
-   get as long as that many take, up to the same ``2 x max_warmup_s``, unless they already diverge. A fixed
-   ``warmup_s`` (Theodolite's protocol) replaces this phase.
+   get as long as that many take, up to the same ``2 x max_warmup_s``, unless they already diverge. A lag
+   that falls certainly over the batches under the limit (``pass_on_falling_lag``) ends the repetition as a
+   certain PASS, ``lag-falling``: a micro-batch engine takes all pending input into its next batch, so its lag
+   shrinks only while it processes more than the load -- the backlog priming left, worked off -- which a job
+   whose capacity lies below the load cannot do. A fixed ``warmup_s`` (Theodolite's protocol) replaces this
+   phase.
 3. **measuring** -- begins where the older of the newest ``measure_settled_batches`` batches the settling
    test judged steady began: they are steady state already, and waiting past them cost every point their
    length (docs/lab-notes/protocol.md, 2026-12-03). At least ``min_duration_s``; from then on the lag trend's
@@ -88,6 +92,7 @@ class Stop(str, enum.Enum):
     NOT_SETTLED = "not-settled"  # batch durations still falling when the warm-up bound was reached
     NO_BATCHES = "no-batches"  # too few micro-batches finished in the longest measurement to fit a trend
     FALLING_BEHIND = "falling-behind"  # every micro-batch markedly longer than the one before
+    LAG_FALLING = "lag-falling"  # settling: the lag fell certainly under the CPU limit, a backlog worked off
 
 
 #: stops whose repetition FAILs without a fitted trend
@@ -95,7 +100,7 @@ FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIN
 #: stops whose verdict is certain: the interval lay on one side of the threshold, or the batches show a job
 #: that does not keep up. ``max-duration`` (the point estimate decided) is not; ``not-settled`` is only where
 #: the batches under the limit at least doubled (``MeasurementProtocol.certain``).
-CERTAIN_STOPS = frozenset({Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES})
+CERTAIN_STOPS = frozenset({Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES, Stop.LAG_FALLING})
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,9 @@ class MeasurementPlan:
     measure_settled_batches: int = 2
     min_points: int = 3  # points of the fit before an interval may stop the measurement (Student t allows 3)
     falling_behind_batches: int = 3  # 0: never stop early for growing batch durations
+    #: settling: a lag that falls certainly under the CPU limit ends the repetition as a certain PASS (a job
+    #: whose capacity lies below the load cannot shrink its lag; results recorded before 2026-12-04 waited)
+    pass_on_falling_lag: bool = True
 
     def __post_init__(self) -> None:
         problems = []
@@ -167,9 +175,10 @@ class MeasurementPlan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MeasurementPlan:
-        """The plan a run recorded; one recorded before ``measure_settled_batches`` measured after them."""
+        """The plan a run recorded; one recorded before ``measure_settled_batches`` measured after them, and
+        one recorded before ``pass_on_falling_lag`` waited for the batches to settle."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**{"measure_settled_batches": 0, **known})
+        return cls(**{"measure_settled_batches": 0, "pass_on_falling_lag": False, **known})
 
 
 @dataclass
@@ -264,6 +273,9 @@ class MeasurementProtocol:
             return
         if self._first_limited_batch is None:
             self._first_limited_batch = max(self._batches, default=-1) + 2
+        if self.plan.pass_on_falling_lag and self._lag_falling():
+            self._finish(Stop.LAG_FALLING)
+            return
         limited = self._limited_durations()
         if batch_durations_settled(
             limited, self.plan.settle_batches, self.plan.settle_tolerance
@@ -298,6 +310,33 @@ class MeasurementProtocol:
             began = self._batch_ends[first] - self._batches[first]
             if math.isfinite(began) and self.limited_at_s is not None and began >= self.limited_at_s:
                 self.measure_from_s, self._first_measured_batch = began, first
+
+    def _lag_falling(self) -> bool:
+        """Whether the lag fitted over the batches under the CPU limit falls certainly (its interval lies below
+        zero, over at least ``min_points`` batches and ``min_duration_s``) and their median batch meets the
+        batch bound. A micro-batch engine takes all pending input into its next batch, so its lag shrinks only
+        while it processes more than the load: a job working off the backlog that priming left, which one whose
+        capacity lies below the load cannot do (docs/how-it-works.md). Takes the fit as the measurement where
+        it is."""
+        first = self._first_limited_batch
+        ids = [b for b in self._batches if first is not None and b >= first]
+        if len(ids) < self.plan.min_points or self.start_s is None or self.last_s is None:
+            return False
+        began = self._batch_ends[ids[0]] - self._batches[ids[0]]
+        if not math.isfinite(began) or self.last_s - began < self.plan.min_duration_s:
+            return False
+        self.measure_from_s, self._first_measured_batch = max(began, self.start_s), ids[0]
+        estimate = self._estimate()
+        if (
+            estimate is not None
+            and estimate.points >= self.plan.min_points
+            and estimate.high < 0
+            and self.batch_side() is Outcome.PASS
+        ):
+            self.estimate = estimate
+            return True
+        self.measure_from_s, self._first_measured_batch = None, None
+        return False
 
     def _limited_durations(self) -> list[float]:
         first = self._first_limited_batch if self._first_limited_batch is not None else 0
@@ -480,6 +519,8 @@ def stop_of(
     sides = [trend_side(estimate_low, estimate_high, threshold)]
     if max_batch_s is not None and batch_interval is not None:
         sides.append(batch_bound_side(*batch_interval, max_batch_s))
+    if recorded == Stop.LAG_FALLING.value and estimate_high < 0 and all(s is Outcome.PASS for s in sides):
+        return recorded  # the re-fit still falls certainly
     return Stop.CERTAIN.value if sides_decide(sides) else Stop.MAX_DURATION.value
 
 
