@@ -619,3 +619,31 @@ def test_few_long_batches_that_already_doubled_end_at_the_plain_bound():
     assert protocol.stop is Stop.NOT_SETTLED and protocol.certain is True
     assert protocol.last_s - protocol.limited_at_s == pytest.approx(PLAN.max_warmup_s, abs=1)
     assert "no steady state within the 60 s warm-up bound: only 2 micro-batches" in protocol.failure_reason
+
+
+def test_three_batches_on_a_line_do_not_make_a_verdict_certain():
+    # recorded: UC3 2 000 on one instance at 926 records/s, its lag after three measured commits 5 173, 5 538
+    # and 5 928 -- on a line, a "certain" FAIL, +61 [+61, +61] vs 46, on one degree of freedom; the same load
+    # at a lower rate passed. Here a batch commits every 6 s, the lag after each commit at 5 500 but for
+    # three on such a line, then back
+    rate, after_commit = 926.0, {}
+    for k in range(60):
+        after_commit[k] = 5500.0 + (366.0 * (k - 5) if 6 <= k <= 8 else 0.0)
+    samples = []
+    for i in range(300):
+        t = i + 0.5
+        k = int(t // 6) - 1  # the last finished batch: batch k ends at 6 (k + 1) s
+        if k < 0:
+            samples.append((T0 + t, rate * t, None, None, None))
+            continue
+        end = 6.0 * (k + 1)
+        samples.append((T0 + t, after_commit[k] + rate * (t - end), k, 5900.0, T0 + end))
+    plan = MeasurementPlan(max_warmup_s=90)  # the gates' plan
+    three = MeasurementProtocol(dataclasses.replace(plan, min_points=3), threshold_rps=46, offered_rate=rate)
+    run(three, samples)
+    assert three.stop is Stop.CERTAIN and three.estimate.points == 3  # what min_points=3 allowed
+    assert three.estimate.side_of(46) is Outcome.FAIL and three.estimate.high - three.estimate.low < 1.0
+    protocol = MeasurementProtocol(plan, threshold_rps=46, offered_rate=rate)
+    run(protocol, samples)
+    assert plan.min_points == 4 and protocol.estimate is not None and protocol.estimate.points >= 4
+    assert protocol.estimate.high - protocol.estimate.low > 1.0  # an interval with a width

@@ -120,7 +120,11 @@ class MeasurementPlan:
     #: how many of the newest batches the settling test judged steady the measurement begins with (0: it
     #: begins after them, at the sample that ended the warm-up; results recorded before 2026-12-03 did so)
     measure_settled_batches: int = 2
-    min_points: int = 3  # points of the fit before an interval may stop the measurement (Student t allows 3)
+    #: points of the fit before an interval may stop the measurement. Student's t allows 3, but three batches
+    #: whose durations change by equal steps lie on a line whatever comes next, and one degree of freedom then
+    #: gives an interval of no width: a "certain" verdict on three batches (docs/lab-notes/protocol.md,
+    #: 2026-12-04). Results recorded before kept 3.
+    min_points: int = 4
     falling_behind_batches: int = 3  # 0: never stop early for growing batch durations
     #: settling: a lag that falls certainly under the CPU limit ends the repetition as a certain PASS (a job
     #: whose capacity lies below the load cannot shrink its lag; results recorded before 2026-12-04 waited)
