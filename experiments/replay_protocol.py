@@ -115,8 +115,12 @@ def plan_overrides(entries):
 
 
 def replay(results, sub, repetition, rows, rule=None, args=None, overrides=None):
-    slo = results.slo_settings
-    rate = sub.target_rate
+    record = next((r for r in sub.repetitions if r.repetition == repetition), None)
+    recorded = record.protocol if record is not None else {}
+    # a repetition offered a share of the load's rate ran at it, its bounds in seconds stretched by bounds_share
+    # (a FAIL measured again at the slowest speed the calibration allows), as cli/analyse.py re-judges it
+    slo = results.slo_settings.dilated(float(recorded.get("bounds_share", 1.0)))
+    rate = float(recorded.get("offered_rate") or sub.target_rate)
     threshold = slo.lag_trend_threshold.for_load(rate)
     plan = MeasurementPlan.from_dict(results.settings.get("protocol") or {})
     if overrides:
