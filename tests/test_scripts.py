@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
 
@@ -445,19 +446,24 @@ def test_window_verdicts_counts_a_certain_verdict_the_long_run_contradicts():
     from pytest_theodolite.core.slo import BATCH_DURATION
 
     windows = load_script("window_verdicts")
-    # a steady job whose batches sit above a 7.5 s bound for three batches, then below it for good
+    # a steady job whose batches sit above a 7.5 s bound for three batches, then below it for good; measured
+    # as before c6d52da, when three batches could make a verdict certain
+    three = MeasurementPlan(min_points=3)
     rows = scripted_rows([4.0, 4.0, 8.4, 8.4, 8.4] + [6.0] * 60)
-    today = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate())
+    today = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate(), three)
     assert (today.outcome, today.certain) == (Outcome.FAIL, True)  # two long batches decided it
     assert today.measured_s < 30
-    wider = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate(min_batches=6))
+    wider = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate(min_batches=6), three)
     assert (wider.outcome, wider.certain) == (Outcome.PASS, True)
     assert wider.measured_s > today.measured_s
     # so does a longer least measurement: by 40 s the settled batches outnumber the long ones
-    longer = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate(min_duration_s=40.0))
+    longer = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate(min_duration_s=40.0), three)
     assert (longer.outcome, longer.certain) == (Outcome.PASS, True)
     assert longer.measured_s >= 40
     assert str(windows.Candidate(min_duration_s=40.0)) == "confidence 0.95, >= 40 s measured"
+    # and so does the plan since, four batches at least
+    four = windows.replay_from(rows, 8.5, 50.0, 1000.0, 7.5, windows.Candidate())
+    assert (four.outcome, four.certain) == (Outcome.PASS, True) and four.measured_s > today.measured_s
     # without the bound the lag alone decides: it is 0 after every commit
     lag_only = windows.replay_from(rows, 8.5, 50.0, 1000.0, None, windows.Candidate())
     assert (lag_only.outcome, lag_only.certain) == (Outcome.PASS, True)
