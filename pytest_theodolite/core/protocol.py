@@ -277,7 +277,9 @@ class MeasurementProtocol:
             return
         if self._first_limited_batch is None:
             self._first_limited_batch = max(self._batches, default=-1) + 2
-        if self.plan.pass_on_falling_lag and self._lag_falling():
+        falling = self._falling_lag() if self.plan.pass_on_falling_lag else None
+        if falling is not None:
+            self.estimate, (self.measure_from_s, self._first_measured_batch) = falling
             self._finish(Stop.LAG_FALLING)
             return
         limited = self._limited_durations()
@@ -315,32 +317,32 @@ class MeasurementProtocol:
             if math.isfinite(began) and self.limited_at_s is not None and began >= self.limited_at_s:
                 self.measure_from_s, self._first_measured_batch = began, first
 
-    def _lag_falling(self) -> bool:
-        """Whether the lag fitted over the batches under the CPU limit falls certainly (its interval lies below
-        zero, over at least ``min_points`` batches and ``min_duration_s``) and their median batch meets the
-        batch bound. A micro-batch engine takes all pending input into its next batch, so its lag shrinks only
-        while it processes more than the load: a job working off the backlog that priming left, which one whose
-        capacity lies below the load cannot do (docs/how-it-works.md). Takes the fit as the measurement where
-        it is."""
+    def _falling_lag(self) -> tuple[SlopeEstimate, tuple[float, int]] | None:
+        """The lag fitted over the batches under the CPU limit, with where that fit begins (seconds, first
+        batch), where it falls certainly (its interval lies below zero, over at least ``min_points`` batches
+        and ``min_duration_s``) and their median batch meets the batch bound; else None. A micro-batch engine
+        takes all pending input into its next batch, so its lag shrinks only while it processes more than the
+        load: a job working off the backlog that priming left, which one whose capacity lies below the load
+        cannot do (docs/how-it-works.md)."""
         first = self._first_limited_batch
-        ids = [b for b in self._batches if first is not None and b >= first]
-        if len(ids) < self.plan.min_points or self.start_s is None or self.last_s is None:
-            return False
+        if first is None or self.start_s is None or self.last_s is None:
+            return None
+        ids = [b for b in self._batches if b >= first]
+        if len(ids) < self.plan.min_points:
+            return None
         began = self._batch_ends[ids[0]] - self._batches[ids[0]]
         if not math.isfinite(began) or self.last_s - began < self.plan.min_duration_s:
-            return False
-        self.measure_from_s, self._first_measured_batch = max(began, self.start_s), ids[0]
-        estimate = self._estimate()
+            return None
+        start = max(began, self.start_s)
+        estimate = self._estimate(start - self.start_s)
         if (
-            estimate is not None
-            and estimate.points >= self.plan.min_points
-            and estimate.high < 0
-            and self.batch_side() is Outcome.PASS
+            estimate is None
+            or estimate.points < self.plan.min_points
+            or not estimate.high < 0
+            or self._batch_side_from(ids[0]) is not Outcome.PASS
         ):
-            self.estimate = estimate
-            return True
-        self.measure_from_s, self._first_measured_batch = None, None
-        return False
+            return None
+        return estimate, (start, ids[0])
 
     def _limited_durations(self) -> list[float]:
         first = self._first_limited_batch if self._first_limited_batch is not None else 0
@@ -396,19 +398,24 @@ class MeasurementProtocol:
     def batch_side(self) -> Outcome | None:
         """PASS or FAIL once the median measured batch duration's interval lies on one side of ``max_batch_s``
         (always PASS without that bound); None while it straddles it or too few batches finished."""
+        return self._batch_side_from(
+            self._first_measured_batch if self._first_measured_batch is not None else math.inf
+        )
+
+    def _batch_side_from(self, first: float) -> Outcome | None:
         if self.max_batch_s is None:
             return Outcome.PASS
-        first = self._first_measured_batch if self._first_measured_batch is not None else math.inf
         interval = batch_duration_interval(
             [d for b, d in self._batches.items() if b >= first], self.confidence
         )
         return None if interval is None else batch_bound_side(*interval, self.max_batch_s)
 
-    def _estimate(self) -> SlopeEstimate | None:
+    def _estimate(self, warmup_s: float | None = None) -> SlopeEstimate | None:
+        """The lag trend after `warmup_s` (default: the warm-up this repetition used)."""
         try:
             return lag_trend_estimate(
                 TimeSeries.of(self._t, self._lag),
-                warmup_s=self.warmup_used_s or 0.0,
+                warmup_s=(self.warmup_used_s or 0.0) if warmup_s is None else warmup_s,
                 method=self.method,
                 confidence=self.confidence,
                 batch_ids=TimeSeries.of(self._ids_t, self._ids),
