@@ -580,3 +580,24 @@ def test_paired_read_stop_ends_a_read_only_as_a_certain_pass(tmp_path):
     # a read that measured nothing is left out
     (tmp_path / "x_paired_cost.json").write_text(json.dumps({"load": 1, "sides": {}, "comparison": None}))
     assert stop.replay(tmp_path / "x_paired_cost.json", 0.07) is None
+
+
+def test_priming_backlog_counts_apart_the_repetitions_that_owed_their_priming():
+    backlog = load_script("priming_backlog")
+
+    def primed(primed_s, owed_s, certain, seconds, instances=4):
+        return backlog.PrimedRepetition(
+            "run", 20000, instances, primed_s, 30.0, owed_s, 30.0, "not-settled", certain, seconds
+        )
+
+    cold = primed(31.0, 30.3, False, 212.0)  # primed to the bound, nearly all of it still owed
+    caught_up = primed(31.0, 12.0, True, 110.0)  # to the bound, but it had taken in most of it
+    quick = primed(14.0, 13.9, True, 50.0)  # ended by its batches, before the bound
+    assert [r.owed_its_priming(0.8) for r in (cold, caught_up, quick)] == [True, False, False]
+    assert backlog.summary([cold, caught_up, quick, primed(9.0, 4.0, True, 60.0, instances=1)], 0.8) == [
+        "| instances | owed its priming | repetitions | uncertain | mean seconds |",
+        "|---:|---|---:|---:|---:|",
+        "| 1 | no | 1 | 0 | 60 |",
+        "| 4 | no | 2 | 0 | 80 |",
+        "| 4 | yes | 1 | 1 | 212 |",
+    ]
