@@ -190,13 +190,16 @@ class SloSettings:
             )
 
     def dilated(self, share: float) -> SloSettings:
-        """These settings for a run that is to show a regression where the job is offered `share` of each
-        load's rate on a host at least that fast, relative to the one its bounds were set for
-        (comparison.regression_share): a bound in seconds may be that much longer there -- a micro-batch's own
-        work takes 1/share as long, its records' work no longer than at the full rate -- so a batch beyond it
-        is beyond the bound on that host too. The rates' bounds follow the offered rate already
-        (SlopeThreshold.for_load). A run whose pass is to be judged keeps the bounds as they are: on a slower
-        host a batch of as many records relative to its speed takes at least as long."""
+        """These settings for a run offered `share` of each load's rate on a testbed slower than the one its
+        bounds were set for (judge.comparison): a bound in seconds stretched by 1/share. In steady state a
+        micro-batch holds what arrived during the one before: with a per-batch cost c and load over capacity
+        rho there, a testbed uniformly at speed s runs batches of d = c/s + (share/s) rho d, the other host
+        d' = c / (1 - rho) (up to its trigger interval, where batches wait for one). Where s <= share (the run
+        that judges a pass, offered the fastest speed the calibration allows), d' <= s d: a batch within the
+        stretched bound is within the bound there (or within its trigger interval); where s >= share (the run
+        that is to show a regression, at the slowest) d' >= s d: one beyond it is beyond it there. The same
+        assumption of a uniform slowdown the offered rate makes for the lag trend, whose threshold follows that
+        rate already (SlopeThreshold.for_load)."""
         if share == 1 or self.max_batch_duration_s is None:
             return self
         return replace(self, max_batch_duration_s=self.max_batch_duration_s / share)

@@ -237,10 +237,13 @@ class ExperimentRunner:
 
     # -- one sub-experiment ----------------------------------------------------------------------------
     def run_sub_experiment(self, load: int, resources: int) -> SubExperimentRecord:
-        """Run (load, resources) at the offered share of the load's rate, the SLOs' bounds as they are."""
+        """Run (load, resources) at the offered share of the load's rate, its bounds in seconds stretched by that
+        share (SloSettings.dilated)."""
         workload = self.workload(load)
         repetitions = [
-            self.run_repetition(load, resources, rep, workload, share=self.offered_share)
+            self.run_repetition(
+                load, resources, rep, workload, share=self.offered_share, bounds_share=self.offered_share
+            )
             for rep in range(self.settings.repetitions)
         ]
         return self._finish_sub_experiment(load, resources, workload.target_rate, repetitions)
@@ -251,7 +254,7 @@ class ExperimentRunner:
         """One more repetition of a finished sub-experiment, combined with its earlier ones (the median slope
         decides; repetitions that disagree make the record uncertain: certainty.to_confirm) -- at `share` of
         the load's rate where given (comparison.regression_share; each repetition records its rate), there to
-        show a regression: its bounds in seconds stretched by `share` (SloSettings.dilated)."""
+        show a regression; its bounds in seconds stretched by the share it runs at (SloSettings.dilated)."""
         earlier = self.records[(load, resources)]
         workload = self.workload(load) if share is None else self.benchmark.workload(load).sent_faster(share)
         repetition = self.run_repetition(
@@ -260,7 +263,7 @@ class ExperimentRunner:
             len(earlier.repetitions),
             workload,
             share=self.offered_share if share is None else share,
-            bounds_share=1.0 if share is None else share,
+            bounds_share=self.offered_share if share is None else share,
         )
         return self._finish_sub_experiment(
             load, resources, earlier.target_rate, [*earlier.repetitions, repetition]
@@ -476,7 +479,7 @@ class ExperimentRunner:
         bounds_share: float = 1.0,
     ) -> RepetitionRecord:
         """One run of the job against `workload`, offered at `share` of the load's rate; the SLOs' bounds in
-        seconds stretched by `bounds_share` (SloSettings.dilated: a run that is to show a regression)."""
+        seconds stretched by `bounds_share` (SloSettings.dilated)."""
         slo = self.settings.slo.dilated(bounds_share)
         job = self.new_job()
         lag_writer = self.writer.open_series(load, resources, LAG_TREND, repetition)
