@@ -140,8 +140,8 @@ def reanalyse(
             protocol = dict(recorded_rep.protocol) if recorded_rep else {}
             use_recorded = not fixed_warmup and recorded_rep is not None
             # a repetition offered a share of the load's rate was judged at it (comparison.offered_share), its
-            # bounds in seconds stretched where it was to show a regression (results before 2026-11-27 stretched
-            # them at every share and recorded no bounds_share)
+            # bounds in seconds stretched as recorded (by its share; from 2026-11-27 until both runs were, the
+            # run that judged a pass kept them; results before 2026-11-27 recorded no bounds_share)
             offered = protocol.get("offered_rate")
             stretched = protocol.get("bounds_share", protocol.get("offered_share", 1.0))
             verdicts = evaluate_repetition(
