@@ -268,3 +268,24 @@ def test_checkpoints_on_the_clusters_file_system_are_deleted_through_it(location
 
 def test_the_registration_hints_cover_every_kind():
     assert set(cluster_module._REGISTRATION_HINTS) == set(MasterKind)
+
+
+DRIVER, OLD, NEW = "127.0.0.1:40000", "127.0.0.1:41000", "127.0.0.1:42000"
+
+
+@pytest.mark.parametrize(
+    "ids, addresses, replaced",
+    [
+        (["0"], {DRIVER, OLD}, False),  # not killed yet
+        ([], {DRIVER, OLD}, False),  # the scheduler forgot the old one, its block manager is still listed
+        (["1"], {DRIVER, OLD}, False),  # the new one registered, its block manager not yet: the old is listed
+        (["1"], {DRIVER, OLD, NEW}, False),  # both block managers listed
+        (["1"], {DRIVER, "127.0.0.1:0"}, False),  # the new block manager has no port yet
+        ([], {DRIVER, NEW}, False),
+        (["1"], {DRIVER, NEW}, True),
+    ],
+)
+def test_an_executor_is_replaced_once_the_old_ones_block_manager_is_gone_and_the_new_one_has_its_port(
+    ids, addresses, replaced
+):
+    assert cluster_module.has_replaced("0", frozenset({DRIVER, OLD}), ids, frozenset(addresses)) is replaced

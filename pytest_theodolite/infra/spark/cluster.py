@@ -415,9 +415,10 @@ def replace_executor(spark, timeout_s: float = 60.0) -> None:
         raise TheodoliteSetupError(
             f"replacing an executor needs exactly one, the application has {len(before)}"
         )
+    addresses_before = executor_addresses(spark)
     spark.sparkContext._jsc.sc().killAndReplaceExecutor(before[0])
     wait_until(
-        lambda: _replaced(spark, before[0]),
+        lambda: has_replaced(before[0], addresses_before, executor_ids(spark), executor_addresses(spark)),
         timeout_s=timeout_s,
         interval_s=0.05,
         error=TheodoliteSetupError,
@@ -425,13 +426,19 @@ def replace_executor(spark, timeout_s: float = 60.0) -> None:
     )
 
 
-def _replaced(spark, executor: str) -> bool:
-    """Whether one executor other than `executor` is registered and its block manager has its port (until it
-    has, the executor shows at port 0: an address that goes)."""
-    addresses = executor_addresses(spark)  # the driver's and the executor's
+def has_replaced(
+    executor: str, addresses_before: frozenset[str], ids: list[str], addresses: frozenset[str]
+) -> bool:
+    """Whether one executor other than `executor` is registered (`ids`) and the block managers (`addresses`,
+    the driver's and one executor's) are the driver's and the new one's. The scheduler forgets a killed
+    executor before the block manager master does: for a while `executor`'s block manager is still listed,
+    and an address taken then would be reported lost a moment later. Until a new block manager has its port
+    it shows at port 0."""
     return (
-        executor not in executor_ids(spark)
+        executor not in ids
+        and len(ids) == 1
         and len(addresses) == 2
+        and not addresses_before <= addresses  # the killed executor's address is gone
         and not any(a.endswith(":0") for a in addresses)
     )
 
