@@ -102,7 +102,8 @@ class LoadGenerator:
     ``with LoadGenerator("127.0.0.1:9092", "input", Workload(keys=10_000)) as gen: ...`` -- ``start()``
     refuses bad parameters (``WorkloadError``) before anything is produced, publishes the UC4 sensor registry
     to ``config_topic`` if the workload has a hierarchy, starts the workers and returns when the first record
-    is due. ``stop()`` (also on exceptions) stops, flushes and joins every worker.
+    is due; ``spawn()`` and ``release()`` are its two halves, for a caller that starts something else while the
+    workers start. ``stop()`` (also on exceptions) stops, flushes and joins every worker.
     """
 
     bootstrap_servers: str
@@ -119,6 +120,8 @@ class LoadGenerator:
     _workers: list[Any] = field(default_factory=list, init=False, repr=False)
     _stop_event: Any = field(default=None, init=False, repr=False)
     _reports: Any = field(default=None, init=False, repr=False)
+    _go: Any = field(default=None, init=False, repr=False)  # set: the spawned workers send
+    _start_epoch_s: Any = field(default=None, init=False, repr=False)
     _collector: threading.Thread | None = field(default=None, init=False, repr=False)
     _collector_stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -156,6 +159,14 @@ class LoadGenerator:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> LoadGenerator:
+        self.spawn()
+        self.release()
+        return self
+
+    def spawn(self) -> LoadGenerator:
+        """The first half of `start`: check the parameters and the topics, publish the UC4 sensor registry and
+        start the workers, which connect and then wait for `release` -- for a caller with something else to do
+        meanwhile (a Spark application to start: the workers' interpreters start beside it, not after it)."""
         if self._workers:
             raise RuntimeError("this LoadGenerator is already running; stop() it first")
         self._reset_measurements()
@@ -167,6 +178,28 @@ class LoadGenerator:
             )
         self._start_workers(producer_config)
         return self
+
+    def release(self) -> None:
+        """The second half of `start`: once every spawned worker is connected, let them send, starting on a
+        whole second; returns when the first record is due."""
+        if not self._workers or self._go is None:
+            raise RuntimeError("spawn() this LoadGenerator before releasing it")
+        if self._go.is_set():
+            raise RuntimeError("this LoadGenerator is already sending")
+        try:
+            self._wait_ready(len(self._workers))
+            # start on a whole second so the per-second windows of all workers line up with wall seconds
+            self._start_epoch_s.value = float(math.ceil(time.time() + _START_MARGIN_S))
+            self._go.set()
+            self.started_at = self._start_epoch_s.value
+            self._collector = threading.Thread(
+                target=self._collect, name="generator-rate-collector", daemon=True
+            )
+            self._collector.start()
+            time.sleep(max(0.0, self.started_at - time.time()))
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """Stop every worker (flushing what it already handed to librdkafka) and collect the last reports."""
@@ -197,7 +230,7 @@ class LoadGenerator:
                 )
         self._reports.close()
         self._reports.join_thread()
-        self._workers = []
+        self._workers, self._go = [], None
 
     def __enter__(self) -> LoadGenerator:
         return self.start()
@@ -298,13 +331,13 @@ class LoadGenerator:
         count = self.process_count
         self._stop_event = context.Event()
         self._reports = context.Queue()
-        start_epoch_s = context.Value("d", 0.0)
-        go = context.Event()
+        self._start_epoch_s = context.Value("d", 0.0)
+        self._go = context.Event()
         for index in range(count):
             plan = WorkerPlan(index, count, self.topic, self.workload, producer_config)
             worker = context.Process(
                 target=worker_main,
-                args=(plan, self._reports, go, start_epoch_s, self._stop_event),
+                args=(plan, self._reports, self._go, self._start_epoch_s, self._stop_event),
                 name=f"theodolite-generator-{index}",
                 daemon=True,
             )
@@ -312,16 +345,6 @@ class LoadGenerator:
         try:
             for worker in self._workers:
                 worker.start()
-            self._wait_ready(count)
-            # start on a whole second so the per-second windows of all workers line up with wall seconds
-            start_epoch_s.value = float(math.ceil(time.time() + _START_MARGIN_S))
-            go.set()
-            self.started_at = start_epoch_s.value
-            self._collector = threading.Thread(
-                target=self._collect, name="generator-rate-collector", daemon=True
-            )
-            self._collector.start()
-            time.sleep(max(0.0, self.started_at - time.time()))
         except BaseException:
             self.stop()
             raise

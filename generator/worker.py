@@ -67,7 +67,11 @@ def worker_main(plan: WorkerPlan, reports: Any, go: Any, start_epoch_s: Any, sto
         return
     reports.put(("ready", plan.index))
     while not go.wait(0.1):
-        if stop_event.is_set():
+        if stop_event.is_set():  # stopped before it was released: it sent nothing, and says so
+            producer.flush(0)
+            reports.put(("done", plan.index, WorkerTotals(0, 0, 0, None)))
+            reports.close()
+            reports.join_thread()
             return
     sender = _ScheduledSender(plan, producer, errors, reports, start_epoch_s.value)
     try:

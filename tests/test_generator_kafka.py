@@ -278,6 +278,41 @@ def test_every_worker_is_stopped_on_an_exception_inside_the_with_block(kafka_clu
     assert not [c for c in psutil.Process(os.getpid()).children() if c.pid in pids]
 
 
+def test_spawned_workers_send_nothing_until_released_and_a_spawn_stops_without_a_release(kafka_cluster):
+    """spawn() starts the workers beside something else (the runner: a Spark application); only release()
+    lets them send, from a whole second on -- and a run that never got that far stops them all the same."""
+    topic = "gen-spawn"
+    kafka_cluster.create_topic(topic, partitions=2)
+    generator = LoadGenerator(kafka_cluster.bootstrap_servers, topic, Workload(keys=500), processes=2)
+    try:
+        generator.spawn()
+        pids = generator.worker_pids
+        assert len(pids) == 2
+        time.sleep(3.0)  # the workers connect meanwhile; none may send yet
+        assert kafka_cluster.total_end_offset(topic) == 0 and generator.started_at is None
+        generator.release()
+        assert generator.started_at == int(generator.started_at) and generator.started_at <= time.time()
+        time.sleep(2.5)
+        with pytest.raises(RuntimeError, match="already sending"):
+            generator.release()
+    finally:
+        generator.stop()
+    assert generator.totals.acknowledged == kafka_cluster.total_end_offset(topic) > 0
+
+    idle = LoadGenerator(kafka_cluster.bootstrap_servers, topic, Workload(keys=500), processes=2)
+    with pytest.raises(RuntimeError, match="spawn"):
+        idle.release()
+    idle.spawn()
+    idle_pids = idle.worker_pids
+    idle.stop()
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in idle_pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(idle_pids) == 2 and not any(_alive(pid) for pid in idle_pids)
+    assert idle.totals.produced == 0 and idle.worker_failures == {}
+    assert kafka_cluster.total_end_offset(topic) == generator.totals.acknowledged  # the idle one sent nothing
+
+
 def _alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

@@ -7,6 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from udf_job_package import PACKAGE, write_job_package
 
@@ -159,6 +160,39 @@ def test_a_job_that_cannot_start_is_errored_not_failed(kafka_cluster, spark_clus
     assert not [t for t in kafka_cluster.list_topics() if any(i in t for i in runner.run_ids)], (
         "topics left behind"
     )
+
+
+def test_a_session_that_does_not_start_stops_the_generator_spawned_beside_it(
+    kafka_cluster, spark_cluster, tmp_path, monkeypatch
+):
+    """The generator's workers start while the Spark application does (running_job): where the application
+    never comes up, they are stopped without having sent a record, and the run's topics are deleted."""
+    settings = ExperimentSettings(loads=(100,), resources=(1,), duration_s=2, slo=SloSettings(warmup_s=0))
+    benchmark = uc1_benchmark()
+    runner = ExperimentRunner(
+        benchmark,
+        settings,
+        kafka_cluster,
+        spark_cluster,
+        new_writer(tmp_path, "3", benchmark, settings, Metric.DEMAND, testbed={}),
+    )
+    spawned = []
+
+    def no_session(**_options):
+        spawned.extend(job.generator.worker_pids)
+        raise RuntimeError("no executor registered")
+
+    monkeypatch.setattr(spark_cluster, "session", no_session)
+    job = runner.new_job()
+    with pytest.raises(RuntimeError, match="no executor registered"):
+        with runner.running_job(job, 100, 1, benchmark.workload(100), instance_cpu=None):
+            pytest.fail("the job ran without a session")
+    assert spawned and job.generator.worker_pids == []
+    assert not [
+        p for p in spawned if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
+    assert job.counters["records_acknowledged"] == 0 and job.generator.worker_failures == {}
+    assert not [t for t in kafka_cluster.list_topics() if job.run_id in t], "topics left behind"
 
 
 def test_a_jobs_udf_from_a_tree_that_is_not_installed_runs_on_the_executors(

@@ -156,6 +156,15 @@ class RunAborted(Exception):
         self.reason = reason
 
 
+@contextmanager
+def _generator_refusal() -> Iterator[None]:
+    """A generator that refuses the load (or whose workers cannot start) makes the run INVALID."""
+    try:
+        yield
+    except WorkloadError as exc:
+        raise RunAborted(Outcome.INVALID, f"the generator refused the load: {exc}") from None
+
+
 @dataclass
 class RunningJob:
     """One run of the job (a repetition, or a capacity measurement): its names, what runs, and what its query
@@ -321,39 +330,42 @@ class ExperimentRunner:
                     conf.setdefault(shipping.EXECUTOR_PYTHONPATH, executor_path)
             else:
                 py_files = [shipping.job_archive(job_module, scratch)]
-            with self.spark.session(
-                instances=resources,
-                conf=conf,
-                instance_cpu=instance_cpu,
-                app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
-                py_files=py_files,
-                lock=lock,
-            ) as spark:
-                job.spark = spark
-                try:
-                    job.checkpoint, job.options = checkpoint, self.job_options(job.topics, query_options)
-                    self._start_query(job)
-                    job.generator = LoadGenerator(
-                        self.kafka.bootstrap_servers,
-                        job.topics["input"],
-                        workload,
-                        client_config=self.generator_client_config,
-                        config_topic=job.topics.get(self.benchmark.registry_topic_option or ""),
-                    )
+            # the generator's workers start (interpreters, connections) while the application does, and send
+            # once the query runs: about 2.5 s of every set-up (docs/lab-notes/protocol.md, 2026-12-04, late)
+            job.generator = LoadGenerator(
+                self.kafka.bootstrap_servers,
+                job.topics["input"],
+                workload,
+                client_config=self.generator_client_config,
+                config_topic=job.topics.get(self.benchmark.registry_topic_option or ""),
+            )
+            try:
+                with _generator_refusal():
+                    job.generator.spawn()
+                with self.spark.session(
+                    instances=resources,
+                    conf=conf,
+                    instance_cpu=instance_cpu,
+                    app_name=f"theodolite-{self.benchmark.name}-{load}-{resources}",
+                    py_files=py_files,
+                    lock=lock,
+                ) as spark:
+                    job.spark = spark
                     try:
-                        job.generator.start()
-                    except WorkloadError as exc:
-                        raise RunAborted(Outcome.INVALID, f"the generator refused the load: {exc}") from None
-                    yield job
-                finally:
-                    job.teardown_started = time.monotonic()
-                    if job.generator is not None:
-                        job.generator.stop()
-                        job.counters["records_acknowledged"] = job.generator.totals.acknowledged
-                    if job.query is not None:
-                        stopped, job.late_rows = self._stop_query(job.query)
-                        job.counters.update(stopped)
-                    self._delete_checkpoint(spark, checkpoint)
+                        job.checkpoint, job.options = checkpoint, self.job_options(job.topics, query_options)
+                        self._start_query(job)
+                        with _generator_refusal():
+                            job.generator.release()
+                        yield job
+                    finally:
+                        job.teardown_started = time.monotonic()
+                        self._stop_generator(job)
+                        if job.query is not None:
+                            stopped, job.late_rows = self._stop_query(job.query)
+                            job.counters.update(stopped)
+                        self._delete_checkpoint(spark, checkpoint)
+            finally:
+                self._stop_generator(job)  # a session that did not start: its spawned workers, still waiting
         except BaseException:
             broke_off = True
             raise
@@ -372,6 +384,13 @@ class ExperimentRunner:
                         job.counters["records_in_input_topic"] = in_topic
                 self._delete_topics(job.topics.values(), load, resources)
             shutil.rmtree(scratch, ignore_errors=True)
+
+    @staticmethod
+    def _stop_generator(job: RunningJob) -> None:
+        """Stop the job's generator once (a second call finds it stopped) and keep what it acknowledged."""
+        if job.generator is not None and "records_acknowledged" not in job.counters:
+            job.generator.stop()
+            job.counters["records_acknowledged"] = job.generator.totals.acknowledged
 
     def job_options(
         self, topics: Mapping[str, str], query_options: Mapping[str, Any] | None = None
