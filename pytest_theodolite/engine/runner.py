@@ -302,9 +302,9 @@ class ExperimentRunner:
         lock: bool = True,
     ) -> Iterator[RunningJob]:
         """The job running against `workload` on `resources` instances, on fresh topics and a fresh checkpoint:
-        topics created, a session with exactly that many executors (the gate's Spark settings and `spark_conf`),
-        the query started, then the generator (``lock=False``: the caller holds the cluster's session lock,
-        SparkCluster.session).
+        topics created, the generator's workers spawned (a UC4 registry published), a session with exactly that
+        many executors (the gate's Spark settings and `spark_conf`), the query started, then the generator
+        released (``lock=False``: the caller holds the cluster's session lock, SparkCluster.session).
         On exit, whatever happened, the reverse: generator, query (its counters and late rows kept in `job`),
         session, topics, checkpoint. Raises `RunAborted` where the job does not start (ERRORED) or the
         generator refuses the load (INVALID)."""
@@ -331,7 +331,7 @@ class ExperimentRunner:
             else:
                 py_files = [shipping.job_archive(job_module, scratch)]
             # the generator's workers start (interpreters, connections) while the application does, and send
-            # once the query runs: about 2.5 s of every set-up (docs/lab-notes/protocol.md, 2026-12-04, late)
+            # once the query runs: 0.4-1.2 s less a set-up (docs/lab-notes/protocol.md, 2026-12-04, late)
             job.generator = LoadGenerator(
                 self.kafka.bootstrap_servers,
                 job.topics["input"],
