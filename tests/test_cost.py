@@ -4,6 +4,7 @@ blind spots -- on scripted samples and records, no broker."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -326,6 +327,38 @@ def test_the_point_cost_is_the_passing_run_at_the_demand() -> None:
     assert point_cost(runs, None, 0.25, None) is None  # "none": no instance count passed
     assert point_cost(runs, 1, 0.25, None) is None  # the run at 1 instance failed
     assert point_cost(runs, 2, None, None).cpu_utilisation is None  # not CPU-limited
+
+
+def test_a_figure_taken_while_a_backlog_was_worked_off_is_reported_not_judged() -> None:
+    """UC1 20 000 on four at 0.96x (2026-12-04, midnight): unchanged code ended `lag-falling`, processing 1.14x
+    what was offered, and its CPU per offered record read +28 % as measured, +17 % divided -- a false COST
+    REGRESSION. Such a figure is flagged where it is taken and reported, not judged."""
+    steady = repetition(Outcome.PASS, -10.0, 16000, 400000, cost_window_ms=20000)
+    falling = RepetitionRecord(
+        0,
+        (SloVerdict(LAG_TREND, Outcome.PASS, -2800.0, 1000.0),),
+        {"instance_cpu_ms": 18410, "records_measured": 400640, "cost_window_ms": 20021},
+        {"measured_s": 20.0, "stop": "lag-falling"},
+    )
+    assert not point_cost([record(20000, 4, steady)], 4, 0.25, 0.64).backlog
+    figure = point_cost([record(20000, 4, falling)], 4, 0.25, 0.70)
+    assert figure is not None and figure.backlog
+    assert PointCost.from_dict(figure.to_dict()).backlog  # kept in results and baselines
+    assert "backlog" not in point_cost([record(20000, 4, steady)], 4, 0.25, 0.64).to_dict()
+
+    baseline = PointCost(4, CostEstimate(35.9, 34.9, 36.9, 5))
+    measured = PointCost(4, CostEstimate(46.0, 42.4, 49.5, 5))
+    assert (
+        check_cost(baseline, measured, tolerance=0.08).status == REGRESSION
+    )  # the figure alone: a false alarm
+    check = check_cost(baseline, replace(measured, backlog=True), tolerance=0.08)
+    assert check.status == NOT_COMPARED and check.not_judged and check.backlog
+    assert check.relative == pytest.approx(46.0 / 35.9 - 1)
+    assert "worked off a backlog" in check.reason and "backlog" in check.text
+    # a backlog figure in the baseline is not judged against either
+    assert check_cost(replace(baseline, backlog=True), measured, tolerance=0.08).status == NOT_COMPARED
+    # without a tolerance nothing is judged anyway: the change is reported as before
+    assert check_cost(baseline, replace(measured, backlog=True), tolerance=None).status == PASS
 
 
 def test_repetitions_give_their_mean_with_an_interval_over_runs() -> None:

@@ -36,7 +36,11 @@ from pytest_theodolite.core.outcomes import COST_NOT_COMPARED as NOT_COMPARED
 from pytest_theodolite.core.outcomes import COST_PASS as PASS
 from pytest_theodolite.core.outcomes import COST_REGRESSION as REGRESSION
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.protocol import Stop
 from pytest_theodolite.core.records import SubExperimentRecord
+
+#: a repetition that ended so worked off a backlog while it was measured (core/protocol.py)
+LAG_FALLING_STOP = Stop.LAG_FALLING.value
 
 #: the raw series a repetition writes while it measures: the instances' CPU seconds and the input topic's
 #: end offset (records offered so far), both cumulative, sampled with the lag
@@ -234,6 +238,9 @@ class PointCost:
     reference_us_per_row: float | None = None
     #: the instances' CPU used over what their limit allowed while measuring (None: not CPU-limited)
     cpu_utilisation: float | None = None
+    #: measured while the instances worked off a backlog (a repetition that ended ``lag-falling``): they processed
+    #: more records than were offered, so the CPU per offered record reads high -- reported, never judged
+    backlog: bool = False
 
     @property
     def cpu_us_per_record(self) -> float:
@@ -245,6 +252,7 @@ class PointCost:
             **self.estimate.to_dict(),
             "reference_us_per_row": _rounded(self.reference_us_per_row),
             "cpu_utilisation": _rounded(self.cpu_utilisation),
+            **({"backlog": True} if self.backlog else {}),
         }
 
     @classmethod
@@ -255,6 +263,7 @@ class PointCost:
             CostEstimate.from_dict(data),
             None if reference is None else float(reference),
             None if utilisation is None else float(utilisation),
+            bool(data.get("backlog", False)),
         )
 
 
@@ -278,6 +287,8 @@ class CostCheck:
     ceiling: float | None = None
     #: what was compared, as a verdict names it
     figure: str = "CPU per record"
+    #: not judged because a figure was measured while a backlog was worked off (PointCost.backlog)
+    backlog: bool = False
 
     @property
     def not_judged(self) -> bool:
@@ -293,7 +304,11 @@ class CostCheck:
         if self.ceiling is not None:
             return text + f" (not judged: the reference spent {1 / (1 + self.ceiling):.0%} of its CPU quota)"
         if self.not_judged:
-            return text + " (not judged: no interval)"
+            return text + (
+                " (not judged: measured while a backlog was worked off)"
+                if self.backlog
+                else " (not judged: no interval)"
+            )
         details = [f"tolerance {self.tolerance:.0%}"] if self.tolerance is not None else []
         if self.tolerance is not None and self.p_value is not None:
             details.append(f"p {self.p_value:.2g}")
@@ -325,6 +340,19 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
             reason=f"measured at {measured.resources} instances, the baseline's at {baseline.resources}",
         )
     b, m = baseline.estimate, measured.estimate
+    worked_off = [side for side, c in (("the reference's", baseline), ("this run's", measured)) if c.backlog]
+    if tolerance is not None and worked_off:
+        return CostCheck(
+            NOT_COMPARED,
+            m.cpu_us_per_record / b.cpu_us_per_record - 1,
+            False,
+            tolerance,
+            reason=(
+                f"not judged: {' and '.join(worked_off)} figure was measured while the instances worked off a "
+                "backlog (the lag fell), processing more records than were offered"
+            ),
+            backlog=True,
+        )
     ceiling = rise_ceiling(baseline)
     if tolerance is not None and ceiling is not None and ceiling < tolerance:
         relative = m.cpu_us_per_record / b.cpu_us_per_record - 1
@@ -421,7 +449,8 @@ def point_cost(
     estimate = None if record is None else sub_experiment_cost(record)
     if record is None or estimate is None:
         return None
-    return PointCost(demand, estimate, reference_us_per_row, cpu_utilisation(record, instance_cpu))
+    backlog = any(r.protocol.get("stop") == LAG_FALLING_STOP for r in record.repetitions)
+    return PointCost(demand, estimate, reference_us_per_row, cpu_utilisation(record, instance_cpu), backlog)
 
 
 def cpu_utilisation(record: SubExperimentRecord, instance_cpu: float | None) -> float | None:
