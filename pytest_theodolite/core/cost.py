@@ -340,46 +340,33 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
             reason=f"measured at {measured.resources} instances, the baseline's at {baseline.resources}",
         )
     b, m = baseline.estimate, measured.estimate
+
+    def not_judged(why: str, **check: Any) -> CostCheck:
+        """The change as measured, reported and not judged (`why` says why)."""
+        relative = m.cpu_us_per_record / b.cpu_us_per_record - 1
+        return CostCheck(NOT_COMPARED, relative, False, tolerance, reason=f"not judged: {why}", **check)
+
     worked_off = [side for side, c in (("the reference's", baseline), ("this run's", measured)) if c.backlog]
     if tolerance is not None and worked_off:
-        return CostCheck(
-            NOT_COMPARED,
-            m.cpu_us_per_record / b.cpu_us_per_record - 1,
-            False,
-            tolerance,
-            reason=(
-                f"not judged: {' and '.join(worked_off)} figure was measured while the instances worked off a "
-                "backlog (the lag fell), processing more records than were offered"
-            ),
+        return not_judged(
+            f"{' and '.join(worked_off)} figure was measured while the instances worked off a backlog (the lag "
+            "fell), processing more records than were offered",
             backlog=True,
         )
     ceiling = rise_ceiling(baseline)
     if tolerance is not None and ceiling is not None and ceiling < tolerance:
-        relative = m.cpu_us_per_record / b.cpu_us_per_record - 1
-        return CostCheck(
-            NOT_COMPARED,
-            relative,
-            False,
-            tolerance,
-            reason=(
-                f"not judged: the reference's instances spent {1 / (1 + ceiling):.0%} of their CPU quota, so "
-                f"the figure could rise {max(ceiling, 0):.0%} at most, less than the {tolerance:.0%} tolerance"
-            ),
+        return not_judged(
+            f"the reference's instances spent {1 / (1 + ceiling):.0%} of their CPU quota, so the figure could "
+            f"rise {max(ceiling, 0):.0%} at most, less than the {tolerance:.0%} tolerance",
             ceiling=ceiling,
         )
 
     without_interval = [side for side, e in (("the reference's", b), ("this run's", m)) if not e.has_interval]
     if tolerance is not None and without_interval:
-        return CostCheck(
-            NOT_COMPARED,
-            m.cpu_us_per_record / b.cpu_us_per_record - 1,
-            False,
-            tolerance,
-            reason=(
-                f"not judged: {' and '.join(without_interval)} figure has no interval to tell a change from "
-                f"noise (a window shorter than {MIN_BLOCKS} blocks of {BLOCK_S:.0f} s; measure at least "
-                f"{MIN_BLOCKS * BLOCK_S:.0f} s: duration={MIN_BLOCKS * BLOCK_S:.0f})"
-            ),
+        return not_judged(
+            f"{' and '.join(without_interval)} figure has no interval to tell a change from noise (a window "
+            f"shorter than {MIN_BLOCKS} blocks of {BLOCK_S:.0f} s; measure at least "
+            f"{MIN_BLOCKS * BLOCK_S:.0f} s: duration={MIN_BLOCKS * BLOCK_S:.0f})"
         )
 
     def reading(scale_b: float, scale_m: float) -> tuple[float, float | None, bool]:
