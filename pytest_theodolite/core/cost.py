@@ -39,7 +39,7 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.protocol import Stop
 from pytest_theodolite.core.records import SubExperimentRecord
 
-#: a repetition that ended so worked off a backlog while it was measured (core/protocol.py)
+#: the stop of a repetition that worked off a backlog while it was measured (core/protocol.py)
 LAG_FALLING_STOP = Stop.LAG_FALLING.value
 
 #: the raw series a repetition writes while it measures: the instances' CPU seconds and the input topic's
