@@ -912,6 +912,16 @@ def test_cost_and_cpu_calibration_round_trip(tmp_path: Path) -> None:
     assert '"cost"' not in make_baseline().to_json()  # a baseline without figures keeps the old layout
 
 
+def test_a_figure_recorded_while_a_backlog_was_worked_off_keeps_its_flag(tmp_path: Path) -> None:
+    document = valid_document()
+    document["cost"] = {"2000": _cost_entry(backlog=True)}
+    baseline = load_baseline(write_document(tmp_path, document))
+    assert baseline is not None
+    assert baseline.cost[2000].backlog
+    again = load_baseline(write_baseline(tmp_path / "again.json", baseline))
+    assert again is not None and again.cost[2000].backlog
+
+
 @pytest.mark.parametrize(
     ("cost", "problem"),
     [
@@ -924,6 +934,7 @@ def test_cost_and_cpu_calibration_round_trip(tmp_path: Path) -> None:
         ({"2000": _cost_entry(low="x")}, 'cost["2000"].low is "x", expected a number >= 0'),
         ({"2000": _cost_entry(blocks=1.5)}, 'cost["2000"].blocks is 1.5, expected a whole number >= 0'),
         ({"2000": _cost_entry(typo=1)}, 'unknown key cost["2000"].typo'),
+        ({"2000": _cost_entry(backlog="yes")}, 'cost["2000"].backlog is "yes", expected true or false'),
         ({"2000": 37.1}, 'cost["2000"] is the number 37.1, expected an object'),
         ([], "cost is a list, expected an object"),
     ],

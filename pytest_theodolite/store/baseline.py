@@ -308,7 +308,11 @@ def _parse_cost(document: Any, demand: Mapping[int, int | None], fail: Any) -> d
         if not isinstance(entry, dict):
             raise fail(f"{where} is {_json_type(entry)}, expected an object")
         _check_keys(
-            entry, _COST_KEYS, f"{where}.", fail, optional=("reference_us_per_row", "cpu_utilisation")
+            entry,
+            _COST_KEYS,
+            f"{where}.",
+            fail,
+            optional=("reference_us_per_row", "cpu_utilisation", "backlog"),
         )
         if entry["resources"] != demand[int(key)]:
             raise fail(
@@ -323,6 +327,8 @@ def _parse_cost(document: Any, demand: Mapping[int, int | None], fail: Any) -> d
                 raise fail(f"{where}.{name} is {_show(value)}, expected a number >= 0")
         if not is_whole(entry["blocks"]) or entry["blocks"] < 0:
             raise fail(f"{where}.blocks is {_show(entry['blocks'])}, expected a whole number >= 0")
+        if not isinstance(entry.get("backlog", False), bool):
+            raise fail(f"{where}.backlog is {_show(entry['backlog'])}, expected true or false")
         costs[int(key)] = PointCost.from_dict(entry)
     return costs
 
