@@ -15,15 +15,17 @@ import pytest
 from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
 # cost_tolerance: the CPU per record at each load's demand may rise this much over the baseline's before a
-# point fails even at the same demand (and only beyond its noise); set from the figure's run-to-run spread
-# (docs/lab-notes/gates.md).
+# point fails even at the same demand (and only beyond its noise). Set from how far the figure of unchanged code
+# moves between hosts of this kind, not within one: at a point whose instances run near their quota it reads
+# about quota / load, and UC1's 20 000 on four read 26-39 % above its baseline on every host since (8 % failed
+# it twice; docs/lab-notes/gates.md, 2026-12-05).
 GATE = dict(
     resources=[1, 2, 3, 4],
     instance_cpu=0.25,
     threshold="5%",
     strategy="baseline-guess+lower-bound",
     spark_conf=QUICK_WARMUP_EXECUTORS,
-    cost_tolerance="8%",
+    cost_tolerance="30%",
 )
 
 
@@ -40,10 +42,8 @@ def test_uc2_downsampling(theodolite_gate):
 # UC3 runs on a 5 s trigger (benchmarks/usecases.py); a job that cannot keep up lengthens its batches, and UC3's
 # per-batch work then spreads over more records, so its lag can stay flat while the job no longer keeps its
 # schedule. Its batches must keep the cadence too: max_batch_duration 7.5 s = 1.5 trigger intervals. Its CPU per
-# record moves with how the batches fall against the trigger: cost_tolerance 30 %.
-@pytest.mark.theodolite(
-    UC3_KEYS, loads=[2000, 8000, 16000], **{**GATE, "max_batch_duration": 7.5, "cost_tolerance": "30%"}
-)
+# record also moves with how the batches fall against the trigger (10 % between runs on one host at 8 000).
+@pytest.mark.theodolite(UC3_KEYS, loads=[2000, 8000, 16000], **{**GATE, "max_batch_duration": 7.5})
 def test_uc3_aggregation_by_time_attribute(theodolite_gate):
     theodolite_gate.check()
 
@@ -53,6 +53,6 @@ def test_uc3_aggregation_by_time_attribute(theodolite_gate):
 # records/s. 26 sits at the edge between three and four instances; the baseline holds the upper one. What a
 # longer micro-batch costs UC4 is correctness, not lag (results that arrive after the watermark are dropped and
 # counted); the gate does not bound them (max_late_rate), as a bound of 0 would fail most points.
-@pytest.mark.theodolite(UC4_ELEMENTS, loads=[12, 20, 26], **{**GATE, "cost_tolerance": "30%"})
+@pytest.mark.theodolite(UC4_ELEMENTS, loads=[12, 20, 26], **GATE)
 def test_uc4_hierarchical_aggregation(theodolite_gate):
     theodolite_gate.check()
