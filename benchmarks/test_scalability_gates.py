@@ -17,8 +17,8 @@ from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_E
 # cost_tolerance: the CPU per record at each load's demand may rise this much over the baseline's before a
 # point fails even at the same demand (and only beyond its noise). Set from how far the figure of unchanged code
 # moves between hosts of this kind, not within one: at a point whose instances run near their quota it reads
-# about quota / load, and UC1's 20 000 on four read 26-39 % above its baseline on every host since (8 % failed
-# it twice; docs/lab-notes/gates.md, 2026-12-05).
+# about quota / load, and UC1's 20 000 on four read 26-39 % above its baseline on seven hosts in a row, which
+# 8 % failed twice (docs/lab-notes/gates.md, 2026-12-05).
 GATE = dict(
     resources=[1, 2, 3, 4],
     instance_cpu=0.25,
