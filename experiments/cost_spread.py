@@ -50,7 +50,7 @@ def main() -> None:
         action="append",
         default=[],
         help="the cost tolerance to replay: 8%% for every benchmark, uc4-elements=30%% for one (repeatable; "
-        "default: the shipped gates', 8%% and uc4-elements=30%%)",
+        "default: the shipped gates', 30%%)",
     )
     parser.add_argument("--against", type=Path, help="compare every run with this one instead of each other")
     parser.add_argument(
@@ -59,7 +59,7 @@ def main() -> None:
         help="compare the figures as measured, not divided by each run's calibration",
     )
     args = parser.parse_args()
-    tolerances: dict[str, float | None] = {"": 0.08, "uc4-elements": 0.30} if not args.tolerance else {}
+    tolerances: dict[str, float | None] = {"": 0.30} if not args.tolerance else {}
     for text in args.tolerance:
         benchmark, _, value = text.rpartition("=")
         tolerances[benchmark] = parse_cost_tolerance(value)
