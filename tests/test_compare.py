@@ -215,7 +215,10 @@ def test_a_certified_load_runs_the_change_at_the_guess_and_ref_one_below_in_abba
     point = judged_certified(steps)
     assert point.verdict is Verdict.PASS
     assert (point.baseline_text, point.measured_text) == (">=2", "<=2")
-    assert "REF at least 2 instances (failed at fewer, these not run)" in point.describe(reference="REF")
+    assert (
+        "REF at least 2 instances (not run at 2 or more, which the verdict does not need)"
+        in point.describe(reference="REF")
+    )
     # the next pair starts with the change: ABBA goes on across loads
     search.measure(2000, scripted({REF: {2000: 3}, CHANGE: {2000: 3}}), guess=3, certify=True)
     assert search.order[2:] == [(CHANGE, 2000, 3), (REF, 2000, 2)]
@@ -226,7 +229,12 @@ def test_a_certified_load_at_the_fewest_instances_runs_the_change_alone():
     assert search.order == [(CHANGE, 1000, 1)]
     assert (steps[CHANGE].optimum, steps[CHANGE].status) == (1, "measured")
     assert (steps[REF].optimum, steps[REF].status, steps[REF].sub_experiments) == (1, "at-least", ())
-    assert judged_certified(steps).verdict is Verdict.PASS
+    point = judged_certified(steps)
+    assert point.verdict is Verdict.PASS
+    # REF ran nothing here: its sentence must not claim a FAIL below
+    assert point.describe(reference="REF").endswith(
+        "REF at least 1 instance (not run at 1 or more, which the verdict does not need): pass"
+    )
 
 
 def test_a_ref_that_passes_below_moves_the_pair_down_and_a_change_failing_there_regressed():

@@ -88,8 +88,10 @@ class PointComparison:
         else:
             baseline = f"{reference} {instances_text(self.baseline)}"
             if self.baseline_at_least and self.baseline is not None:
+                # true both where it failed one below and where it was not run at all (the fewest instances)
                 baseline = (
-                    f"{reference} at least {instances_text(self.baseline)} (failed at fewer, these not run)"
+                    f"{reference} at least {instances_text(self.baseline)} (not run at {self.baseline} or more, "
+                    "which the verdict does not need)"
                 )
             if self.tolerance:
                 baseline += f" (tolerance +{self.tolerance})"

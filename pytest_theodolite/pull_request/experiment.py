@@ -768,12 +768,17 @@ class PairedExperiment:
         if paired := self.paired_cost_note():
             notes += (paired,)
         notes += bound_notes(measured, label)
-        if ref.at_least:
-            loads = ", ".join(str(load) for load in ref.at_least)
+        ran = {sub.load for sub in ref.sub_experiments}
+        if failed_below := [load for load in ref.at_least if load in ran]:
             notes += (
-                f">=N (loads {loads}): {label} failed below the instances the change passed at, and those were not "
-                "run -- the verdict needs no more, and the paired read judges the cost; exact_demand=true (or "
-                "--theodolite-exact-demand=true) searches both demands",
+                f">=N (loads {', '.join(map(str, failed_below))}): {label} failed below the instances the change "
+                "passed at, and those were not run -- the verdict needs no more, and the paired read judges the "
+                "cost; exact_demand=true (or --theodolite-exact-demand=true) searches both demands",
+            )
+        if not_run := [load for load in ref.at_least if load not in ran]:
+            notes += (
+                f">=N (loads {', '.join(map(str, not_run))}): {label} not run -- the change passed on the fewest "
+                "instances, and no demand lies below them; the paired read judges the cost",
             )
         calibrated = calibration_note(session.calibration, baseline)
         if calibrated:
