@@ -59,12 +59,16 @@ def test_no_broker_master_worker_or_executor_survives_the_session(pytester, monk
     monkeypatch.setenv("RECORD_DIR", str(pytester.path))
     pytester.makeconftest(RECORD_PROCESSES)
     pytester.makepyfile("""
+        import os
+
         from conftest import record
 
         def test_uses_everything(kafka_cluster, spark_cluster):
             with spark_cluster.session(instances=2) as spark:
                 assert spark.range(100).count() == 100
                 record("during")
+            with open(os.path.join(os.environ["RECORD_DIR"], "scratch"), "w") as f:
+                f.write(str(spark_cluster.scratch_dir))
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
@@ -91,6 +95,9 @@ def test_no_broker_master_worker_or_executor_survives_the_session(pytester, monk
         and temp_dir.endswith("tmp")
         and not os.path.exists(temp_dir)
     )
+    # and so did the jobs' checkpoints, where an executor still exiting may write after its run removed them
+    scratch = (pytester.path / "scratch").read_text()
+    assert os.path.dirname(scratch) == os.path.dirname(temp_dir) and not os.path.exists(scratch)
 
 
 def test_xdist_workers_share_one_broker_that_is_stopped_once(pytester, monkeypatch):

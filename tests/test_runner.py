@@ -137,6 +137,13 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
         "load,resources\n" + "".join(f"{load},{demand.status(load)}\n" for load in (200, 2_000))
     )
 
+    # the checkpoints went to the cluster's own directory, removed once its executors are gone (one of them may
+    # still write a state file after its run removed it), none to the system's temporary directory
+    if spark_cluster.scratch_dir is not None:
+        assert spark_cluster.scratch_dir.is_dir()
+    for run_id in runner.run_ids:
+        assert not list(Path(tempfile.gettempdir()).glob(f"theodolite-checkpoint-{run_id}-*")), run_id
+
     # the raw files alone give the same verdicts again
     assert analyse_cli.main(["analyse", str(tmp_path)]) == 0
     reread = read_results(tmp_path)

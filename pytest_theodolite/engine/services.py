@@ -144,6 +144,7 @@ def _spark_cluster(
         kind=settings.spark_kind,
         access=settings.spark_access,
         checkpoint_root=settings.checkpoint_root,
+        scratch_dir=work_dir / "scratch" if work_dir is not None else None,
     )
 
 

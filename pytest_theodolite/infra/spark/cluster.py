@@ -257,6 +257,10 @@ class SparkCluster:
     access: ClusterAccess = field(default_factory=ClusterAccess)
     #: where jobs' checkpoints go (infra/spark/shipping.py); None: a temporary directory of this machine
     checkpoint_root: str | None = None
+    #: where a run's temporary files go on this machine (its checkpoint where `checkpoint_root` is None): the
+    #: plugin's own cluster's directory, removed once its executors are gone -- an executor still exiting may
+    #: write a state file after its run removed them; None: the system's temporary directory
+    scratch_dir: Path | None = None
 
     def master_for(self, instances: int) -> str:
         # local-cluster[workers, cores per worker, MiB per worker] starts its workers inside the driver
