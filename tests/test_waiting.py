@@ -106,8 +106,9 @@ def test_a_scratch_directory_that_cannot_be_removed_is_named_in_a_warning(tmp_pa
     monkeypatch.setattr(runner.shutil, "rmtree", lambda path, ignore_errors=False: None)  # always refilled
     with pytest.warns(
         TheodoliteLeakWarning,
-        match=rf"scratch directory {scratch} was still written to 0.3 s after its session stopped and is "
-        "left; delete it by hand",
+        match=rf"scratch directory {scratch} could not be removed within 0.3 s of its session's end "
+        r"\(an executor still writing into it, or a file this process may not delete\) and is left; delete it "
+        "by hand",
     ):
         assert runner.remove_scratch(scratch, timeout_s=0.3) is False
     assert scratch.exists()

@@ -214,8 +214,9 @@ def remove_scratch(path: Path, *, timeout_s: float = SCRATCH_REMOVAL_WAIT_S) -> 
     if not gone:
         warnings.warn(
             TheodoliteLeakWarning(
-                f"the run's scratch directory {path} was still written to {timeout_s:g} s after its session "
-                "stopped and is left; delete it by hand"
+                f"the run's scratch directory {path} could not be removed within {timeout_s:g} s of its "
+                "session's end (an executor still writing into it, or a file this process may not delete) and "
+                "is left; delete it by hand"
             ),
             stacklevel=2,
         )
