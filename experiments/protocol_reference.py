@@ -22,7 +22,8 @@ whose demand is r, r instances (the baseline says they pass) and r - 1 (they fai
 ``--read DIR`` (repeatable) runs nothing: it pairs the verdicts of runs this script recorded (each ``--results``
 directory) and prints the agreement over all of them. The agreement counts apart the pairs whose gates' verdict
 was uncertain (the gate itself says so, and a stored-mode gate measures such a point again or calls it not
-comparable): that is the band within which the two protocols may differ.
+comparable): that is the band within which the two protocols may differ. It then pools the repetitions by
+point: a point where Theodolite's own repetitions disagree lies in the band too.
 
     python experiments/protocol_reference.py --read /tmp/pref-a --read /tmp/pref-b
 """
@@ -160,6 +161,33 @@ def recorded_pairs(directory: Path) -> list[PairVerdicts]:
     return [pairs[index] for index in sorted(pairs, key=int)]
 
 
+def by_point(pairs: list[PairVerdicts]) -> list[str]:
+    """The pairs pooled by point (one line each): each protocol's verdicts over its repetitions, and whether
+    the point counts: where Theodolite's own repetitions disagree, the reference is itself uncertain there and
+    the point lies in the band, whatever the gates read."""
+    points: dict[str, dict[str, list[str]]] = {}
+    for pair in pairs:
+        for protocol, outcome in pair.outcomes.items():
+            points.setdefault(pair.label, {}).setdefault(protocol, []).append(outcome)
+    lines = []
+    for label, outcomes in points.items():
+        tallies = "; ".join(
+            f"{protocol} " + ", ".join(f"{o.upper()} {found.count(o)}" for o in sorted(set(found)))
+            for protocol, found in outcomes.items()
+        )
+        reference = set(outcomes.get("theodolite", []))
+        gates = outcomes.get("gates", [])
+        if not reference or not gates:
+            reading = "one protocol only"
+        elif len(reference) > 1:
+            reading = "Theodolite's own repetitions disagree: in the band"
+        else:
+            same = gates.count(next(iter(reference)))
+            reading = {len(gates): "agree", 0: "differ"}.get(same, f"agree in {same} of {len(gates)}")
+        lines.append(f"{label}: {tallies} -> {reading}")
+    return lines
+
+
 def print_recorded(directories: list[Path]) -> None:
     everything = []
     for directory in directories:
@@ -169,6 +197,9 @@ def print_recorded(directories: list[Path]) -> None:
             certainty = {None: "", True: " (gates certain)", False: " (gates uncertain)"}[pair.gates_certain]
             print(f"{directory}: {pair.label}: {verdicts}{certainty}")
     print(f"\n{agreement(everything)}")
+    print("\nby point, repetitions pooled:")
+    for line in by_point(everything):
+        print(f"  {line}")
 
 
 def main() -> None:

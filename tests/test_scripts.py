@@ -265,6 +265,26 @@ def test_protocol_reference_pairs_the_verdicts_it_recorded(tmp_path):
     assert reference.agreement(pairs).startswith("1 of 2 pairs")
 
 
+def test_protocol_reference_pools_repetitions_by_point():
+    reference = load_script("protocol_reference")
+    pair = reference.PairVerdicts
+    ran = [
+        pair("p 20@1", {"gates": "fail", "theodolite": "pass"}, gates_certain=True),
+        pair("p 20@1", {"gates": "fail", "theodolite": "fail"}, gates_certain=True),
+        pair("q 26@3", {"gates": "pass", "theodolite": "fail"}, gates_certain=True),
+        pair("q 26@3", {"gates": "pass", "theodolite": "fail"}, gates_certain=True),
+        pair("r 12@1", {"gates": "pass", "theodolite": "pass"}, gates_certain=True),
+        pair("r 12@1", {"gates": "fail", "theodolite": "pass"}, gates_certain=False),
+        pair("s 8@1", {"gates": "pass"}, gates_certain=True),
+    ]
+    assert reference.by_point(ran) == [
+        "p 20@1: gates FAIL 2; theodolite FAIL 1, PASS 1 -> Theodolite's own repetitions disagree: in the band",
+        "q 26@3: gates PASS 2; theodolite FAIL 2 -> differ",
+        "r 12@1: gates FAIL 1, PASS 1; theodolite PASS 2 -> agree in 1 of 2",
+        "s 8@1: gates PASS 1 -> one protocol only",
+    ]
+
+
 def test_bench_jobs_counts_the_batches_after_the_first_and_after_the_warm_up():
     import pytest
 
