@@ -24,6 +24,7 @@ from pytest_theodolite.core.paired_cost import (
 from pytest_theodolite.engine.backlog_read import (
     BacklogPlan,
     BacklogRead,
+    backlog_drained,
     full_batches,
     leg_full_batches,
     measured_batches,
@@ -150,6 +151,19 @@ def test_a_backlog_read_measures_the_full_batches_after_the_fill_and_their_task_
     read = BacklogRead((batches[1], batches[3]), (0.6, None), 120.0)
     assert read.task_cpu_per_record_s() == pytest.approx([5e-6])  # batch 3's figure is missing
     assert read.wall_per_record_s() == pytest.approx([5.0 / 120_000, 5.0 / 119_000])
+
+
+def test_a_backlog_read_ends_where_its_backlog_has_run_out():
+    full = {i: MicroBatch(i, 100.0 + i, 0.5, 2_000) for i in range(3)}
+    assert not backlog_drained(full, 2_000, 100.0)
+    assert not backlog_drained(full, 2_000, 100.0, lag=1)
+    # a batch after the fill that read less than the cap: the topic had no more
+    assert backlog_drained({**full, 3: MicroBatch(3, 103.0, 0.5, 1_200)}, 2_000, 100.0)
+    # one before the fill's end tells nothing: the generator still sent
+    assert not backlog_drained({**full, 3: MicroBatch(3, 99.0, 0.5, 1_200)}, 2_000, 100.0)
+    # a job that kept pace with the fill runs no batch after it: its lag says it has read everything
+    assert backlog_drained({}, 2_000, 100.0, lag=0)
+    assert not backlog_drained({}, 2_000, 100.0, lag=None)
 
 
 def test_a_backlog_read_gives_its_measured_batches_max_read_s_from_the_end_of_the_warm_ones():
@@ -296,7 +310,9 @@ class BacklogSide:
         self.log.append((self.name, "result", self.spec.spark.held))
         read = self.task_cpu_s[: self.told + 1] if self.stopped else self.task_cpu_s
         batches = tuple(MicroBatch(i, 100.0 + 8 * i, 6.0, 120_000) for i in range(len(read)))
-        return BacklogRead(batches, tuple(read), 200.0)
+        return BacklogRead(batches, tuple(read), 200.0, drained=self.drained)
+
+    drained = False  # the read ran out of backlog
 
     def stop_reading(self):
         self.log.append((self.name, "stop", self.told))
@@ -419,6 +435,19 @@ def test_the_note_names_the_cores_each_side_read_on_where_the_cluster_limits_the
     # the plan's half core, whatever the gate's quarter; without the plan's, the gate's own
     assert "one instance of 0.5 core each, 120,000-record batches)" in limited.paired_cost_note()
     assert "one instance of 0.25 core each, 120,000-record batches)" in gates_own.paired_cost_note()
+
+
+def test_a_side_whose_backlog_ran_out_is_named_with_the_batches_it_read(tmp_path):
+    cpu = [0.60] * 7
+    experiment, _ = paired_experiment(tmp_path, cpu, cpu, tolerance=None)
+    experiment.sides["change"].drained = True
+    experiment.measure(2000)
+    note = experiment.paired_cost_note()
+    assert note.endswith(
+        "reported, not judged: paired_cost_tolerance is off; change's backlog ran out after 7 of 12 batches"
+    )
+    written = json.loads((tmp_path / "scripted_paired_cost.json").read_text())
+    assert [written["sides"][side]["drained"] for side in ("ref", "change")] == [False, True]
 
 
 def test_the_side_asked_to_start_first_can_be_swapped_and_the_figure_stays_change_over_ref(tmp_path):

@@ -273,8 +273,9 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
     benchmark = uc1_benchmark()
     writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
     runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    # the fill outpaces what the unlimited instance reads meanwhile (at 10 times it once kept pace, 2 batches left)
     plan = BacklogPlan(
-        batch_records=2_000, fill_factor=10.0, fill_s=4.0, warm_batches=1, batches=3, max_read_s=90
+        batch_records=2_000, fill_factor=40.0, fill_s=4.0, warm_batches=1, batches=3, max_read_s=90
     )
     logs_before = set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*"))
     filled: list = []  # when the fill time was up, the generator still sending and the instance unlimited
@@ -292,6 +293,31 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
     assert len(filled) == 1 and filled[0][1] == [], filled
     assert read.read_from_s is not None and read.read_from_s >= filled[0][0], (read.read_from_s, filled)
     assert all(b.start_s >= read.read_from_s for b in read.batches), read
+
+
+@pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it
+def test_a_backlog_read_whose_backlog_runs_out_ends_then_and_says_so(kafka_cluster, spark_cluster, tmp_path):
+    from pytest_theodolite.engine.backlog_read import BacklogPlan, read_backlog
+
+    settings = ExperimentSettings(loads=(500,), resources=(1,), instance_cpu=0.25)
+    benchmark = uc1_benchmark()
+    writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
+    runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    # 2 000 records sent at the load's own rate: not the four full batches of 2 000 the plan reads
+    plan = BacklogPlan(
+        batch_records=2_000,
+        fill_factor=1.0,
+        fill_s=4.0,
+        warm_batches=1,
+        batches=3,
+        max_warm_s=600,
+        max_read_s=600,
+    )
+    read = read_backlog(runner, 500, plan)
+    assert read.drained and len(read.batches) < 3, read
+    assert read.wall_s < 300, (
+        read
+    )  # it did not wait out max_warm_s or max_read_s for batches that cannot come
 
 
 @pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it
@@ -315,7 +341,7 @@ def test_a_backlog_read_in_legs_reads_each_on_a_new_executor_after_its_own_warm_
     writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
     runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
     plan = backlog_read.BacklogPlan(
-        batch_records=2_000, fill_factor=15.0, fill_s=4.0, warm_batches=1, batches=4, legs=2, max_read_s=120
+        batch_records=2_000, fill_factor=40.0, fill_s=4.0, warm_batches=1, batches=4, legs=2, max_read_s=120
     )
     read = backlog_read.read_backlog(runner, 500, plan)
     # one new JVM between the legs, two measured batches in each

@@ -442,7 +442,7 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
             CompareTarget("HEAD", "0123456789", project, project),
             {"ref": ref_side, "change": change_side},
             backlog_plan=BacklogPlan(
-                batch_records=2_000, fill_factor=10.0, fill_s=6.0, warm_batches=1, batches=8, max_read_s=90
+                batch_records=2_000, fill_factor=30.0, fill_s=6.0, warm_batches=1, batches=8, max_read_s=90
             ),
         )
         experiment.measure_paired_cost()

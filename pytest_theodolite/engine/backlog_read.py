@@ -5,16 +5,16 @@ measures (or at ``fill_factor`` times the load's rate), while the instance runs 
 generation and JIT at full speed), and stops; then the instance is limited (``instance_cpu``: half a core by
 default) and the query reads the backlog in batches capped at ``batch_records``. The full batches after the first
 ``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s`` after the warm batches allows
-(`read_over`) -- each with its tasks' executor CPU from the session's event log (core/task_cpu.py). Two sides
-read at the same time are compared batch by batch (core/paired_cost.py); large batches keep the part of a
-batch's cost that does not depend on its size small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides
-stop filling together (``filled``), so that neither reads while the other's generator still sends
-(docs/lab-notes/capacity.md, 2026-12-01). A read may be told what its batches cost as it goes (``progress``), so
-that pull-request mode can stop both sides once their comparison is certain (docs/lab-notes/capacity.md,
-2026-12-02). A read may go in ``legs``: after each leg's measured batches the instance's executor is replaced by a
-new JVM (the cluster manager's choice of worker), whose own warm batches are skipped -- a way to tell one JVM's
-lean from the code's (docs/lab-notes/capacity.md, 2026-12-03, afternoon: on unchanged code a +4 % lean outlasted
-three JVMs).
+(`read_over`), or as many as the backlog holds (`backlog_drained`) -- each with its tasks' executor CPU from the
+session's event log (core/task_cpu.py). Two sides read at the same time are compared batch by batch
+(core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size small
+(docs/lab-notes/capacity.md, 2026-11-29). Two such sides stop filling together (``filled``), so that neither reads
+while the other's generator still sends (docs/lab-notes/capacity.md, 2026-12-01). A read may be told what its
+batches cost as it goes (``progress``), so that pull-request mode can stop both sides once their comparison is
+certain (docs/lab-notes/capacity.md, 2026-12-02). A read may go in ``legs``: after each leg's measured batches the
+instance's executor is replaced by a new JVM (the cluster manager's choice of worker), whose own warm batches are
+skipped -- a way to tell one JVM's lean from the code's (docs/lab-notes/capacity.md, 2026-12-03, afternoon: on
+unchanged code a +4 % lean outlasted three JVMs).
 """
 
 from __future__ import annotations
@@ -125,6 +125,8 @@ class BacklogRead:
     wall_s: float  # the whole read, setup and teardown included
     read_from_s: float | None = None  # epoch seconds at which the fill stopped and the read began
     legs: tuple[int, ...] = ()
+    #: the read ended because the backlog ran out (`backlog_drained`) before it had every batch it measures
+    drained: bool = False
 
     def task_cpu_per_record_s(self) -> list[float]:
         """Each batch's task CPU per record, in order; batches without a figure left out."""
@@ -147,6 +149,17 @@ def full_batches(batches: dict[int, MicroBatch], batch_records: int, from_s: flo
     """The batches that started from `from_s` and read the cap (``FULL_SHARE`` of it), in order."""
     ordered = sorted(batches.values(), key=lambda b: b.batch_id)
     return [b for b in ordered if b.start_s >= from_s and b.input_rows >= FULL_SHARE * batch_records]
+
+
+def backlog_drained(
+    batches: dict[int, MicroBatch], batch_records: int, from_s: float, lag: int | None = None
+) -> bool:
+    """Whether the backlog has run out, so that no later batch can be full: a batch that started from `from_s`
+    (the fill's end, the generator stopped and flushed) read less than the cap, or the query's `lag` behind the
+    input topic's end is none (a job that kept pace with the fill runs no batch after it)."""
+    if lag == 0:
+        return True
+    return any(b.start_s >= from_s and b.input_rows < FULL_SHARE * batch_records for b in batches.values())
 
 
 def read_over(plan: BacklogPlan, full: Sequence[MicroBatch], read_from_s: float, now_s: float) -> bool:
@@ -195,6 +208,20 @@ def settled_batches(
         [batch for batch in leg if batch.batch_id < latest_id]
         for leg in measured_by_leg(plan, full, leg_starts)
     ]
+
+
+def input_end_offsets(runner: ExperimentRunner, topic: str) -> dict[int, int]:
+    """The input topic's end offsets by partition; empty where the broker does not answer (the read then waits
+    for its batches as it would without them)."""
+    sampler = monitor.LagSampler(runner.kafka.client_kwargs(), topic, runner.benchmark.input_partitions)
+    try:
+        return sampler.end_offsets()
+    except (
+        Exception
+    ):  # whatever kafka-python raises: the figure only ends a read early, the query's checks report
+        return {}
+    finally:
+        sampler.close()
 
 
 def read_backlog(
@@ -253,8 +280,15 @@ def read_backlog(
             filled_at = time.time()
             leg_starts = [filled_at]
             told = 0  # settled batches progress was told of
-            stop = False
+            input_topic = job.topics["input"]
+            end_offsets = input_end_offsets(
+                runner, input_topic
+            )  # final: the generator has stopped and flushed
+            lag = None  # the query's, by its last batch's end offsets
+            stop = drained = False
             while not stop:
+                if drained := backlog_drained(batches, plan.batch_records, filled_at, lag):
+                    break  # waiting on would only run max_read_s out
                 if read_over(
                     plan, leg_full_batches(full, leg_starts, len(leg_starts) - 1), leg_starts[-1], time.time()
                 ):
@@ -265,7 +299,12 @@ def read_backlog(
                     leg_starts.append(time.time())
                 time.sleep(interval_s)
                 check_running(job, executors)
-                batches.update(batches_of(monitor.all_progress(job.query), job.topics["input"]))
+                progresses = monitor.all_progress(job.query)
+                batches.update(batches_of(progresses, input_topic))
+                if progresses and end_offsets:
+                    lag = monitor.total_lag(
+                        end_offsets, monitor.processed_offsets(progresses[-1], input_topic)
+                    )
                 full = full_batches(batches, plan.batch_records, filled_at)
                 if progress is None or not log_conf:
                     continue
@@ -290,4 +329,5 @@ def read_backlog(
         time.monotonic() - started,
         filled_at,
         legs,
+        drained and len(measured) < plan.legs * plan.leg_batches,
     )

@@ -454,6 +454,7 @@ class PairedExperiment:
                     "wall_s": backlog.wall_s,
                     "read_from_s": backlog.read_from_s,
                     "legs": list(backlog.legs),
+                    "drained": backlog.drained,
                     "told_task_cpu_per_record_s": read.told.get(side),
                 }
                 for side, backlog in read.reads.items()
@@ -536,6 +537,10 @@ class PairedExperiment:
             verdict = f"within the {check.tolerance:.0%} tolerance or not significant: passed"
             if self.paired_read_stopped_at is not None:
                 verdict += f" (read stopped after {self.paired_read_stopped_at} pairs: certainly below the tolerance)"
+        planned = plan.legs * plan.leg_batches
+        for side, read in self.backlog_reads.items():
+            if read.drained:  # fewer pairs than planned: the job read its backlog faster than it was filled
+                verdict += f"; {side}'s backlog ran out after {len(read.batches)} of {planned} batches"
         return f"{self.paired_cost.text()} ({how}): {verdict}"
 
     def _measure_capacities(self) -> None:
