@@ -15,6 +15,9 @@ verdict the candidate changes, and the seconds it would have saved.
 recorded samples (the candidate would have measured longer than the run did) is counted apart, its verdict
 unknown.
 
+``--candidate not-settled-batches`` changes when a stop counts as certain instead: a not-settled repetition only
+where today's rule says so and at least ``--batches`` batches finished under the limit.
+
 Candidates (ORed with today's falling-behind rule):
 - ``four-growing``: the last four batches under the limit grow by steps that do not shrink, to 1.5x the first
   (today's rule asks three batches, doubling, and 4x the shortest batch under the limit).
@@ -38,7 +41,7 @@ import numpy as np
 from scipy import stats
 
 from pytest_theodolite.core import protocol as protocol_module
-from pytest_theodolite.core.protocol import FAILING_STOPS, MeasurementPlan, MeasurementProtocol, Phase
+from pytest_theodolite.core.protocol import FAILING_STOPS, MeasurementPlan, MeasurementProtocol, Phase, Stop
 from pytest_theodolite.store.results import iter_repetition_series, list_experiment_ids, read_results
 
 
@@ -93,7 +96,17 @@ def marginal_rate(protocol: MeasurementProtocol, records: dict[int, float], args
     return bool(low > 0 and 1 / low < protocol.offered_rate - protocol.threshold_rps)
 
 
+def not_settled_batches(protocol: MeasurementProtocol, args) -> bool | None:
+    """Not settled is certain only where today's rule says so and at least --batches finished under the limit."""
+    certain = MeasurementProtocol.certain.fget(protocol)
+    if protocol.stop is Stop.NOT_SETTLED and certain:
+        return len(protocol._limited_durations()) >= args.batches
+    return certain
+
+
 CANDIDATES = {"four-growing": four_growing, "marginal-rate": marginal_rate, "plan": None}
+#: candidates for when a stop counts as certain, rather than for when a repetition stops
+CERTAINTY_CANDIDATES = {"not-settled-batches": not_settled_batches}
 
 
 def plan_overrides(entries):
@@ -114,7 +127,7 @@ def plan_overrides(entries):
     return overrides
 
 
-def replay(results, sub, repetition, rows, rule=None, args=None, overrides=None):
+def replay(results, sub, repetition, rows, rule=None, args=None, overrides=None, certainty=None):
     record = next((r for r in sub.repetitions if r.repetition == repetition), None)
     recorded = record.protocol if record is not None else {}
     # a repetition offered a share of the load's rate ran at it, its bounds in seconds stretched by bounds_share
@@ -131,6 +144,10 @@ def replay(results, sub, repetition, rows, rule=None, args=None, overrides=None)
     class Candidate(MeasurementProtocol):
         def _falling_behind(self) -> bool:
             return today(self) or (rule is not None and rule(self, records, args))
+
+        @property
+        def certain(self) -> bool | None:
+            return MeasurementProtocol.certain.fget(self) if certainty is None else certainty(self, args)
 
     protocol = Candidate(
         plan,
@@ -163,10 +180,15 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("results", nargs="+", type=Path, help="results directories of gate runs")
-    parser.add_argument("--candidate", choices=sorted(CANDIDATES), default="marginal-rate")
+    parser.add_argument(
+        "--candidate", choices=sorted({*CANDIDATES, *CERTAINTY_CANDIDATES}), default="marginal-rate"
+    )
     parser.add_argument("--confidence", type=float, default=0.95, help="marginal-rate: of mu's upper bound")
     parser.add_argument(
-        "--batches", type=int, default=3, help="marginal-rate: batches under the limit, at least"
+        "--batches",
+        type=int,
+        default=3,
+        help="marginal-rate, not-settled-batches: batches under the limit, at least",
     )
     parser.add_argument(
         "--plan", action="append", default=[], help="plan: a MeasurementPlan field changed, FIELD=VALUE"
@@ -189,7 +211,14 @@ def main() -> None:
                     rows = samples(series)
                     now = replay(results, sub, repetition, rows)
                     candidate = replay(
-                        results, sub, repetition, rows, CANDIDATES[args.candidate], args, overrides
+                        results,
+                        sub,
+                        repetition,
+                        rows,
+                        CANDIDATES.get(args.candidate),
+                        args,
+                        overrides,
+                        CERTAINTY_CANDIDATES.get(args.candidate),
                     )
                     total += 1
                     same += now[0] == record.protocol["stop"]
