@@ -621,3 +621,26 @@ def test_priming_backlog_counts_apart_the_repetitions_that_owed_their_priming():
         "| 4 | no | 2 | 0 | 80 |",
         "| 4 | yes | 1 | 1 | 212 |",
     ]
+
+
+def test_replay_protocol_can_ask_a_not_settled_stop_for_more_batches_before_it_counts_as_certain():
+    from pytest_theodolite.core.protocol import MeasurementProtocol, Stop
+
+    replay = load_script("replay_protocol")
+
+    def ended(stop, durations_s):
+        protocol = MeasurementProtocol(MeasurementPlan(), 50.0)
+        protocol.stop, protocol._first_limited_batch = stop, 0
+        protocol._batches = dict(enumerate(durations_s))
+        return protocol
+
+    five = ended(Stop.NOT_SETTLED, [5.0, 9.0, 14.0, 20.0, 28.0])  # doubled, its rise not slowing
+    seven = ended(Stop.NOT_SETTLED, [4.0, 5.0, 7.0, 9.0, 13.0, 18.0, 26.0])
+    assert five.certain and seven.certain  # today's rule
+    six = argparse.Namespace(batches=6)
+    assert replay.not_settled_batches(five, six) is False
+    assert replay.not_settled_batches(seven, six) is True
+    assert replay.not_settled_batches(five, argparse.Namespace(batches=5)) is True
+    # other stops keep today's certainty
+    assert replay.not_settled_batches(ended(Stop.CERTAIN, [5.0, 9.0]), six) is True
+    assert replay.not_settled_batches(ended(Stop.MAX_DURATION, [5.0, 9.0]), six) is False
