@@ -216,9 +216,8 @@ def input_end_offsets(runner: ExperimentRunner, topic: str) -> dict[int, int]:
     sampler = monitor.LagSampler(runner.kafka.client_kwargs(), topic, runner.benchmark.input_partitions)
     try:
         return sampler.end_offsets()
-    except (
-        Exception
-    ):  # whatever kafka-python raises: the figure only ends a read early, the query's checks report
+    # whatever kafka-python raises: the offsets only end a read early; the query's own checks report a lost broker
+    except Exception:
         return {}
     finally:
         sampler.close()
@@ -281,9 +280,8 @@ def read_backlog(
             leg_starts = [filled_at]
             told = 0  # settled batches progress was told of
             input_topic = job.topics["input"]
-            end_offsets = input_end_offsets(
-                runner, input_topic
-            )  # final: the generator has stopped and flushed
+            # final: the generator has stopped and flushed
+            end_offsets = input_end_offsets(runner, input_topic)
             lag = None  # the query's, by its last batch's end offsets
             stop = drained = False
             while not stop:
