@@ -26,6 +26,7 @@ from pytest_theodolite.engine.backlog_read import (
     BacklogRead,
     backlog_drained,
     full_batches,
+    lag_behind,
     leg_full_batches,
     measured_batches,
     measured_by_leg,
@@ -164,6 +165,17 @@ def test_a_backlog_read_ends_where_its_backlog_has_run_out():
     # a job that kept pace with the fill runs no batch after it: its lag says it has read everything
     assert backlog_drained({}, 2_000, 100.0, lag=0)
     assert not backlog_drained({}, 2_000, 100.0, lag=None)
+
+
+def test_a_backlog_reads_lag_is_unknown_where_offsets_are_missing_or_unreadable():
+    progress = {"sources": [{"endOffset": '{"input": {"0": 40, "1": 60}}'}]}
+    assert lag_behind({0: 50, 1: 60}, progress, "input") == 10
+    assert lag_behind({0: 40, 1: 60}, progress, "input") == 0
+    # the broker did not answer: no end offsets, so no early end
+    assert lag_behind({}, progress, "input") is None
+    # an offset that cannot be read only prevents an early end, it does not error the read
+    assert lag_behind({0: 50}, {"sources": [{"endOffset": "not json"}]}, "input") is None
+    assert lag_behind({0: 50}, {"sources": [{"endOffset": {"input": [1, 2]}}]}, "input") is None
 
 
 def test_a_backlog_read_gives_its_measured_batches_max_read_s_from_the_end_of_the_warm_ones():

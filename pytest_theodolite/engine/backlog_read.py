@@ -22,9 +22,10 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from generator import Workload
 from pytest_theodolite.core.capacity import FULL_SHARE, MicroBatch
@@ -160,6 +161,18 @@ def backlog_drained(
     if lag == 0:
         return True
     return any(b.start_s >= from_s and b.input_rows < FULL_SHARE * batch_records for b in batches.values())
+
+
+def lag_behind(end_offsets: Mapping[int, int], progress: Mapping[str, Any] | None, topic: str) -> int | None:
+    """The records of `topic` before `end_offsets` that the batch of `progress` had not read; None without end
+    offsets or where the progress's offsets cannot be read -- the read then only cannot end early (the lag-trend
+    monitor reports such a progress where it judges)."""
+    if not end_offsets:
+        return None
+    try:
+        return monitor.total_lag(end_offsets, monitor.processed_offsets(progress, topic))
+    except monitor.ProgressError:
+        return None
 
 
 def read_over(plan: BacklogPlan, full: Sequence[MicroBatch], read_from_s: float, now_s: float) -> bool:
@@ -299,10 +312,8 @@ def read_backlog(
                 check_running(job, executors)
                 progresses = monitor.all_progress(job.query)
                 batches.update(batches_of(progresses, input_topic))
-                if progresses and end_offsets:
-                    lag = monitor.total_lag(
-                        end_offsets, monitor.processed_offsets(progresses[-1], input_topic)
-                    )
+                if progresses:
+                    lag = lag_behind(end_offsets, progresses[-1], input_topic)
                 full = full_batches(batches, plan.batch_records, filled_at)
                 if progress is None or not log_conf:
                     continue
