@@ -6,16 +6,19 @@ import pytest
 
 from pytest_theodolite.core.outcomes import Outcome, Verdict
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.search import IncrementalSearch, Strategy
+from pytest_theodolite.core.search import AT_LEAST, MEASURED, IncrementalSearch, Step, Strategy
+from pytest_theodolite.judge.demand_points import shifted_guess
 from pytest_theodolite.pull_request.experiment import CompareTarget
 from pytest_theodolite.pull_request.paired import (
     CHANGE,
     REF,
+    SAME_TESTBED,
     PairedDemandSearch,
     abba,
     compare_sides,
     measured_demand,
 )
+from pytest_theodolite.store.baseline import Baseline
 
 P, F, I = Outcome.PASS, Outcome.FAIL, Outcome.INVALID
 
@@ -306,3 +309,28 @@ def test_a_certified_refs_lower_bound_restricts_its_next_load_and_a_linear_searc
     linear = paired(strategy=Strategy.LINEAR)
     linear.measure(1000, scripted({REF: {1000: 2}, CHANGE: {1000: 2}}), certify=True)
     assert linear.order == [(REF, 1000, 1), (CHANGE, 1000, 1), (CHANGE, 1000, 2), (REF, 1000, 2)]
+
+
+def test_a_guess_is_scaled_by_how_far_ref_lay_from_the_baseline_at_the_load_before():
+    stored = Baseline("b", {12: 1, 20: 2, 26: 4, 30: None}, {}, SAME_TESTBED)
+    resources = (1, 2, 3, 4)
+
+    def ref_at(load: int, demand: int | None, status: str = MEASURED) -> Step:
+        return Step(load, demand, status, ())
+
+    # REF needed half the baseline's instances at 20: 26 starts at half of 4
+    assert shifted_guess(4, stored, ref_at(20, 1), resources) == 2
+    # rounded up, and never below the demand before it
+    assert shifted_guess(3, stored, ref_at(20, 1), resources) == 2
+    assert shifted_guess(2, stored, ref_at(20, 1), resources) == 1
+    # more than the baseline's: scaled up, within the instances there are
+    assert shifted_guess(4, stored, ref_at(20, 3, AT_LEAST), resources) == 4
+    assert shifted_guess(2, stored, ref_at(12, 2), resources) == 4
+    # where the load before met its baseline, had no number, or no baseline: the guess as given
+    assert shifted_guess(4, stored, ref_at(20, 2), resources) == 4
+    assert shifted_guess(4, stored, ref_at(20, None), resources) == 4
+    assert shifted_guess(4, stored, ref_at(30, 2), resources) == 4
+    assert shifted_guess(4, stored, ref_at(8, 1), resources) == 4
+    assert shifted_guess(4, stored, None, resources) == 4
+    assert shifted_guess(4, None, ref_at(20, 1), resources) == 4
+    assert shifted_guess(None, stored, ref_at(20, 1), resources) is None

@@ -315,6 +315,33 @@ def test_with_a_stored_baseline_both_comparisons_are_reported(project, monkeypat
     )
 
 
+def test_where_ref_needed_fewer_instances_than_the_baseline_the_next_load_starts_that_much_lower(
+    project, monkeypatch
+):
+    """UC4 on a host faster than its baseline's: REF needed half the baseline's instances at one load, so the
+    next load's certified pair starts at half the baseline's demand there instead of walking down to it."""
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "2000")  # 1000 / 2000 / 3000 need 1 / 1 / 2 on both sides
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "2000")
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "scripted.json").write_text(
+        json.dumps(baseline_of({1000: 1, 2000: 2, 3000: 4}))
+    )
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=3)
+    ref = "REF main (0123456)"
+    # 2000 starts at the baseline's 2 and walks down to 1; 3000 then starts at 4 x 1/2 = 2, not at 4 (from
+    # which the pair would have run 4, 3 and 2 on the change's side and 3, 2 and 1 on REF's)
+    assert [line.split(":")[1].strip() for line in live_lines(result)] == [
+        "scripted [change] load=1000 instances=1",
+        "scripted [change] load=2000 instances=2",
+        f"scripted [{ref}] load=2000 instances=1",
+        "scripted [change] load=2000 instances=1",
+        "scripted [change] load=3000 instances=2",
+        f"scripted [{ref}] load=3000 instances=1",
+    ]
+    result.stdout.fnmatch_lines(["*3000 |                >=2 |    <=2 | PASS    | n/a"])
+
+
 def test_on_a_testbed_slower_than_the_stored_baselines_both_sides_are_offered_its_speed(project, monkeypatch):
     """Where the calibration reads this testbed slower than the stored baseline's (here 0.57x), both sides are
     offered each load at the share a single-revision run offers (0.66x): there the baseline's demands hold and

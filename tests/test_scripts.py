@@ -559,6 +559,12 @@ def test_certified_runs_replays_both_procedures_on_scripted_demands():
     # the baseline's demands: 2 + 3 + 3 searched, 1 + 2 + 2 certified (REF's runs at each demand saved)
     assert certified.runs(baselines, baselines, certify=False) == 8
     assert certified.runs(baselines, baselines, certify=True) == 5
+    # shifted guesses change nothing where every load meets its baseline ...
+    assert certified.runs(baselines, baselines, certify=True, shift=True) == 5
+    # ... and spare the walk down where the host needs half: 20 000 starts at 2, not at 4
+    faster = {4000: 1, 12000: 1, 20000: 2}
+    assert certified.runs(faster, baselines, certify=True) == 1 + 3 + 6
+    assert certified.runs(faster, baselines, certify=True, shift=True) == 1 + 3 + 2
     assert certified.parse_demand("uc1-keys:4000=2,20000=none") == ("uc1-keys", {4000: 2, 20000: None})
     with pytest.raises(SystemExit, match="not BENCHMARK:LOAD=N"):
         certified.parse_demand("4000=2")

@@ -3,6 +3,7 @@ single-revision gates (gates.py) and pull-request mode (pull_request.py)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -70,3 +71,21 @@ def baseline_guess(baseline: Baseline | None, load: int, resources: Sequence[int
         return None
     demand = baseline.demand[load]
     return max(resources) if demand is None else demand
+
+
+def shifted_guess(
+    guess: int | None, baseline: Baseline | None, previous: Step | None, resources: Sequence[int]
+) -> int | None:
+    """Where a baseline-guess search starts at a load in pull-request mode: the baseline's demand there
+    (`guess`), scaled by how far REF's demand at the load measured before it (`previous`, REF's step) lay from
+    the baseline's demand at that load, rounded up, and no lower than that demand (demand does not fall as the
+    load rises). A host on which REF needs half the baseline's instances at one load likely needs about half at
+    the next, and a certified pair starting at the baseline's demand would walk down to it one instance count at
+    a time, two sub-experiments a step. Unchanged where the previous load met its baseline or has no number."""
+    if guess is None or baseline is None or previous is None or previous.optimum is None:
+        return guess
+    stored = baseline.demand.get(previous.x)
+    if not stored or previous.optimum == stored:
+        return guess
+    scaled = math.ceil(guess * previous.optimum / stored)
+    return min(max(resources), max(min(resources), previous.optimum, scaled))

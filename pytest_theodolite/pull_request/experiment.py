@@ -58,7 +58,7 @@ from pytest_theodolite.judge.comparison import (
     compare,
     offered_share,
 )
-from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
+from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point, shifted_guess
 from pytest_theodolite.pull_request.gate_point import PairedGatePoint
 from pytest_theodolite.pull_request.paired import (
     CHANGE,
@@ -292,7 +292,8 @@ class PairedExperiment:
         return f"{self.benchmark.name} [{'change' if side == CHANGE else self.target.label}]"
 
     def measure(self, load: int, baseline: Baseline | None = None, tolerance: int = 0) -> PairedPoint:
-        """Both sides' demand at `load`; a baseline-guess search starts both at the baseline's demand. Where
+        """Both sides' demand at `load`; a baseline-guess search starts both at the baseline's demand, scaled
+        where REF's demand at the load before differed from the baseline's there (`shifted_guess`). Where
         the change's demand exceeds REF's + `tolerance` on certain verdicts, those verdicts are measured once
         more, each side in the reverse order of its first run (certainty.to_confirm). The load is unfinished
         until both sides' points are in."""
@@ -306,7 +307,12 @@ class PairedExperiment:
                 steps = self.search.measure(
                     load,
                     self._run,
-                    baseline_guess(baseline, load, self.settings.resources),
+                    shifted_guess(
+                        baseline_guess(baseline, load, self.settings.resources),
+                        baseline,
+                        self.search.searches[REF].previous(load),
+                        self.settings.resources,
+                    ),
                     exact_change=self.settings.exact_demand,
                     certify=tolerance == 0 and self._paired_cost_judged(),
                 )
