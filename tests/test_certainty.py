@@ -1,6 +1,11 @@
 """Which verdicts a regression rests on, and whether they were certain (certainty.py), on scripted records."""
 
-from pytest_theodolite.core.certainty import to_confirm, uncertain_regression, verdict_text
+from pytest_theodolite.core.certainty import (
+    to_confirm,
+    uncertain_certificate,
+    uncertain_regression,
+    verdict_text,
+)
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
@@ -124,3 +129,16 @@ def test_a_regression_on_certain_single_verdicts_is_confirmed_once_before_it_is_
     # uncertain: not comparable already, nothing to confirm
     unsettled = record(2, Outcome.FAIL, "not-settled", certain=False)
     assert to_confirm([unsettled], None, 2, 0) == (None, None)
+
+
+def test_a_certified_pass_rests_on_refs_fail_at_the_most_instances_below_it():
+    unsettled = record(3, Outcome.FAIL, "not-settled", certain=False, failure="no steady state within ...")
+    assert uncertain_certificate([unsettled], 4) == "FAIL at 3 instances: no steady state within ..."
+    # the FAIL nearest the change's pass decides, certain or not
+    further_below = record(2, Outcome.FAIL, "not-settled", certain=False, failure="no steady state")
+    assert uncertain_certificate([record(3, Outcome.FAIL), further_below], 4) is None
+    assert uncertain_certificate([record(2, Outcome.FAIL), unsettled], 4) is not None
+    # nothing below the pass, a FAIL at or above it, or no number: nothing rests on REF
+    assert uncertain_certificate([], 4) is None
+    assert uncertain_certificate([record(4, Outcome.FAIL, "max-duration")], 4) is None
+    assert uncertain_certificate([unsettled], None) is None

@@ -110,6 +110,22 @@ def test_where_the_paired_read_judged_the_cost_each_load_is_certified_not_search
     assert properties["theodolite.demand.2000"] == "2" and properties["theodolite.verdict.2000"] == "pass"
 
 
+def test_a_certified_pass_resting_on_an_uncertain_ref_fail_says_so(project, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")  # 1000 / 2000 / 3000 need 1 / 2 / 3 on both sides
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")
+    monkeypatch.setenv("SCRIPTED_REF_UNCERTAIN", "3000:2")  # REF's FAIL below the change's pass at 3000
+    result = project.runpytest("--theodolite-compare-ref", "main")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*3000 |                >=3 |      3 | PASS*",
+            # REF's FAIL at 1 below the change's pass at 2000 was certain: only 3000 is named
+            "*>=N not certain (loads 3000): REF main (0123456)'s FAIL at 2 instances*(load 3000) -- the pass rests "
+            "on it, and a regression of one instance count there would not show*",
+        ]
+    )
+
+
 def test_a_change_that_needs_more_instances_than_ref_fails_with_both_sides_shown(
     project, monkeypatch, tmp_path
 ):

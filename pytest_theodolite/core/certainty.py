@@ -145,3 +145,16 @@ def to_confirm(
         if r.outcome is Outcome.PASS and r.resources == reference_demand and len(r.repetitions) == 1
     ]
     return (top.resources if len(top.repetitions) == 1 else None), (reference_demand if passed else None)
+
+
+def uncertain_certificate(reference: Sequence[SubExperimentRecord], change_demand: object) -> str | None:
+    """Where a certified pass rests on an uncertain verdict: REF's FAIL at the most instances below the
+    change's pass (`change_demand`) was not certain, so REF may need no more than the change does there -- a
+    regression of one instance count would not show. The verdict as `verdict_text` says it, or None."""
+    if not isinstance(change_demand, int) or isinstance(change_demand, bool):
+        return None
+    failed = [r for r in reference if r.outcome is Outcome.FAIL and r.resources < change_demand]
+    if not failed:
+        return None
+    top = max(failed, key=lambda r: r.resources)
+    return None if top.certain else verdict_text(top)

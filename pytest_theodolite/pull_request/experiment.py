@@ -18,7 +18,7 @@ from typing import Any
 
 from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate, predicted_pass
-from pytest_theodolite.core.certainty import to_confirm, uncertain_regression
+from pytest_theodolite.core.certainty import to_confirm, uncertain_certificate, uncertain_regression
 from pytest_theodolite.core.cost import CostCheck, PointCost, point_cost
 from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, UNMEASURED, MeasuredDemand, Verdict
 from pytest_theodolite.core.outcomes import COST_REGRESSION as COST_REGRESSION_STATUS
@@ -785,6 +785,22 @@ class PairedExperiment:
                 f">=N (loads {', '.join(map(str, failed_below))}): {label} failed below the instances the change "
                 "passed at, and those were not run -- the verdict needs no more, and the paired read judges the "
                 "cost; exact_demand=true (or --theodolite-exact-demand=true) searches both demands",
+            )
+        if resting := {
+            load: why
+            for load in failed_below
+            if load in self.points
+            and (
+                why := uncertain_certificate(
+                    self.points[load].sides[REF].sub_experiments, self.points[load].sides[CHANGE].resources
+                )
+            )
+        }:
+            notes += (
+                f">=N not certain (loads {', '.join(map(str, resting))}): {label}'s "
+                + "; ".join(f"{why} (load {load})" for load, why in resting.items())
+                + " -- the pass rests on it, and a regression of one instance count there would not show; re-run "
+                "it, or move the gate's load off the edge",
             )
         if not_run := [load for load in ref.at_least if load not in ran]:
             notes += (
