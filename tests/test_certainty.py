@@ -138,7 +138,10 @@ def test_a_certified_pass_rests_on_refs_fail_at_the_most_instances_below_it():
     further_below = record(2, Outcome.FAIL, "not-settled", certain=False, failure="no steady state")
     assert uncertain_certificate([record(3, Outcome.FAIL), further_below], 4) is None
     assert uncertain_certificate([record(2, Outcome.FAIL), unsettled], 4) is not None
-    # nothing below the pass, a FAIL at or above it, or no number: nothing rests on REF
+    # unless a certain FAIL at as many instances or more says REF needs more anyway
+    assert uncertain_certificate([unsettled, record(4, Outcome.FAIL)], 4) is None
+    assert uncertain_certificate([unsettled, record(4, Outcome.FAIL, "max-duration")], 4) is not None
+    # nothing below the pass, or no number: nothing rests on REF
     assert uncertain_certificate([], 4) is None
     assert uncertain_certificate([record(4, Outcome.FAIL, "max-duration")], 4) is None
     assert uncertain_certificate([unsettled], None) is None

@@ -120,7 +120,8 @@ def test_a_certified_pass_resting_on_an_uncertain_ref_fail_says_so(project, monk
         [
             "*3000 |                >=3 |      3 | PASS*",
             # REF's FAIL at 1 below the change's pass at 2000 was certain: only 3000 is named
-            "*>=N not certain (loads 3000): REF main (0123456)'s FAIL at 2 instances*(load 3000) -- the pass rests "
+            "*not certain below the change's pass (loads 3000): REF main (0123456)'s FAIL at 2 instances*(load "
+            "3000) -- the pass rests "
             "on it, and a regression of one instance count there would not show*",
         ]
     )

@@ -148,13 +148,18 @@ def to_confirm(
 
 
 def uncertain_certificate(reference: Sequence[SubExperimentRecord], change_demand: object) -> str | None:
-    """Where a certified pass rests on an uncertain verdict: REF's FAIL at the most instances below the
-    change's pass (`change_demand`) was not certain, so REF may need no more than the change does there -- a
-    regression of one instance count would not show. The verdict as `verdict_text` says it, or None."""
+    """Where a pass rests on an uncertain verdict: the change needs `change_demand` instances, no more than REF,
+    only because REF failed below that -- its FAIL at the most instances below it. Where that FAIL was not
+    certain (and no certain FAIL of REF at as many instances or more stands beside it), REF may need no more
+    than the change does there, and a regression of one instance count would not show. The verdict as
+    `verdict_text` says it, or None."""
     if not isinstance(change_demand, int) or isinstance(change_demand, bool):
         return None
-    failed = [r for r in reference if r.outcome is Outcome.FAIL and r.resources < change_demand]
-    if not failed:
+    failed = [r for r in reference if r.outcome is Outcome.FAIL]
+    below = [r for r in failed if r.resources < change_demand]
+    if not below:
         return None
-    top = max(failed, key=lambda r: r.resources)
-    return None if top.certain else verdict_text(top)
+    top = max(below, key=lambda r: r.resources)
+    if any(r.certain for r in failed if r.resources >= top.resources):
+        return None
+    return verdict_text(top)

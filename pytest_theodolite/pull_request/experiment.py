@@ -786,18 +786,17 @@ class PairedExperiment:
                 "passed at, and those were not run -- the verdict needs no more, and the paired read judges the "
                 "cost; exact_demand=true (or --theodolite-exact-demand=true) searches both demands",
             )
+        # a change needing no more than REF is no regression only because REF failed below the change's pass
         if resting := {
             load: why
-            for load in failed_below
-            if load in self.points
-            and (
-                why := uncertain_certificate(
-                    self.points[load].sides[REF].sub_experiments, self.points[load].sides[CHANGE].resources
-                )
-            )
+            for load, point in sorted(self.points.items())
+            if isinstance(ref_needs := point.demand(REF), int)
+            and isinstance(change_needs := point.demand(CHANGE), int)
+            and change_needs <= ref_needs
+            and (why := uncertain_certificate(point.sides[REF].sub_experiments, change_needs))
         }:
             notes += (
-                f">=N not certain (loads {', '.join(map(str, resting))}): {label}'s "
+                f"not certain below the change's pass (loads {', '.join(map(str, resting))}): {label}'s "
                 + "; ".join(f"{why} (load {load})" for load, why in resting.items())
                 + " -- the pass rests on it, and a regression of one instance count there would not show; re-run "
                 "it, or move the gate's load off the edge",
