@@ -24,7 +24,9 @@ from pytest_theodolite.core.paired_cost import (
 from pytest_theodolite.engine.backlog_read import (
     BacklogPlan,
     BacklogRead,
+    backlog_beyond_running_batch,
     backlog_drained,
+    fill_over,
     full_batches,
     lag_behind,
     leg_full_batches,
@@ -260,6 +262,45 @@ def test_a_backlog_plan_refuses_what_cannot_be_read_and_says_which():
         BacklogPlan(fill_margin=0.5)
     with pytest.raises(ValueError, match=r"instance_cpu above 0 or None \(the gate's\), got 0"):
         BacklogPlan(instance_cpu=0)
+    with pytest.raises(
+        ValueError, match=r"backlog_margin 0 \(every fill takes fill_s\) or at least 1.*got 0.5 and"
+    ):
+        BacklogPlan(backlog_margin=0.5)
+    with pytest.raises(ValueError, match=r"min_fill_s at least 0, got 1\.25 and -1"):
+        BacklogPlan(min_fill_s=-1)
+
+
+def test_a_fill_ends_once_its_backlog_suffices_not_before_the_instance_ran_at_full_speed_nor_after_fill_s():
+    plan = BacklogPlan(min_fill_s=25.0, fill_s=50.0)  # (3 + 12) x 120 000 records read, 1.25 times over
+    assert plan.read_records == 1_800_000
+    enough = 2_250_000
+    assert fill_over(plan, 30.0, enough) and not fill_over(plan, 30.0, enough - 1)
+    assert not fill_over(plan, 24.9, 10 * enough)  # JIT and code generation at full speed first
+    assert not fill_over(plan, 49.9, None)  # the backlog not known: the fill takes its time
+    assert fill_over(plan, 50.0, None) and fill_over(plan, 50.0, 0)  # fill_s is the longest fill, as before
+    fixed = BacklogPlan(backlog_margin=0)
+    assert not fill_over(fixed, 49.9, 10 * enough) and fill_over(fixed, 50.0, 0)
+    # legs' warm batches count too
+    assert BacklogPlan(legs=3).read_records == (9 + 12) * 120_000
+
+
+def test_the_backlog_beyond_the_running_batch_is_the_lag_less_one_batch_and_unknown_where_unreadable():
+    progress = {"sources": [{"endOffset": '{"input": {"0": 40, "1": 60}}'}]}
+
+    class Sampler:
+        def __init__(self, offsets):
+            self.offsets = offsets
+
+        def end_offsets(self):
+            if isinstance(self.offsets, Exception):
+                raise self.offsets
+            return self.offsets
+
+    assert backlog_beyond_running_batch(Sampler({0: 5_040, 1: 5_060}), progress, "input", 2_000) == 8_000
+    assert backlog_beyond_running_batch(Sampler(OSError("broker gone")), progress, "input", 2_000) is None
+    # nothing read yet: the whole topic less the running batch
+    assert backlog_beyond_running_batch(Sampler({0: 5_040}), None, "input", 2_000) == 3_040
+    assert backlog_beyond_running_batch(Sampler({}), progress, "input", 2_000) is None
 
 
 def test_a_backlog_is_read_on_half_a_core_whatever_the_gates_unless_the_plan_keeps_the_gates():

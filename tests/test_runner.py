@@ -274,13 +274,21 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
     writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
     runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
     # the fill outpaces what the unlimited instance reads meanwhile (at 10 times it once kept pace, 2 batches left)
+    # and ends once the topic holds 1.25 times the 8 000 records the read takes beyond the running batch: in
+    # seconds, long before fill_s
     plan = BacklogPlan(
-        batch_records=2_000, fill_factor=40.0, fill_s=4.0, warm_batches=1, batches=3, max_read_s=90
+        batch_records=2_000,
+        fill_factor=40.0,
+        fill_s=120.0,
+        min_fill_s=2.0,
+        warm_batches=1,
+        batches=3,
+        max_read_s=90,
     )
     logs_before = set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*"))
     filled: list = []  # when the fill time was up, the generator still sending and the instance unlimited
     read = read_backlog(runner, 500, plan, filled=lambda: filled.append((time.time(), list(limits))))
-    # 20 000 records sent, read in batches of 2 000: the first full one is left to warm up, the next three measured
+    # read in batches of 2 000: the first full one after the fill is left to warm up, the next three measured
     assert len(read.batches) == 3, read
     assert all(b.input_rows >= 0.95 * 2_000 for b in read.batches), read
     assert [b.batch_id for b in read.batches] == sorted(b.batch_id for b in read.batches)
@@ -293,6 +301,9 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
     assert len(filled) == 1 and filled[0][1] == [], filled
     assert read.read_from_s is not None and read.read_from_s >= filled[0][0], (read.read_from_s, filled)
     assert all(b.start_s >= read.read_from_s for b in read.batches), read
+    # the fill ended on its backlog, which the read found there
+    assert read.fill_s is not None and 2.0 <= read.fill_s < 60.0, read
+    assert read.backlog_records is not None and read.backlog_records >= 1.25 * 8_000 - 2_000, read
 
 
 @pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it

@@ -1,15 +1,16 @@
 """One side's backlog read in large capped micro-batches on one instance: what a paired cost comparison measures.
 
-The generator fills the job's input topic for ``fill_s`` seconds with ``fill_margin`` times the records the read
-measures (or at ``fill_factor`` times the load's rate), while the instance runs without its CPU limit (code
-generation and JIT at full speed), and stops; then the instance is limited (``instance_cpu``: half a core by
-default) and the query reads the backlog in batches capped at ``batch_records``. The full batches after the first
-``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s`` after the warm batches allows
-(`read_over`), or as many as the backlog holds (`backlog_drained`) -- each with its tasks' executor CPU from the
-session's event log (core/task_cpu.py). Two sides read at the same time are compared batch by batch
-(core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size small
-(docs/lab-notes/capacity.md, 2026-11-29). Two such sides stop filling together (``filled``), so that neither reads
-while the other's generator still sends (docs/lab-notes/capacity.md, 2026-12-01). A read may be told what its
+The generator fills the job's input topic at a rate that sends ``fill_margin`` times the records the read takes in
+``fill_s`` seconds (or at ``fill_factor`` times the load's rate), while the instance runs without its CPU limit
+(code generation and JIT at full speed), and stops -- at ``fill_s``, or from ``min_fill_s`` on once the topic holds
+``backlog_margin`` times those records beyond the query's running batch (`fill_over`); then the instance is limited
+(``instance_cpu``: half a core by default) and the query reads the backlog in batches capped at ``batch_records``.
+The full batches after the first ``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s``
+after the warm batches allows (`read_over`), or as many as the backlog holds (`backlog_drained`) -- each with its
+tasks' executor CPU from the session's event log (core/task_cpu.py). Two sides read at the same time are compared
+batch by batch (core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size
+small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides stop filling together (``filled``), so that neither
+reads while the other's generator still sends (docs/lab-notes/capacity.md, 2026-12-01). A read may be told what its
 batches cost as it goes (``progress``), so that pull-request mode can stop both sides once their comparison is
 certain (docs/lab-notes/capacity.md, 2026-12-02). A read may go in ``legs``: after each leg's measured batches the
 instance's executor is replaced by a new JVM (the cluster manager's choice of worker), whose own warm batches are
@@ -38,7 +39,7 @@ from pytest_theodolite.engine.capacity_probe import (
     event_log_conf,
     read_task_cpu,
 )
-from pytest_theodolite.engine.runner import ExperimentRunner
+from pytest_theodolite.engine.runner import ExperimentRunner, RunningJob
 from pytest_theodolite.infra.spark.cluster import executor_addresses, replace_executor
 
 
@@ -52,7 +53,14 @@ class BacklogPlan:
     #: the load's rate, whatever it is (15 times a gate's 20 000 records/s is more than a generator sends here)
     fill_factor: float | None = None
     fill_margin: float = 2.0
+    #: the longest fill; it ends sooner once the backlog suffices (``backlog_margin``, ``min_fill_s``)
     fill_s: float = 50.0
+    #: the fill ends from ``min_fill_s`` on once the records beyond the query's running batch are this many times
+    #: what the read takes (`read_records`): an instance that keeps pace with much of the fill leaves less, one
+    #: far slower more, than a fixed time allows for; 0: every fill takes ``fill_s``
+    backlog_margin: float = 1.25
+    #: the instance's seconds at full speed before the fill may end (its code generation and JIT)
+    min_fill_s: float = 25.0
     warm_batches: int = 3
     batches: int = 12
     #: seconds the measured batches may take, from the end of the warm ones: a slow host's batches are long and
@@ -87,12 +95,16 @@ class BacklogPlan:
         """The CPU limit each instance reads with, for a gate whose ``instance_cpu`` is `gate_cpu`."""
         return gate_cpu if self.instance_cpu is None else self.instance_cpu
 
+    @property
+    def read_records(self) -> int:
+        """The records a read takes at most: every leg's warm batches and the measured ones."""
+        return (self.legs * self.warm_batches + self.batches) * self.batch_records
+
     def fill_factor_for(self, rate: float) -> float:
         """How many times `rate` (records/s) the backlog is filled at."""
         if self.fill_factor is not None:
             return self.fill_factor
-        wanted = self.fill_margin * (self.legs * self.warm_batches + self.batches) * self.batch_records
-        return wanted / self.fill_s / rate
+        return self.fill_margin * self.read_records / self.fill_s / rate
 
     def __post_init__(self) -> None:
         if self.batch_records < 1 or self.warm_batches < 0 or not 1 <= self.legs <= self.batches:
@@ -114,6 +126,11 @@ class BacklogPlan:
                 f"need fill_factor, fill_s, max_read_s and max_warm_s above 0 and fill_margin at least 1, got "
                 f"{self.fill_factor}, {self.fill_s}, {self.max_read_s}, {self.max_warm_s} and {self.fill_margin}"
             )
+        if not (self.backlog_margin == 0 or self.backlog_margin >= 1) or not self.min_fill_s >= 0:
+            raise ValueError(
+                f"need backlog_margin 0 (every fill takes fill_s) or at least 1, and min_fill_s at least 0, got "
+                f"{self.backlog_margin} and {self.min_fill_s}"
+            )
 
 
 @dataclass(frozen=True)
@@ -128,6 +145,11 @@ class BacklogRead:
     legs: tuple[int, ...] = ()
     #: the read ended because the backlog ran out (`backlog_drained`) before it had every batch it measures
     drained: bool = False
+    #: seconds the fill ran until this side's backlog sufficed or ``fill_s`` was up (waiting for the other side of
+    #: a paired read not counted)
+    fill_s: float | None = None
+    #: records beyond the query's last finished batch when the read began (None: not known)
+    backlog_records: int | None = None
 
     def task_cpu_per_record_s(self) -> list[float]:
         """Each batch's task CPU per record, in order; batches without a figure left out."""
@@ -173,6 +195,31 @@ def lag_behind(end_offsets: Mapping[int, int], progress: Mapping[str, Any] | Non
         return monitor.total_lag(end_offsets, monitor.processed_offsets(progress, topic))
     except monitor.ProgressError:
         return None
+
+
+def fill_over(plan: BacklogPlan, filled_for_s: float, backlog: int | None) -> bool:
+    """Whether a fill that has run `filled_for_s` seconds ends: at ``fill_s``, or from ``min_fill_s`` on once
+    `backlog` -- the records beyond what the query's running batch reads; None: not known -- holds
+    ``backlog_margin`` times the records the read takes."""
+    if filled_for_s >= plan.fill_s:
+        return True
+    if not plan.backlog_margin or filled_for_s < plan.min_fill_s or backlog is None:
+        return False
+    return backlog >= plan.backlog_margin * plan.read_records
+
+
+def backlog_beyond_running_batch(
+    sampler: monitor.LagSampler, progress: Mapping[str, Any] | None, topic: str, batch_records: int
+) -> int | None:
+    """The records of `topic` that neither the query's last finished batch (`progress`) nor its running one (at
+    most `batch_records`) read; None where the broker's end offsets or the progress cannot be read."""
+    try:
+        end_offsets = sampler.end_offsets()
+    # whatever kafka-python raises: the backlog only ends a fill early; the fill then takes fill_s
+    except Exception:
+        return None
+    lag = lag_behind(end_offsets, progress, topic)
+    return None if lag is None else lag - batch_records
 
 
 def read_over(plan: BacklogPlan, full: Sequence[MicroBatch], read_from_s: float, now_s: float) -> bool:
@@ -280,10 +327,8 @@ def read_backlog(
             query_id = str(job.query.id)
             tail = EventLogTail(event_log, query_id)  # read as the session writes it
             executors = executor_addresses(job.spark)
-            filling_until = time.monotonic() + plan.fill_s
-            while time.monotonic() < filling_until:
-                time.sleep(min(interval_s, max(0.0, filling_until - time.monotonic())))
-                check_running(job, executors)
+            input_topic = job.topics["input"]
+            fill_s = fill_for(runner, job, plan, input_topic, executors, interval_s)
             if filled is not None:
                 filled()
             job.generator.stop()
@@ -292,9 +337,9 @@ def read_backlog(
             filled_at = time.time()
             leg_starts = [filled_at]
             told = 0  # settled batches progress was told of
-            input_topic = job.topics["input"]
             # final: the generator has stopped and flushed
             end_offsets = input_end_offsets(runner, input_topic)
+            backlog_records = lag_behind(end_offsets, monitor.last_progress(job.query), input_topic)
             lag = None  # the query's, by its last batch's end offsets
             stop = drained = False
             while not stop:
@@ -339,4 +384,31 @@ def read_backlog(
         filled_at,
         legs,
         drained and len(measured) < plan.legs * plan.leg_batches,
+        fill_s,
+        backlog_records,
     )
+
+
+def fill_for(
+    runner: ExperimentRunner,
+    job: RunningJob,
+    plan: BacklogPlan,
+    topic: str,
+    executors: frozenset[str],
+    interval_s: float,
+) -> float:
+    """Let the generator fill `topic` until `fill_over` says the fill ends; the seconds it took."""
+    started = time.monotonic()
+    backlog = None
+    sampler = monitor.LagSampler(runner.kafka.client_kwargs(), topic, runner.benchmark.input_partitions)
+    try:
+        while not fill_over(plan, time.monotonic() - started, backlog):
+            time.sleep(min(interval_s, max(0.0, started + plan.fill_s - time.monotonic())))
+            check_running(job, executors)
+            if plan.backlog_margin and time.monotonic() - started >= plan.min_fill_s:
+                backlog = backlog_beyond_running_batch(
+                    sampler, monitor.last_progress(job.query), topic, plan.batch_records
+                )
+    finally:
+        sampler.close()
+    return time.monotonic() - started

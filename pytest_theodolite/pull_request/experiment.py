@@ -461,6 +461,8 @@ class PairedExperiment:
                     "read_from_s": backlog.read_from_s,
                     "legs": list(backlog.legs),
                     "drained": backlog.drained,
+                    "fill_s": backlog.fill_s,
+                    "backlog_records": backlog.backlog_records,
                     "told_task_cpu_per_record_s": read.told.get(side),
                 }
                 for side, backlog in read.reads.items()
