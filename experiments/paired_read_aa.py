@@ -17,6 +17,7 @@ figure is judged as the gate would judge it. A side's batches are kept in OUT/<r
     python experiments/paired_read_aa.py --gates uc1 --rounds 1 --legs 3 --batches 12 --fill-s 70 --read-every-batch \
         --workers 4
     python experiments/paired_read_aa.py --gates uc1 --rounds 2 --reads 3 --read-every-batch   # the same drivers
+    python experiments/paired_read_aa.py --gates uc1 uc2 --rounds 1 --backlog-margin 0   # the fill of before 8efe349
 
 With ``--change-hash-rounds N`` the change side reads the chosen gates' jobs from a scratch worktree whose jobs
 hash every record N more times (gate_quality.py's injected regression): A/B rounds, in every round or (``--change-in
@@ -196,7 +197,16 @@ def main() -> None:
         default=BacklogPlan.batches,
         help="measured batches a side reads, over all legs",
     )
-    parser.add_argument("--fill-s", type=float, default=BacklogPlan.fill_s, help="seconds each side fills")
+    parser.add_argument(
+        "--fill-s", type=float, default=BacklogPlan.fill_s, help="seconds each side fills at most"
+    )
+    parser.add_argument(
+        "--backlog-margin",
+        type=float,
+        default=BacklogPlan.backlog_margin,
+        help="the fill ends once the backlog holds this many times what the read takes (0: every fill takes "
+        "--fill-s, as before 2026-12-05)",
+    )
     parser.add_argument(
         "--reads",
         type=int,
@@ -216,6 +226,7 @@ def main() -> None:
         legs=args.legs,
         batches=args.batches,
         fill_s=args.fill_s,
+        backlog_margin=args.backlog_margin,
     )
     chosen = gates(args.gates)
     # the gate test_ucN_... measures spark_jobs/ucN.py

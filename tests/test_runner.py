@@ -286,7 +286,7 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
         max_read_s=90,
     )
     logs_before = set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*"))
-    filled: list = []  # when the fill time was up, the generator still sending and the instance unlimited
+    filled: list = []  # when the fill ended, the generator still sending and the instance unlimited
     read = read_backlog(runner, 500, plan, filled=lambda: filled.append((time.time(), list(limits))))
     # read in batches of 2 000: the first full one after the fill is left to warm up, the next three measured
     assert len(read.batches) == 3, read
