@@ -311,6 +311,79 @@ def test_a_certified_refs_lower_bound_restricts_its_next_load_and_a_linear_searc
     assert linear.order == [(REF, 1000, 1), (CHANGE, 1000, 1), (CHANGE, 1000, 2), (REF, 1000, 2)]
 
 
+def quick(needed, guess, broken=(), search=None, load=1000):
+    """A certified load without REF below (ref_below=False: the paired read certain of the cost)."""
+    search = search or paired()
+    steps = search.measure(load, scripted(needed, broken), guess=guess, certify=True, ref_below=False)
+    return search, steps
+
+
+def judged_quick(steps):
+    return compare_sides(
+        "b",
+        steps[CHANGE].x,
+        measured_demand(steps[REF]),
+        measured_demand(steps[CHANGE]),
+        at_most=steps[CHANGE].status == "at-most",
+        ref_at_least=steps[REF].status == "at-least",
+        ref_expected=steps[REF].status == "expected",
+    )
+
+
+def test_without_ref_below_a_change_passing_at_the_guess_is_the_verdict_and_ref_is_not_run():
+    search, steps = quick({REF: {1000: 2}, CHANGE: {1000: 2}}, guess=2)
+    assert search.order == [(CHANGE, 1000, 2)]
+    assert (steps[REF].optimum, steps[REF].status, steps[REF].sub_experiments) == (2, "expected", ())
+    assert (steps[CHANGE].optimum, steps[CHANGE].status) == (2, "at-most")
+    point = judged_quick(steps)
+    assert point.verdict is Verdict.PASS and (point.baseline_text, point.measured_text) == ("~2", "<=2")
+    assert "REF not run, expected to need 2 instances" in point.describe(reference="REF")
+    # an expectation is not REF's measurement: its demand function and the next load's guess do not hold it
+    assert 1000 not in search.searches[REF].result((1000,)).demand
+    assert search.searches[REF].previous(2000) is None
+
+
+def test_without_ref_below_a_ref_that_would_pass_below_goes_unseen_as_documented():
+    # REF needs 1, the change 2: certified, REF's pass below moves the pair down and the regression shows;
+    # without REF below the change's pass at the guess is the verdict (the paired read judged the cost)
+    _, with_ref_below = certified({REF: {1000: 1}, CHANGE: {1000: 2}}, guess=2)
+    assert judged_certified(with_ref_below).verdict is Verdict.REGRESSION
+    _, without = quick({REF: {1000: 1}, CHANGE: {1000: 2}}, guess=2)
+    assert judged_quick(without).verdict is Verdict.PASS
+
+
+def test_without_ref_below_a_change_failing_at_the_guess_runs_ref_there_and_goes_on_certified():
+    # both fail at the guess (a slower host): the pair moves up, REF's FAIL at 2 certifies the change's pass at 3
+    search, steps = quick({REF: {1000: 3}, CHANGE: {1000: 3}}, guess=2)
+    assert search.order == [(CHANGE, 1000, 2), (REF, 1000, 2), (CHANGE, 1000, 3)]
+    assert {side: (s.optimum, s.status) for side, s in steps.items()} == {
+        REF: (3, "at-least"),
+        CHANGE: (3, "measured"),
+    }
+    assert judged_quick(steps).verdict is Verdict.PASS
+    # REF passes where the change failed: the change climbs alone, a regression
+    search, steps = quick({REF: {1000: 2}, CHANGE: {1000: 4}}, guess=2)
+    assert search.order == [(CHANGE, 1000, 2), (REF, 1000, 2), (CHANGE, 1000, 3), (CHANGE, 1000, 4)]
+    point = judged_quick(steps)
+    assert point.verdict is Verdict.REGRESSION and (point.baseline, point.measured) == (2, 4)
+    # the change unmeasured at the guess: REF runs there too, the load unjudged
+    _, broken = quick({REF: {1000: 2}, CHANGE: {1000: 2}}, guess=2, broken={(CHANGE, 1000, 2)})
+    assert judged_quick(broken).verdict is Verdict.UNMEASURED
+
+
+def test_without_ref_below_the_fewest_instances_and_a_load_without_a_guess_are_certified_as_before():
+    search, steps = quick({REF: {1000: 1}, CHANGE: {1000: 1}}, guess=1)
+    assert search.order == [(CHANGE, 1000, 1)] and steps[REF].status == "at-least"
+    # no guess (no stored baseline): nothing names the demand expected, so REF runs below the change's pass
+    search = paired(strategy=Strategy.INITIAL_GUESS, lower_bound=False)
+    needed = {REF: {1000: 2, 2000: 2}, CHANGE: {1000: 2, 2000: 2}}
+    search.measure(1000, scripted(needed), certify=True, ref_below=False)
+    steps = search.measure(2000, scripted(needed), certify=True, ref_below=False)
+    ran = sorted((side, r) for side, load, r in search.order if load == 2000)
+    assert ran == [(CHANGE, 2), (REF, 1)]  # the change at 2, REF below it
+    assert steps[REF].status == "at-least"
+
+
 def test_a_guess_is_scaled_by_how_far_ref_lay_from_the_baseline_at_the_load_before():
     stored = Baseline("b", {12: 1, 20: 2, 26: 4, 30: None}, {}, SAME_TESTBED)
     resources = (1, 2, 3, 4)

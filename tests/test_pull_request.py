@@ -332,6 +332,44 @@ def test_with_a_stored_baseline_both_comparisons_are_reported(project, monkeypat
     )
 
 
+def test_without_ref_below_a_certain_paired_read_leaves_ref_unrun_where_the_change_meets_the_baseline(
+    project, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("SCRIPTED_CAPACITY", "1000")  # 1000 / 2000 / 3000 need 1 / 2 / 3 on both sides
+    monkeypatch.setenv("SCRIPTED_REF_CAPACITY", "1000")
+    (project.path / "baselines").mkdir()
+    (project.path / "baselines" / "scripted.json").write_text(
+        json.dumps(baseline_of({1000: 1, 2000: 2, 3000: 3}))
+    )
+    xml = tmp_path / "junit.xml"
+    result = project.runpytest(
+        "--theodolite-compare-ref", "main", "--theodolite-ref-below=false", f"--junitxml={xml}"
+    )
+    result.assert_outcomes(passed=3)
+    # the scripted read is certain within 7 %: the change at the baseline's demands, REF's FAILs below not run
+    assert [line.split(":")[1].strip() for line in live_lines(result)] == [
+        "scripted [change] load=1000 instances=1",
+        "scripted [change] load=2000 instances=2",
+        "scripted [change] load=3000 instances=3",
+    ]
+    result.stdout.fnmatch_lines(
+        [
+            "*2000 |                 ~2 |    <=2 | PASS*",
+            "*~N (loads 2000, 3000): REF main (0123456) not run -- the paired read is certain the change costs "
+            "per record within 7% of REF main (0123456)'s*ref_below=true (the default) runs it one instance below",
+        ]
+    )
+    properties = {p.get("name"): p.get("value") for p in ElementTree.parse(xml).iter("property")}
+    assert properties["theodolite.ref.2000"] == "2" and properties["theodolite.ref_expected.2000"] == "true"
+    assert "theodolite.ref_at_least.2000" not in properties
+
+    # a read that is not certain (a rise beyond the tolerance, read twice) leaves REF's FAILs below in
+    monkeypatch.setenv("SCRIPTED_PAIRED_COST", "1.15")
+    dearer = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-ref-below=false")
+    dearer.assert_outcomes(failed=3)
+    assert any("[REF main (0123456)] load=2000 instances=1" in line for line in live_lines(dearer))
+
+
 def test_where_ref_needed_fewer_instances_than_the_baseline_the_next_load_starts_that_much_lower(
     project, monkeypatch
 ):

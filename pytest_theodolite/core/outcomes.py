@@ -77,6 +77,10 @@ STEP_ABOVE = "above"
 #: demand: failed one instance below this many, these not run -- the reference's side of pull-request mode's
 #: certified search, where the change passed at this many: all the verdict needs
 STEP_AT_LEAST = "at-least"
+#: demand: not run at this load -- the reference's side of pull-request mode's certified search where the paired
+#: read was certain the change costs no more per record than its tolerance allows and the change passed at the
+#: demand the stored baseline expects there (``ref_below=false``): this value is that expectation, not a measurement
+STEP_EXPECTED = "expected"
 
 
 def most_failing(runs: Iterable[Any]) -> int | None:

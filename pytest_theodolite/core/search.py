@@ -47,6 +47,7 @@ from typing import Protocol
 from pytest_theodolite.core.outcomes import STEP_ABOVE as ABOVE
 from pytest_theodolite.core.outcomes import STEP_AT_LEAST as AT_LEAST
 from pytest_theodolite.core.outcomes import STEP_AT_MOST as AT_MOST
+from pytest_theodolite.core.outcomes import STEP_EXPECTED as EXPECTED
 from pytest_theodolite.core.outcomes import STEP_MEASURED as MEASURED
 from pytest_theodolite.core.outcomes import STEP_NONE as NONE
 from pytest_theodolite.core.outcomes import STEP_SKIPPED as SKIPPED
@@ -58,6 +59,7 @@ __all__ = [
     "ABOVE",
     "AT_LEAST",
     "AT_MOST",
+    "EXPECTED",
     "CapacityResult",
     "DemandResult",
     "IncrementalSearch",

@@ -63,6 +63,9 @@ class ExperimentSettings:
     #: task CPU per record (pull_request/experiment.py), judged with `paired_cost_tolerance` (None: reported)
     paired_cost: bool = False
     paired_cost_tolerance: float | None = PAIRED_COST_TOLERANCE
+    #: pull-request mode's certified search: REF runs one instance below the change's pass at every load (the
+    #: verdict's certificate); False: not where the paired read is certain of the cost (pull_request/paired.py)
+    ref_below: bool = True
 
     def __post_init__(self) -> None:
         problems = []
@@ -118,6 +121,7 @@ def experiment_settings_dict(
         "exact_demand": settings.exact_demand,
         "paired_cost": settings.paired_cost,
         "paired_cost_tolerance": settings.paired_cost_tolerance,
+        "ref_below": settings.ref_below,
         "spark_conf": dict(settings.spark_conf),
         "instance_cpu": settings.instance_cpu,
         "testbed": dict(testbed),

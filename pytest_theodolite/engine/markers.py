@@ -50,6 +50,8 @@ GATE_DEFAULTS: dict[str, Any] = {
     # the paired read's figure has its own tolerance: its noise is a few per cent on every shipped gate, while a
     # gate's cost_tolerance is set from the noise of the CPU per offered record (30 % on UC3 and UC4)
     "paired_cost_tolerance": f"{PAIRED_COST_TOLERANCE:.0%}",
+    # the certificate of a pull-request verdict: REF failing one instance below the change's pass
+    "ref_below": True,
 }
 
 
@@ -102,6 +104,11 @@ MARKER_HELP: dict[str, str] = {
     "paired_cost_tolerance": "how far the paired read's figure (paired_cost) may rise before it fails the gate, "
     "where significant (e.g. 7%); off: reported only. Its own, whatever cost_tolerance says: the paired read's "
     "noise is a few per cent where the CPU per offered record's may be tens",
+    "ref_below": "pull-request mode: true (the default): REF runs one instance below the change's pass at every "
+    "load, which certifies that the change needs no more than REF; false: where the paired read is certain the "
+    "change costs within paired_cost_tolerance and a stored baseline names the demand expected, the change's "
+    "pass there is the verdict and REF does not run (REF's failing runs are about a third of a run; a change that "
+    "moves a demand without moving its cost per record beyond the tolerance is not seen where REF needed fewer)",
 }
 
 
@@ -206,6 +213,7 @@ def gate_spec(
             exact_demand=update_baselines or _flag(values["exact_demand"], "exact_demand"),
             paired_cost=_paired_cost(values["paired_cost"], pull_request),
             paired_cost_tolerance=paired_cost_tolerance,
+            ref_below=_flag(values["ref_below"], "ref_below"),
             spark_conf=dict(values["spark_conf"] or {}),
             instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
         )

@@ -222,6 +222,7 @@ GATE_OPTION_KEYS: tuple[str, ...] = (
     "max_late_rate",
     "paired_cost",
     "paired_cost_tolerance",
+    "ref_below",
     "repetitions",
     "tolerance",
     "cost_tolerance",

@@ -46,6 +46,9 @@ class PointComparison:
     #: the reference failed one instance below `baseline`, which was not run: its demand is at least that
     #: (pull-request mode's certified search: REF is judged as that lower bound)
     baseline_at_least: bool = False
+    #: the reference was not run at this load: `baseline` is the demand expected there (pull-request mode where
+    #: the paired read was certain of the cost, ``ref_below=false``)
+    baseline_expected: bool = False
 
     @property
     def passed(self) -> bool:
@@ -58,6 +61,8 @@ class PointComparison:
             return "-"
         if self.baseline is None:
             return "none"
+        if self.baseline_expected:
+            return f"~{self.baseline}"
         return f">={self.baseline}" if self.baseline_at_least else str(self.baseline)
 
     @property
@@ -92,6 +97,11 @@ class PointComparison:
                 baseline = (
                     f"{reference} at least {instances_text(self.baseline)} (not run at {self.baseline} or more, "
                     "which the verdict does not need)"
+                )
+            elif self.baseline_expected:
+                baseline = (
+                    f"{reference} not run, expected to need {instances_text(self.baseline)} (the paired read "
+                    "certain the change costs within its tolerance)"
                 )
             if self.tolerance:
                 baseline += f" (tolerance +{self.tolerance})"
@@ -221,12 +231,14 @@ def compare_point(
     cost_tolerance: float | None = None,
     uncertain: str | None = None,
     baseline_at_least: bool = False,
+    baseline_expected: bool = False,
 ) -> PointComparison:
     """One load's verdict: `measured` is the fewest passing instances, None ("none") or UNMEASURED; `at_most`:
     it passed there and fewer were not run (a demand at most `measured`: judged as that, it can pass or
     regress, and an improvement is seen only below the reference); `above` (measured None): it failed at that
     many instances and more were not run; `baseline_at_least`: the reference's demand is at least its value
-    (judged as that: a change at most that passes).
+    (judged as that: a change at most that passes); `baseline_expected`: the reference was not run, its value
+    is the demand expected (judged as that).
 
     `not_comparable` (why the baseline's testbed cannot be compared with this one) makes every measured point
     NOT_COMPARABLE that has a baseline value -- except a demand verdict the testbeds' speed order alone
@@ -276,6 +288,7 @@ def compare_point(
         reason=(not_comparable or "") if verdict is Verdict.NOT_COMPARABLE else (one_sided or ""),
         cost=cost,
         baseline_at_least=baseline_at_least and baseline_value is not None,
+        baseline_expected=baseline_expected and baseline_value is not None,
     )
 
 

@@ -33,7 +33,15 @@ from pytest_theodolite.core.paired_cost import (
 )
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
-from pytest_theodolite.core.search import AT_LEAST, AT_MOST, SKIPPED, IncrementalSearch, Step, Strategy
+from pytest_theodolite.core.search import (
+    AT_LEAST,
+    AT_MOST,
+    EXPECTED,
+    SKIPPED,
+    IncrementalSearch,
+    Step,
+    Strategy,
+)
 from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
 from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
@@ -180,6 +188,7 @@ class PairedPoint:
             skipped=self.sides[CHANGE].status == SKIPPED,
             at_most=self.sides[CHANGE].status == AT_MOST,
             ref_at_least=self.sides[REF].status == AT_LEAST,
+            ref_expected=self.sides[REF].status == EXPECTED,
             ref_cost=self.point_cost(REF),
             change_cost=self.point_cost(CHANGE),
             cost_tolerance=cost_tolerance,
@@ -315,6 +324,7 @@ class PairedExperiment:
                     ),
                     exact_change=self.settings.exact_demand,
                     certify=tolerance == 0 and self._paired_cost_judged(),
+                    ref_below=self.settings.ref_below or not self._paired_cost_certain(),
                 )
             sides = {
                 side: demand_point(
@@ -479,6 +489,15 @@ class PairedExperiment:
         each demand is not needed, and the demands are certified rather than searched (paired.py)."""
         check = self.paired_cost_check()
         return check is not None and check.tolerance is not None and check.status != COST_NOT_COMPARED
+
+    def _paired_cost_certain(self) -> bool:
+        """Whether the paired read is certain the change costs within its tolerance: one read, its pairs below
+        the tolerance by the test a read stops early on (first_certain_pass); a read that rose beyond it, and was
+        read again, is not."""
+        tolerance = self.settings.paired_cost_tolerance
+        if tolerance is None or self.paired_cost is None or self.confirmation is not None:
+            return False
+        return first_certain_pass(self.paired_cost.ratios, tolerance) is not None
 
     def paired_cost_check(self) -> CostCheck | None:
         """The paired read's figure against its tolerance (core/paired_cost.check_paired_cost); None unread. Where
@@ -802,6 +821,16 @@ class PairedExperiment:
                 + "; ".join(f"{why} (load {load})" for load, why in resting.items())
                 + " -- the pass rests on it, and a regression of one instance count there would not show; re-run "
                 "it, or move the gate's load off the edge",
+            )
+        if expected := [
+            load for load, point in sorted(self.points.items()) if point.sides[REF].status == EXPECTED
+        ]:
+            notes += (
+                f"~N (loads {', '.join(map(str, expected))}): {label} not run -- the paired read is certain the "
+                f"change costs per record within {self.settings.paired_cost_tolerance:.0%} of {label}'s, and the "
+                "change passed at the demand the stored baseline expects; ref_below=false. Where "
+                f"{label} needs fewer, a change that moves the demand without moving its cost beyond that is not "
+                "seen; ref_below=true (the default) runs it one instance below",
             )
         if not_run := [load for load in ref.at_least if load not in ran]:
             notes += (

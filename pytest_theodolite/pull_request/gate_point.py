@@ -48,7 +48,8 @@ class PairedGatePoint(GatePoint):
             if not key.startswith("theodolite.cpu_change.")
         ]
         # REF's demand a number, as theodolite.demand.<load> is, with its bound in a property of its own
-        ref_text = str(comparison.baseline) if comparison.baseline_at_least else comparison.baseline_text
+        bounded = comparison.baseline_at_least or comparison.baseline_expected
+        ref_text = str(comparison.baseline) if bounded else comparison.baseline_text
         properties += paired_junit_properties(
             self.point.load,
             self.reference,
@@ -56,6 +57,7 @@ class PairedGatePoint(GatePoint):
             self._paired().cost_figure(),
             against,
             ref_at_least=comparison.baseline_at_least,
+            ref_expected=comparison.baseline_expected,
         )
         paired = self._paired().paired_cost
         if paired is not None and paired.relative is not None:

@@ -18,6 +18,14 @@ record at a demand is not compared (REF did not run there: the paired read judge
 below moves the pair down, a change that fails moves it up, and a change that fails where REF passed climbs
 alone to its demand (a regression, measured once more by the caller).
 
+Without REF below (`ref_below=False`: the caller's paired read is certain the change costs per record no more
+than its tolerance allows, and the guess is the demand a stored baseline expects), the pair's first step runs
+the change alone at the guess: a pass there is the verdict -- the change needs no more than expected -- and REF
+is not run at this load (its step EXPECTED, the guess; not kept as a measurement of REF's). A change that fails
+there runs REF at the same instances and the pair goes on as above. What this gives up: where REF would have
+passed below the guess, a change that moves the demand without moving its cost per record beyond the tolerance
+is not seen.
+
 The verdict per load: the change's demand <= REF's demand + tolerance. A load where either side could not be
 measured (an INVALID or ERRORED sub-experiment) is NOT COMPARABLE, never a pass or a regression.
 
@@ -36,6 +44,7 @@ from pytest_theodolite.core.search import (
     ABOVE,
     AT_LEAST,
     AT_MOST,
+    EXPECTED,
     MEASURED,
     NONE,
     SKIPPED,
@@ -85,16 +94,23 @@ class PairedDemandSearch:
         *,
         exact_change: bool = False,
         certify: bool = False,
+        ref_below: bool = True,
     ) -> dict[str, Step]:
         """Both sides' demand at `load`. `guess` (the baseline's demand there) is where baseline-guess
         searches start; without one each starts from its own previous load, as initial-guess does. The
         change's demand is exact only with `exact_change`; else it is not searched below REF's passes. With
         `certify` (and an initial- or baseline-guess search, not `exact_change`) the verdict is certified, not
-        searched (the module's doc)."""
+        searched (the module's doc); without `ref_below` (and with a `guess`) the change's pass at the guess is
+        the verdict, REF not run there."""
         running = {side: self.searches[side].start(load, guess) for side in SIDES}
         if certify and not exact_change and self._can_certify(running):
-            steps = self._certify(load, oracle, running)
-            return {side: self.searches[side].keep(step) for side, step in steps.items()}
+            steps = self._certify(load, oracle, running, ref_below=ref_below or guess is None)
+            # an expected demand is not REF's measurement: its search (REF's demand function, the next load's
+            # guess) does not keep it
+            return {
+                side: step if step.status == EXPECTED else self.searches[side].keep(step)
+                for side, step in steps.items()
+            }
         while True:
             wanted = {side: r.next_probe for side, r in running.items() if r.next_probe is not None}
             if not wanted:
@@ -125,8 +141,11 @@ class PairedDemandSearch:
         )
         return guessing and all(r.next_probe is not None for r in running.values())
 
-    def _certify(self, load: int, oracle: SideOracle, running: Mapping[str, StepSearch]) -> dict[str, Step]:
-        """The change at r beside REF one instance count below, pair by pair (the module's doc)."""
+    def _certify(
+        self, load: int, oracle: SideOracle, running: Mapping[str, StepSearch], *, ref_below: bool = True
+    ) -> dict[str, Step]:
+        """The change at r beside REF one instance count below, pair by pair; without `ref_below` the change
+        alone first (the module's doc)."""
         candidates = {side: running[side].candidates for side in SIDES}
         seen: dict[str, dict[int, Outcome]] = {side: {} for side in SIDES}
         runs: dict[str, list[SubExperiment]] = {side: [] for side in SIDES}
@@ -144,6 +163,18 @@ class PairedDemandSearch:
         probe = running[CHANGE].next_probe
         r: int | None = probe[1] if probe is not None else None
         alone = False  # the change climbs alone once REF passed where it failed or below
+        if not ref_below and r is not None and _below(candidates[REF], r) is not None:
+            run(CHANGE, r)
+            self.pairs += 1
+            if seen[CHANGE][r] is Outcome.PASS:
+                expected = Step(load, r, EXPECTED, (), candidates[REF])
+                return {
+                    CHANGE: _certified_step(CHANGE, load, runs[CHANGE], candidates[CHANGE]),
+                    REF: expected,
+                }
+            run(REF, r)  # what a change failing at the guess needs: does REF fail there too?
+            alone = seen[REF][r] is not Outcome.FAIL  # REF passed or was unmeasured: the change goes on alone
+            r = _above(candidates[CHANGE], r) if seen[CHANGE][r].is_measured else None
         while r is not None:
             below = _below(candidates[REF], r)
             if alone:
@@ -215,7 +246,7 @@ def _change_may_run_next(running: Mapping[str, StepSearch]) -> bool:
 
 def measured_demand(step: Step) -> MeasuredDemand:
     """A finished search's demand as the comparison takes it: a number, None ("none") or UNMEASURED."""
-    if step.status in (MEASURED, NONE, SKIPPED, AT_MOST, AT_LEAST):
+    if step.status in (MEASURED, NONE, SKIPPED, AT_MOST, AT_LEAST, EXPECTED):
         return step.optimum
     return UNMEASURED
 
@@ -238,11 +269,12 @@ def compare_sides(
     cost_tolerance: float | None = None,
     uncertain: str | None = None,
     ref_at_least: bool = False,
+    ref_expected: bool = False,
 ) -> PointComparison:
     """The change's demand at one load against REF's (REF in the result's `baseline` fields; `ref_at_least`:
-    REF's is at least that); where both sides need the same instances, the change's CPU per record against
-    REF's with `cost_tolerance`. A regression resting on uncertain verdicts (`uncertain` says which) is NOT
-    COMPARABLE."""
+    REF's is at least that; `ref_expected`: REF not run, its value the demand expected); where both sides need
+    the same instances, the change's CPU per record against REF's with `cost_tolerance`. A regression resting on
+    uncertain verdicts (`uncertain` says which) is NOT COMPARABLE."""
     not_comparable = None
     if ref is UNMEASURED:
         not_comparable = "REF could not be measured at this load (an invalid or errored sub-experiment)"
@@ -261,4 +293,5 @@ def compare_sides(
         cost_tolerance=cost_tolerance,
         uncertain=uncertain,
         baseline_at_least=ref_at_least,
+        baseline_expected=ref_expected,
     )

@@ -19,14 +19,18 @@ def paired_junit_properties(
     cost: CostFigure,
     against_baseline: PointComparison | None,
     ref_at_least: bool = False,
+    ref_expected: bool = False,
 ) -> list[tuple[str, str]]:
     """Pull-request mode's extra properties at one load: REF's demand (theodolite.demand.<load> is the
-    change's; theodolite.ref_at_least.<load> 'true' where REF failed below it and it was not run), both sides'
-    CPU microseconds per record and their relative difference, and the verdict against the stored baseline
-    where there is one."""
+    change's; theodolite.ref_at_least.<load> 'true' where REF failed below it and it was not run;
+    theodolite.ref_expected.<load> 'true' where REF was not run at this load and the value is the demand
+    expected there), both sides' CPU microseconds per record and their relative difference, and the verdict
+    against the stored baseline where there is one."""
     properties = [("theodolite.compare_ref", reference), (f"theodolite.ref.{load}", ref_text)]
     if ref_at_least:
         properties.append((f"theodolite.ref_at_least.{load}", "true"))
+    if ref_expected:
+        properties.append((f"theodolite.ref_expected.{load}", "true"))
     for side, value in (("ref", cost.ref_us), ("change", cost.change_us)):
         if value is not None:
             properties.append((f"theodolite.cpu_us_per_record.{side}.{load}", f"{value:.3f}"))

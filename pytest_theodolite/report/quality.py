@@ -114,6 +114,8 @@ def points_of(junit: Path) -> tuple[GatePointResult, ...]:
             )
             if properties.get(f"theodolite.ref_at_least.{load}") == "true":
                 reference = f">={reference}"
+            elif properties.get(f"theodolite.ref_expected.{load}") == "true":
+                reference = f"~{reference}"
             at_most = "<=" if properties.get(f"theodolite.demand_at_most.{load}") == "true" else ""
             points.append(
                 GatePointResult(
