@@ -118,6 +118,13 @@ def main() -> None:
         "--strategy",
         help="the gates' search strategy for these runs, e.g. capacity (default: each gate's own)",
     )
+    parser.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more pytest argument for every run, e.g. --pytest-arg=--theodolite-ref-below=false (repeatable)",
+    )
     args = parser.parse_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -126,6 +133,7 @@ def main() -> None:
     )
     if args.strategy:
         extra += [f"--theodolite-strategy={args.strategy}"]
+    extra += args.pytest_arg
     if args.compare_ref:
         # resolved once: a scratch worktree's HEAD is the same commit, and REF must not move between runs
         commit = subprocess.run(
