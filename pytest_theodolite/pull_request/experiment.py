@@ -60,6 +60,7 @@ from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSessio
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import calibration_note
 from pytest_theodolite.judge.comparison import (
+    SPEED_UNCERTAINTY,
     Comparison,
     PointComparison,
     bound_notes,
@@ -274,6 +275,9 @@ class PairedExperiment:
     #: the share of each load's rate both sides are offered (comparison.offered_share), set before the first
     #: sub-experiment from the calibration against the stored baseline: 1 without one, or on a testbed as fast
     offered_share: float = 1.0
+    #: this testbed's speed over the stored baseline's host by the calibrations (None: unknown or no baseline),
+    #: set with `offered_share`: where it is faster, REF may need fewer instances than the baseline expects
+    host_speed: float | None = None
 
     def __post_init__(self) -> None:
         if self.settings.strategy is Strategy.CAPACITY:
@@ -324,7 +328,9 @@ class PairedExperiment:
                     ),
                     exact_change=self.settings.exact_demand,
                     certify=tolerance == 0 and self._paired_cost_judged(),
-                    ref_below=self.settings.ref_below or not self._paired_cost_certain(),
+                    ref_below=self.settings.ref_below
+                    or not self._paired_cost_certain()
+                    or not self._baseline_expected_here(),
                 )
             sides = {
                 side: demand_point(
@@ -489,6 +495,13 @@ class PairedExperiment:
         each demand is not needed, and the demands are certified rather than searched (paired.py)."""
         check = self.paired_cost_check()
         return check is not None and check.tolerance is not None and check.status != COST_NOT_COMPARED
+
+    def _baseline_expected_here(self) -> bool:
+        """Whether the stored baseline's demands are what REF is expected to need on this testbed: its calibration
+        reads it no faster than the baseline's host beyond the calibration's uncertainty (a slower one is offered
+        each load at its share, comparison.offered_share). On a faster one REF may pass below them, where a change
+        of how the job scales would go unseen without REF's run below (paired.py)."""
+        return self.host_speed is not None and self.host_speed <= 1 + SPEED_UNCERTAINTY
 
     def _paired_cost_certain(self) -> bool:
         """Whether the paired read is certain the change costs within its tolerance: one read, its pairs below
@@ -695,6 +708,7 @@ class PairedExperiment:
         full rate."""
         if not self.records and self.capacities is None:  # fixed before the benchmark's first sub-experiment
             self.offered_share = offered_share(host_speed)
+            self.host_speed = host_speed
         paired = self.measure(load, baseline, spec.tolerance)
         return PairedGatePoint(
             spec,
@@ -799,7 +813,11 @@ class PairedExperiment:
             notes += (f"capacity plot: {drawn}",)
         if paired := self.paired_cost_note():
             notes += (paired,)
-        notes += bound_notes(measured, label)
+        expected = [
+            load for load, point in sorted(self.points.items()) if point.sides[REF].status == EXPECTED
+        ]
+        # '<=N' says "passed at REF's demand"; where REF was not run, the '~N' note below says what it passed at
+        notes += bound_notes(measured.without(expected), label)
         ran = {sub.load for sub in ref.sub_experiments}
         if failed_below := [load for load in ref.at_least if load in ran]:
             notes += (
@@ -822,13 +840,12 @@ class PairedExperiment:
                 + " -- the pass rests on it, and a regression of one instance count there would not show; re-run "
                 "it, or move the gate's load off the edge",
             )
-        if expected := [
-            load for load, point in sorted(self.points.items()) if point.sides[REF].status == EXPECTED
-        ]:
+        if expected:
             notes += (
                 f"~N (loads {', '.join(map(str, expected))}): {label} not run -- the paired read is certain the "
                 f"change costs per record within {self.settings.paired_cost_tolerance:.0%} of {label}'s, and the "
-                "change passed at the demand the stored baseline expects; ref_below=false. Where "
+                "change passed at the demand the stored baseline expects on a testbed no faster than its host; "
+                "ref_below=false. Where "
                 f"{label} needs fewer, a change that moves the demand without moving its cost beyond that is not "
                 "seen; ref_below=true (the default) runs it one instance below",
             )
