@@ -844,10 +844,9 @@ class PairedExperiment:
             notes += (
                 f"~N (loads {', '.join(map(str, expected))}): {label} not run -- the paired read is certain the "
                 f"change costs per record within {self.settings.paired_cost_tolerance:.0%} of {label}'s, and the "
-                "change passed at the demand the stored baseline expects on a testbed no faster than its host; "
-                "ref_below=false. Where "
-                f"{label} needs fewer, a change that moves the demand without moving its cost beyond that is not "
-                "seen; ref_below=true (the default) runs it one instance below",
+                "change passed at the demand the stored baseline expects on a testbed no faster than its host "
+                f"(ref_below=false). Where {label} needs fewer, a change that moves the demand without moving its "
+                "cost beyond that is not seen; ref_below=true (the default) runs it one instance below",
             )
         if not_run := [load for load in ref.at_least if load not in ran]:
             notes += (
