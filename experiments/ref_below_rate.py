@@ -1,0 +1,72 @@
+"""How often REF passes one instance below the demand its stored baseline names: the prediction
+`ref_below=false` makes (REF needs what the baseline says), measured where pull-request runs ran REF below.
+
+Reads the results directories of pull-request-mode runs (each with ``ref/``), the stored baselines, and lists
+every REF sub-experiment at one instance count below the baseline's demand at its load, with the calibration's
+reading of the testbed against the baseline's host. A PASS there is a load where the baseline's demand
+overstated REF's: `ref_below=false` would have left REF out and judged the change against a demand one too
+high -- the loads where a one-instance regression that does not move the cost per record would not show.
+
+    python experiments/ref_below_rate.py /tmp/s96/pr/clean-1 /tmp/s97/pr/clean-1
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.judge.comparison import SPEED_UNCERTAINTY
+from pytest_theodolite.report.quality import Rate
+from pytest_theodolite.store.baseline import load_baseline
+from pytest_theodolite.store.results import list_experiment_ids, read_results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="results directories of pull-request-mode runs")
+    parser.add_argument("--baselines", type=Path, default=Path("baselines"), help="the stored baselines")
+    args = parser.parse_args()
+    below = passed = guarded = guarded_passed = 0
+    for run in args.runs:
+        directory = run / "ref"
+        if not directory.is_dir():
+            parser.error(f"{run} has no ref/ directory: give the results directory of a pull-request-mode run")
+        for experiment in list_experiment_ids(directory):
+            path = args.baselines / f"{experiment}.json"
+            if not path.is_file():
+                continue
+            baseline = load_baseline(path)
+            results = read_results(directory, experiment)
+            ours = results.settings.get("testbed", {}).get("calibration_rows_per_s")
+            theirs = baseline.testbed.calibration_rows_per_s
+            speed = ours / theirs if ours and theirs else None
+            in_guard = speed is not None and speed <= 1 + SPEED_UNCERTAINTY
+            for record in results.sub_experiments:
+                expected = baseline.demand.get(record.load)
+                if expected is None or record.resources != expected - 1:
+                    continue
+                below += 1
+                passed += record.outcome is Outcome.PASS
+                guarded += in_guard
+                guarded_passed += in_guard and record.outcome is Outcome.PASS
+                certain = "certain" if all(rep.certain for rep in record.repetitions) else "uncertain"
+                read = f"{speed:.2f}x" if speed is not None else "not calibrated"
+                print(
+                    f"{run}  {experiment} {record.load} on {record.resources} (baseline {expected}):"
+                    f" {record.outcome.name} ({certain}), testbed {read}"
+                )
+    if not below:
+        parser.error("no REF sub-experiment one instance below a stored demand in these runs")
+    print(f"REF passed one below the baseline's demand: {Rate.of(passed, below).text}")
+    if guarded:
+        print(
+            f"  where the calibration read the testbed no faster than the baseline's host beyond"
+            f" {SPEED_UNCERTAINTY:.0%} (where ref_below=false leaves REF out): {Rate.of(guarded_passed, guarded).text}"
+        )
+
+
+if __name__ == "__main__":
+    main()
