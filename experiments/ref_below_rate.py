@@ -3,9 +3,11 @@
 
 Reads the results directories of pull-request-mode runs (each with ``ref/``), the stored baselines, and lists
 every REF sub-experiment at one instance count below the baseline's demand at its load, with the calibration's
-reading of the testbed against the baseline's host. A PASS there is a load where the baseline's demand
-overstated REF's: `ref_below=false` would have left REF out and judged the change against a demand one too
-high -- the loads where a one-instance regression that does not move the cost per record would not show.
+reading of the testbed against the baseline's host and the share of the rate both sides were offered. A PASS
+there is a load where the baseline's demand overstated REF's: where `ref_below=false` leaves REF out (each load
+weighing at least the baseline's, comparison.weighs_at_least_the_baselines), the change would have been judged
+against a demand one too high -- a one-instance regression that does not move the cost per record would not
+show.
 
     python experiments/ref_below_rate.py /tmp/s96/pr/clean-1 /tmp/s97/pr/clean-1
 """
@@ -16,7 +18,7 @@ import argparse
 from pathlib import Path
 
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.judge.comparison import SPEED_UNCERTAINTY
+from pytest_theodolite.judge.comparison import offered_share, weighs_at_least_the_baselines
 from pytest_theodolite.report.quality import Rate
 from pytest_theodolite.store.baseline import load_baseline
 from pytest_theodolite.store.results import list_experiment_ids, read_results
@@ -33,7 +35,9 @@ def main() -> None:
     for run in args.runs:
         directory = run / "ref"
         if not directory.is_dir():
-            parser.error(f"{run} has no ref/ directory: give the results directory of a pull-request-mode run")
+            parser.error(
+                f"{run} has no ref/ directory: give the results directory of a pull-request-mode run"
+            )
         for experiment in list_experiment_ids(directory):
             path = args.baselines / f"{experiment}.json"
             if not path.is_file():
@@ -43,7 +47,7 @@ def main() -> None:
             ours = results.settings.get("testbed", {}).get("calibration_rows_per_s")
             theirs = baseline.testbed.calibration_rows_per_s
             speed = ours / theirs if ours and theirs else None
-            in_guard = speed is not None and speed <= 1 + SPEED_UNCERTAINTY
+            in_guard = weighs_at_least_the_baselines(speed, offered_share(speed))
             for record in results.sub_experiments:
                 expected = baseline.demand.get(record.load)
                 if expected is None or record.resources != expected - 1:
@@ -53,7 +57,11 @@ def main() -> None:
                 guarded += in_guard
                 guarded_passed += in_guard and record.outcome is Outcome.PASS
                 certain = "certain" if all(rep.certain for rep in record.repetitions) else "uncertain"
-                read = f"{speed:.2f}x" if speed is not None else "not calibrated"
+                read = (
+                    f"{speed:.2f}x, offered {offered_share(speed):.2f}x"
+                    if speed is not None
+                    else "not calibrated"
+                )
                 print(
                     f"{run}  {experiment} {record.load} on {record.resources} (baseline {expected}):"
                     f" {record.outcome.name} ({certain}), testbed {read}"
@@ -63,8 +71,12 @@ def main() -> None:
     print(f"REF passed one below the baseline's demand: {Rate.of(passed, below).text}")
     if guarded:
         print(
-            f"  where the calibration read the testbed no faster than the baseline's host beyond"
-            f" {SPEED_UNCERTAINTY:.0%} (where ref_below=false leaves REF out): {Rate.of(guarded_passed, guarded).text}"
+            "  where each load weighed at least the baseline's even on the fastest host the calibration allows"
+            f" (where ref_below=false leaves REF out): {Rate.of(guarded_passed, guarded).text}"
+        )
+    if below - guarded:
+        print(
+            f"  elsewhere (REF run below by either setting): {Rate.of(passed - guarded_passed, below - guarded).text}"
         )
 
 

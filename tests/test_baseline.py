@@ -22,6 +22,7 @@ from pytest_theodolite.judge.comparison import (
     offered_share,
     regression_judgeable,
     regression_share,
+    weighs_at_least_the_baselines,
 )
 from pytest_theodolite.store.baseline import (
     FORMAT_VERSION,
@@ -785,6 +786,20 @@ def test_a_regression_can_be_judged_where_comparable_or_on_a_faster_testbed_only
     assert regression_judgeable("host differs", 2.0)
     assert not regression_judgeable("host differs", 0.57)
     assert not regression_judgeable("instances of another size", None)
+
+
+def test_a_load_weighs_at_least_the_baselines_only_where_even_the_fastest_host_allowed_is_offered_no_more():
+    # offered its share, a slower testbed's load weighs what it weighed on the baseline's host at the
+    # fastest speed the calibration allows
+    for slower in (0.3, 0.5, 0.75):
+        assert weighs_at_least_the_baselines(slower, offered_share(slower))
+    # offered the full rate: up to 1 / 1.15 (0.87x) even the fastest host allowed is no faster than the baseline's
+    assert weighs_at_least_the_baselines(0.86, offered_share(0.86))
+    for as_fast in (0.88, 1.0, 1.2):
+        assert not weighs_at_least_the_baselines(as_fast, offered_share(as_fast))
+    # a share below the testbed's speed weighs less; an unread testbed is not known to weigh anything
+    assert not weighs_at_least_the_baselines(0.5, 0.5)
+    assert not weighs_at_least_the_baselines(None, 1.0)
 
 
 def test_a_slower_testbed_is_offered_each_load_at_the_fastest_speed_its_calibration_allows() -> None:

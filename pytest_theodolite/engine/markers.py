@@ -107,7 +107,8 @@ MARKER_HELP: dict[str, str] = {
     "ref_below": "pull-request mode: true (the default): REF runs one instance below the change's pass at every "
     "load, which certifies that the change needs no more than REF; false: where the paired read is certain the "
     "change costs within paired_cost_tolerance and a stored baseline names the demand expected (its calibration "
-    "reading this testbed no faster than its host), the change's pass there is the verdict and REF does not run "
+    "reading this testbed at 0.87x its host or slower, where each load weighs at least the baseline's), the "
+    "change's pass there is the verdict and REF does not run "
     "(REF's failing runs are about a third of a run; a change that moves a demand without moving its cost per "
     "record beyond the tolerance is not seen where REF needed fewer)",
 }
