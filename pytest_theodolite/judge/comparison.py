@@ -157,10 +157,8 @@ def one_sided_verdict(verdict: Verdict, host_speed: float | None, offered_share:
     if host_speed is None:
         return None
     fastest, slowest = host_speed * (1 + SPEED_UNCERTAINTY), host_speed * (1 - SPEED_UNCERTAINTY)
-    if weighs_at_least_the_baselines(host_speed, offered_share) and verdict in (
-        Verdict.PASS,
-        Verdict.IMPROVEMENT,
-    ):
+    passing = verdict in (Verdict.PASS, Verdict.IMPROVEMENT)
+    if passing and weighs_at_least_the_baselines(host_speed, offered_share):
         if offered_share < 1:
             return (
                 f"judged at {offered_share:.2f}x each load's rate: this testbed is slower ({host_speed:.2f}x the "
