@@ -18,10 +18,27 @@ import argparse
 from pathlib import Path
 
 from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.engine.calibration import (
+    REFERENCE_CPU,
+    Calibration,
+    baseline_reference_cpu,
+    speed_ratio,
+)
 from pytest_theodolite.judge.comparison import offered_share, weighs_at_least_the_baselines
 from pytest_theodolite.report.quality import Rate
-from pytest_theodolite.store.baseline import load_baseline
+from pytest_theodolite.store.baseline import Baseline, load_baseline
 from pytest_theodolite.store.results import list_experiment_ids, read_results
+
+
+def _host_speed(testbed: dict, baseline: Baseline) -> float | None:
+    """The run's testbed over the baseline's host by their calibrations, as the run's session read it
+    (TheodoliteSession.host_speed)."""
+    rows_per_s = testbed.get("calibration_rows_per_s")
+    if rows_per_s is None:
+        return None
+    limited = REFERENCE_CPU if testbed.get("instance_cpu") is not None else None
+    calibration = Calibration(rows_per_s, spread=0.0, instance_cpu=limited)
+    return speed_ratio(baseline.testbed.calibration_rows_per_s, calibration, baseline_reference_cpu(baseline))
 
 
 def main() -> None:
@@ -44,9 +61,7 @@ def main() -> None:
                 continue
             baseline = load_baseline(path)
             results = read_results(directory, experiment)
-            ours = results.settings.get("testbed", {}).get("calibration_rows_per_s")
-            theirs = baseline.testbed.calibration_rows_per_s
-            speed = ours / theirs if ours and theirs else None
+            speed = _host_speed(results.settings.get("testbed", {}), baseline)
             in_guard = weighs_at_least_the_baselines(speed, offered_share(speed))
             for record in results.sub_experiments:
                 expected = baseline.demand.get(record.load)
