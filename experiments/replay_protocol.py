@@ -104,7 +104,25 @@ def not_settled_batches(protocol: MeasurementProtocol, args) -> bool | None:
     return certain
 
 
-CANDIDATES = {"four-growing": four_growing, "marginal-rate": marginal_rate, "plan": None}
+def beyond_batch_bound(protocol: MeasurementProtocol, records: dict[int, float], args) -> bool:
+    """The last --batches batches under the limit each lie beyond the batch bound by the settling tolerance and
+    the newest is no shorter than the oldest of them: batches that approach their fixed point from below (or
+    grow past it) stay beyond the bound."""
+    limited = protocol._limited_durations()
+    bound = protocol.max_batch_s
+    if bound is None or len(limited) < args.batches:
+        return False
+    recent = limited[-args.batches :]
+    margin = protocol.plan.settle_tolerance if args.margin is None else args.margin
+    return min(recent) >= (1 + margin) * bound and recent[-1] >= recent[0]
+
+
+CANDIDATES = {
+    "four-growing": four_growing,
+    "marginal-rate": marginal_rate,
+    "beyond-batch-bound": beyond_batch_bound,
+    "plan": None,
+}
 #: candidates for when a stop counts as certain, rather than for when a repetition stops
 CERTAINTY_CANDIDATES = {"not-settled-batches": not_settled_batches}
 
@@ -189,6 +207,12 @@ def main() -> None:
         type=int,
         default=3,
         help="marginal-rate, not-settled-batches: batches under the limit, at least",
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        help="beyond-batch-bound: how far beyond the bound each batch lies (default: the plan's settle tolerance)",
     )
     parser.add_argument(
         "--plan", action="append", default=[], help="plan: a MeasurementPlan field changed, FIELD=VALUE"

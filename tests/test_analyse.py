@@ -339,6 +339,37 @@ def test_analyse_judges_a_repetition_offered_a_share_of_the_rate_at_that_rate_an
     assert [v.name for v in again.verdicts] == [v.name for v in verdicts]
 
 
+def test_analyse_keeps_a_fail_beyond_the_batch_bound_with_its_reason(tmp_path):
+    settings = SloSettings(warmup_s=0, max_batch_duration_s=9.0)
+    writer = ResultsWriter(
+        tmp_path, "b", metric=Metric.DEMAND, slo_settings=settings, loads=[1000], resources=[1]
+    )
+    t = T0 + np.arange(0.0, 70.0)
+    lag = TimeSeries.of(t, 1000 * (t - T0))
+    batches = TimeSeries.of(t, np.where(t - T0 < 40, 2000.0, 16000.0))  # sampled so far: a 2 s median
+    writer.write_series(1000, 1, SERIES_LAG, 0, lag)
+    writer.write_series(1000, 1, "batch-duration", 0, batches)
+    reason = (
+        "micro-batches beyond the 9 s batch bound for good: under the CPU limit they took 13.4, 16.5, 18.6 s"
+    )
+    protocol = {"primed_s": 10.0, "warmup_s": None, "stop": "beyond-batch-bound", "failure": reason}
+    verdicts = evaluate_repetition(
+        settings,
+        lag=lag,
+        target_rate=1000.0,
+        batch_duration=batches,
+        not_settled=reason,
+        beyond_batch_bound=reason,
+    )
+    writer.record_sub_experiment(
+        SubExperimentRecord.from_repetitions(1000, 1, 1000.0, [RepetitionRecord(0, verdicts, {}, protocol)])
+    )
+    again = reanalyse(read_results(tmp_path), settings).sub_experiments[0]
+    assert again.outcome is Outcome.FAIL
+    assert next(v for v in again.verdicts if v.name == "batch-duration").detail == reason
+    assert again.repetitions[0].protocol["stop"] == "beyond-batch-bound"
+
+
 def test_analyse_cuts_each_repetition_at_its_recorded_warmup_and_keeps_a_not_settled_fail(tmp_path):
     write_protocol_experiment(tmp_path)
     analysis = reanalyse(read_results(tmp_path), read_results(tmp_path).slo_settings)

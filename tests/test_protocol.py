@@ -13,6 +13,7 @@ from pytest_theodolite.core.batch_trends import (
     batch_durations_growing,
     batch_durations_rising,
     batch_durations_settled,
+    durations_beyond_bound,
 )
 from pytest_theodolite.core.estimators import TimeSeries, batch_aligned, lag_trend_estimate
 from pytest_theodolite.core.outcomes import Outcome
@@ -524,6 +525,8 @@ def test_a_plan_recorded_before_the_measurement_began_with_the_settled_batches_i
     del recorded["measure_settled_batches"], recorded["pass_on_falling_lag"]
     assert MeasurementPlan.from_dict(recorded).measure_settled_batches == 0
     assert MeasurementPlan.from_dict(recorded).pass_on_falling_lag is False  # recorded before it existed
+    del recorded["fail_beyond_batch_bound"]
+    assert MeasurementPlan.from_dict(recorded).fail_beyond_batch_bound is False
     assert MeasurementPlan.from_dict(MeasurementPlan().to_dict()) == MeasurementPlan()
 
 
@@ -594,7 +597,12 @@ def test_a_lag_that_is_zero_after_every_commit_has_an_exact_interval():
     "max_batch_s, stop, certain",
     [
         (9.0, Stop.CERTAIN, True),  # 6 s batches well under the bound: the lag trend and the bound agree
-        (4.0, Stop.CERTAIN, True),  # well over it: a certain FAIL of the batch-duration SLO
+        (
+            5.5,
+            Stop.CERTAIN,
+            True,
+        ),  # over it by less than the settling tolerance: the median's interval decides
+        (4.0, Stop.BEYOND_BATCH_BOUND, True),  # well over it, not shortening: a certain FAIL before measuring
         (6.0, Stop.MAX_DURATION, False),  # at it: the lag trend is certain, the bound is not
     ],
 )
@@ -609,6 +617,86 @@ def test_a_bounded_batch_duration_is_measured_until_its_median_is_certain_too(ma
     assert unbounded.stop is Stop.CERTAIN  # the lag trend alone was certain
     if stop is Stop.MAX_DURATION:
         assert protocol.batch_side() is None and unbounded.last_s < protocol.last_s
+
+
+# recorded: UC3 8 000 on one instance (REF one below its demand, 2026-12-06), the batch bound stretched to 8.96 s;
+# primed in three batches, then lengthening under the limit towards 24 s -- measured to a certain FAIL in 190 s
+UC3_BEYOND_ITS_BOUND = [2.1, 4.3, 2.7, 9.4, 13.4, 16.5, 18.6, 22.2, 23.6, 23.5, 24.6, 24.1]
+
+
+def test_batches_that_lengthen_beyond_the_bound_fail_certain_without_waiting_for_a_median():
+    durations = UC3_BEYOND_ITS_BOUND
+    samples = micro_batch_run(8000, lambda k: durations[min(k, len(durations) - 1)], 300, jitter=0.0)
+    plan = MeasurementPlan(max_prime_s=30, max_warmup_s=90)  # the gates' bounds
+    protocol = MeasurementProtocol(plan, threshold_rps=357, offered_rate=8000, max_batch_s=8.96)
+    phases = run(protocol, samples)
+    assert protocol.stop is Stop.BEYOND_BATCH_BOUND and protocol.certain is True
+    assert Phase.MEASURING not in phases  # decided while settling: the third batch under the limit told
+    assert protocol.last_s - protocol.start_s < 70  # it ended at 67 s
+    assert "beyond the 8.96 s batch bound for good" in protocol.failure_reason
+    assert (
+        "13.4, 16.5, 18.6 s" in protocol.failure_reason
+    )  # the one running when the limit came is not counted
+    # without the rule the same batches are measured until the median's interval tells, minutes later
+    waiting = MeasurementProtocol(
+        dataclasses.replace(plan, fail_beyond_batch_bound=False), 357, offered_rate=8000, max_batch_s=8.96
+    )
+    run(waiting, samples)
+    assert waiting.stop is not Stop.BEYOND_BATCH_BOUND and waiting.last_s - protocol.last_s > 60
+    # without a batch bound, or in Theodolite's protocol (a fixed warm-up), the rule has nothing to say
+    unbounded = MeasurementProtocol(plan, threshold_rps=357, offered_rate=8000)
+    run(unbounded, samples)
+    assert unbounded.stop is not Stop.BEYOND_BATCH_BOUND
+    fixed = MeasurementPlan(warmup_s=60, prime_unlimited=False, min_duration_s=120, max_duration_s=120)
+    theodolite = MeasurementProtocol(fixed, threshold_rps=357, offered_rate=8000, max_batch_s=8.96)
+    run(theodolite, samples)
+    assert theodolite.stop is not Stop.BEYOND_BATCH_BOUND
+
+
+@pytest.mark.parametrize(
+    "durations",
+    [
+        [
+            1.0,
+            1.0,
+            1.0,
+            20.0,
+            16.0,
+            12.0,
+            9.0,
+            7.0,
+            6.0,
+            5.5,
+        ],  # a backlog worked off: shortening into the bound
+        [1.0, 1.0, 1.0, 8.0, 7.6, 8.2, 7.9, 8.1, 7.8, 8.0],  # steady just beyond it, within the tolerance
+        [1.0, 1.0, 1.0, 4.0, 6.0, 9.0, 9.5, 6.5, 6.2, 6.4],  # one batch over it by the margin, then back
+    ],
+    ids=["shortening", "within-the-tolerance", "one-long-batch"],
+)
+def test_batches_beyond_the_bound_that_shorten_or_lie_within_its_tolerance_are_measured(durations):
+    samples = micro_batch_run(2000, lambda k: durations[min(k, len(durations) - 1)], 300, jitter=0.0)
+    protocol = MeasurementProtocol(
+        MeasurementPlan(max_prime_s=30, max_warmup_s=90),
+        threshold_rps=100,
+        offered_rate=2000,
+        max_batch_s=7.0,
+    )
+    run(protocol, samples)
+    assert protocol.stop is not Stop.BEYOND_BATCH_BOUND
+
+
+@pytest.mark.parametrize(
+    "durations, beyond",
+    [
+        ([9.0, 9.0, 9.0], True),
+        ([12.0, 10.0, 12.0], True),  # not shortening: the newest no shorter than the oldest
+        ([12.0, 10.0, 9.0], False),  # shortening: it may yet settle within the bound
+        ([20.0, 8.0, 20.0], False),  # one within the margin
+        ([9.0, 9.0], False),  # too few
+    ],
+)
+def test_durations_beyond_a_bound(durations, beyond):
+    assert durations_beyond_bound(durations, 7.5, 0.2) is beyond
 
 
 def test_few_long_batches_that_already_doubled_end_at_the_plain_bound():

@@ -463,6 +463,34 @@ def test_a_run_that_never_settled_fails_and_its_generator_is_judged_on_every_sam
     assert verdicts[0].detail.startswith("the job falls behind")
 
 
+def test_a_run_ended_beyond_its_batch_bound_fails_that_bound_with_the_protocols_reason():
+    """The protocol's beyond-batch-bound stop ends a run before a median was measured in steady state: the
+    batch-duration SLO FAILs with its reason, whatever the median of the batches sampled so far."""
+    t = np.arange(0.0, 70.0) + 1_700_000_000.0
+    reason = (
+        "micro-batches beyond the 9 s batch bound for good: under the CPU limit they took 13.4, 16.5, 18.6 s"
+    )
+    short_then_long = TimeSeries.of(t, np.where(t - t[0] < 40, 2000.0, 16000.0))  # a median of 2 s sampled
+    verdicts = evaluate_repetition(
+        SloSettings(warmup_s=0, max_batch_duration_s=9.0),
+        lag=TimeSeries.of(t, 1000 * (t - t[0])),
+        target_rate=1000.0,
+        batch_duration=short_then_long,
+        not_settled=reason,
+        beyond_batch_bound=reason,
+    )
+    batch = next(v for v in verdicts if v.name == "batch-duration")
+    assert batch.outcome is Outcome.FAIL and batch.detail == reason and batch.threshold == 9.0
+    assert combine_verdicts(verdicts) is Outcome.FAIL
+    without = evaluate_repetition(
+        SloSettings(warmup_s=0, max_batch_duration_s=9.0),
+        lag=TimeSeries.of(t, 1000 * (t - t[0])),
+        target_rate=1000.0,
+        batch_duration=short_then_long,
+    )
+    assert next(v for v in without if v.name == "batch-duration").outcome is Outcome.PASS  # the 2 s median
+
+
 from pytest_theodolite.core.slo import batch_duration_interval, finished_batch_durations_s  # noqa: E402
 
 

@@ -31,7 +31,7 @@ from pytest_theodolite.core.cost import (
 from pytest_theodolite.core.estimators import SLOPE_METHODS, SlopeThreshold, TimeSeries
 from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.protocol import stop_of
+from pytest_theodolite.core.protocol import Stop, stop_of
 from pytest_theodolite.core.records import (
     SERIES_BATCH_DURATION,
     SERIES_BATCH_END,
@@ -155,6 +155,11 @@ def reanalyse(
                 batch_ends=series.get(SERIES_BATCH_END),
                 warmup_s=recorded_rep.warmup_s if use_recorded and recorded_rep is not None else None,
                 not_settled=protocol.get("failure") if use_recorded else None,
+                beyond_batch_bound=(
+                    protocol.get("failure")
+                    if use_recorded and protocol.get("stop") == Stop.BEYOND_BATCH_BOUND.value
+                    else None
+                ),
                 records_total=counters.get("records_total"),
                 records_malformed=counters.get("records_malformed"),
                 late_rows=series.get(SERIES_LATE_ROWS),

@@ -104,6 +104,22 @@ def durations_doubled(durations_s: Sequence[float]) -> bool:
     return len(durations_s) >= 2 and durations_s[-1] >= 2 * durations_s[0]
 
 
+#: how many of the newest batches under the limit `durations_beyond_bound` judges
+BEYOND_BOUND_BATCHES = 3
+
+
+def durations_beyond_bound(durations_s: Sequence[float], bound_s: float, margin: float) -> bool:
+    """The last BEYOND_BOUND_BATCHES batch durations each lie beyond `bound_s` by `margin` (0.2: 20 %), and the
+    newest is no shorter than the oldest of them: the job's steady batch time lies beyond the bound. Batch k+1
+    takes what arrived during batch k, d(k+1) = a + rho d(k); batches that lengthen approach their fixed point
+    from below (or grow past it, rho >= 1), so it lies at or above them -- `margin` covers the jitter of single
+    batches. Falling batches (a backlog worked off) may still settle within the bound: they wait."""
+    if len(durations_s) < BEYOND_BOUND_BATCHES:
+        return False
+    recent = list(durations_s)[-BEYOND_BOUND_BATCHES:]
+    return min(recent) >= (1 + margin) * bound_s and recent[-1] >= recent[0]
+
+
 def batch_durations_settled(durations_s: Sequence[float], batches: int, tolerance: float) -> bool:
     """True once the last `batches` finished batch durations stop falling: the newer half's mean is at least
     (1 - tolerance) x the older half's longest (growing durations count as settled: that job falls behind).

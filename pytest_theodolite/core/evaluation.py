@@ -21,6 +21,7 @@ from pytest_theodolite.core.estimators import (
 )
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.slo import (
+    BATCH_DURATION,
     DEFAULT_GENERATOR_MIN_FRACTION,
     DEFAULT_LAG_TREND_THRESHOLD,
     DEFAULT_WARMUP_S,
@@ -258,12 +259,15 @@ def evaluate_repetition(
     not_settled: str | None = None,
     late_rows: TimeSeries | None = None,
     host_usage: HostUsage | None = None,
+    beyond_batch_bound: str | None = None,
 ) -> tuple[SloVerdict, ...]:
     """All SLO verdicts of one repetition from its recorded series.
 
     `warmup_s` is the warm-up this repetition really used (an adaptive warm-up ends when the job settled);
     None: the settings' fixed warm-up. `not_settled` is the reason a repetition never reached steady state
-    within its bound: its lag trend FAILs with that reason instead of being fitted.
+    within its bound: its lag trend FAILs with that reason instead of being fitted. `beyond_batch_bound` is the
+    reason its batches lay beyond the batch bound for good (core.protocol, ``beyond-batch-bound``): the
+    batch-duration SLO FAILs with it (the repetition ended before a median was measured in steady state).
 
     The lag trend is always checked. Generator validity is checked when the achieved-rate series and a target
     rate are given; latency trend, malformed and late-records bounds when their series/counts and settings are
@@ -313,7 +317,11 @@ def evaluate_repetition(
                 method=settings.slope_method,
             )
         )
-    if settings.max_batch_duration_s is not None and batch_duration is not None:
+    if settings.max_batch_duration_s is not None and beyond_batch_bound is not None:
+        verdicts.append(
+            SloVerdict(BATCH_DURATION, Outcome.FAIL, None, settings.max_batch_duration_s, beyond_batch_bound)
+        )
+    elif settings.max_batch_duration_s is not None and batch_duration is not None:
         verdicts.append(
             check_batch_duration(
                 batch_duration,

@@ -44,7 +44,11 @@ host (docs/how-it-works.md says why). One repetition goes through four phases, f
    by ever smaller steps). ``falling_behind_batches`` finished batches that grow by steps that do not shrink, the
    last at least twice the first and ``FALLING_BEHIND_GROWTH`` times the shortest batch under the limit (more
    than the start transients above rose), end the measurement as ``falling-behind`` -- a FAIL -- instead of
-   waiting minutes for batches long enough to fit.
+   waiting minutes for batches long enough to fit. Likewise, with a batch bound, the last three batches under the
+   limit each beyond it by ``settle_tolerance`` and not shortening (``fail_beyond_batch_bound``) end the
+   repetition as ``beyond-batch-bound``, a certain FAIL, in settling or measuring: lengthening batches approach
+   their fixed point from below, so the steady batch lies beyond the bound too (`durations_beyond_bound`) --
+   where the median's interval needed minutes of such batches to say so.
 4. **done**.
 
 Nothing here talks to Kafka or Spark: the runner feeds samples and applies the CPU limit when asked.
@@ -60,10 +64,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_theodolite.core.batch_trends import (
+    BEYOND_BOUND_BATCHES,
     FALLING_BEHIND_GROWTH,
     batch_durations_growing,
     batch_durations_rising,
     batch_durations_settled,
+    durations_beyond_bound,
     durations_diverging,
     durations_doubled,
 )
@@ -93,14 +99,19 @@ class Stop(str, enum.Enum):
     NO_BATCHES = "no-batches"  # too few micro-batches finished in the longest measurement to fit a trend
     FALLING_BEHIND = "falling-behind"  # every micro-batch markedly longer than the one before
     LAG_FALLING = "lag-falling"  # settling: the lag fell certainly under the CPU limit, a backlog worked off
+    BEYOND_BATCH_BOUND = (
+        "beyond-batch-bound"  # batches under the limit beyond the batch bound, not shortening
+    )
 
 
 #: stops whose repetition FAILs without a fitted trend
-FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIND})
+FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIND, Stop.BEYOND_BATCH_BOUND})
 #: stops whose verdict is certain: the interval lay on one side of the threshold, or the batches show a job
 #: that does not keep up. ``max-duration`` (the point estimate decided) is not; ``not-settled`` is only where
 #: the batches under the limit at least doubled (``MeasurementProtocol.certain``).
-CERTAIN_STOPS = frozenset({Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES, Stop.LAG_FALLING})
+CERTAIN_STOPS = frozenset(
+    {Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES, Stop.LAG_FALLING, Stop.BEYOND_BATCH_BOUND}
+)
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,9 @@ class MeasurementPlan:
     #: settling: a lag that falls certainly under the CPU limit ends the repetition as a certain PASS (a job
     #: whose capacity lies below the load cannot shrink its lag; results recorded before 2026-12-04 waited)
     pass_on_falling_lag: bool = True
+    #: with a batch bound, the last batches under the limit beyond it and not shortening end the repetition as a
+    #: certain FAIL (an adaptive warm-up only; results recorded before 2026-12-06 measured on)
+    fail_beyond_batch_bound: bool = True
 
     def __post_init__(self) -> None:
         problems = []
@@ -179,10 +193,12 @@ class MeasurementPlan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MeasurementPlan:
-        """The plan a run recorded; one recorded before ``measure_settled_batches`` measured after them, and
-        one recorded before ``pass_on_falling_lag`` waited for the batches to settle."""
+        """The plan a run recorded; one recorded before ``measure_settled_batches`` measured after them, one
+        recorded before ``pass_on_falling_lag`` waited for the batches to settle, and one recorded before
+        ``fail_beyond_batch_bound`` measured batches beyond the bound on."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**{"measure_settled_batches": 0, "pass_on_falling_lag": False, **known})
+        older = {"measure_settled_batches": 0, "pass_on_falling_lag": False, "fail_beyond_batch_bound": False}
+        return cls(**{**older, **known})
 
 
 @dataclass
@@ -267,8 +283,7 @@ class MeasurementProtocol:
             self._first_limited_batch = max(self._batches, default=-1) + 2
 
     def _settle(self, now: float) -> None:
-        if self._falling_behind():
-            self._finish(Stop.FALLING_BEHIND)
+        if self._failed_early():
             return
         assert self.start_s is not None and self.limited_at_s is not None  # set by feed() and _prime()
         if self.plan.warmup_s is not None:  # Theodolite's fixed warm-up
@@ -364,6 +379,25 @@ class MeasurementProtocol:
             confidence=self.confidence,
         )
 
+    def _failed_early(self) -> bool:
+        """Ends the repetition as a FAIL its batches under the limit already tell (falling behind, or beyond the
+        batch bound for good); whether it did."""
+        if self._falling_behind():
+            self._finish(Stop.FALLING_BEHIND)
+        elif self._beyond_batch_bound():
+            self._finish(Stop.BEYOND_BATCH_BOUND)
+        return self.phase is Phase.DONE
+
+    def _beyond_batch_bound(self) -> bool:
+        return (
+            self.plan.fail_beyond_batch_bound
+            and self.plan.adaptive
+            and self.max_batch_s is not None
+            and durations_beyond_bound(
+                self._limited_durations(), self.max_batch_s, self.plan.settle_tolerance
+            )
+        )
+
     def _falling_behind(self) -> bool:
         """The falling-behind rule, once the batches under the limit grew beyond what a start transient does."""
         limited = self._limited_durations()
@@ -372,8 +406,7 @@ class MeasurementProtocol:
         )
 
     def _measure(self, now: float) -> None:
-        if self._falling_behind():
-            self._finish(Stop.FALLING_BEHIND)
+        if self._failed_early():
             return
         assert self.measure_from_s is not None  # set by _start_measuring()
         first = self._first_measured_batch if self._first_measured_batch is not None else math.inf
@@ -478,6 +511,13 @@ class MeasurementProtocol:
             return (
                 f"the job falls behind: each micro-batch took longer than the last ({', '.join(recent)} s), "
                 "as when the load exceeds what the instances process"
+            )
+        if self.stop is Stop.BEYOND_BATCH_BOUND:
+            recent = [f"{d:.1f}" for d in self._limited_durations()[-BEYOND_BOUND_BATCHES:]]
+            return (
+                f"micro-batches beyond the {self.max_batch_s:g} s batch bound for good: under the CPU limit they "
+                f"took {', '.join(recent)} s, each over {1 + self.plan.settle_tolerance:.1f}x the bound and not "
+                "shortening -- lengthening batches approach their steady length from below"
             )
         if self.stop is Stop.NO_BATCHES:
             return (

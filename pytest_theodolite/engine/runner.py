@@ -37,7 +37,7 @@ from pytest_theodolite.core.errors import TheodoliteLeakWarning
 from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.protocol import MeasurementProtocol, Phase
+from pytest_theodolite.core.protocol import MeasurementProtocol, Phase, Stop
 from pytest_theodolite.core.records import (
     SERIES_BATCH_END,
     SERIES_BATCH_ID,
@@ -799,6 +799,7 @@ class ExperimentRunner:
             batch_ends=TimeSeries.of(sampled.ids_t, sampled.ends),
             warmup_s=protocol.warmup_used_s,
             not_settled=protocol.failure_reason,
+            beyond_batch_bound=protocol.failure_reason if protocol.stop is Stop.BEYOND_BATCH_BOUND else None,
             records_total=counters.get("records_total"),
             records_malformed=counters.get("records_malformed"),
             late_rows=late_rows,
