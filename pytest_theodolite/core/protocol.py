@@ -515,7 +515,7 @@ class MeasurementProtocol:
         if self.stop is Stop.BEYOND_BATCH_BOUND:
             recent = [f"{d:.1f}" for d in self._limited_durations()[-BEYOND_BOUND_BATCHES:]]
             return (
-                f"micro-batches beyond the {self.max_batch_s:g} s batch bound for good: under the CPU limit they "
+                f"micro-batches beyond the {self.max_batch_s:.3g} s batch bound for good: under the CPU limit they "
                 f"took {', '.join(recent)} s, each over {1 + self.plan.settle_tolerance:.1f}x the bound and not "
                 "shortening -- lengthening batches approach their steady length from below"
             )
