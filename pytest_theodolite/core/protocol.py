@@ -99,9 +99,7 @@ class Stop(str, enum.Enum):
     NO_BATCHES = "no-batches"  # too few micro-batches finished in the longest measurement to fit a trend
     FALLING_BEHIND = "falling-behind"  # every micro-batch markedly longer than the one before
     LAG_FALLING = "lag-falling"  # settling: the lag fell certainly under the CPU limit, a backlog worked off
-    BEYOND_BATCH_BOUND = (
-        "beyond-batch-bound"  # batches under the limit beyond the batch bound, not shortening
-    )
+    BEYOND_BATCH_BOUND = "beyond-batch-bound"  # batches under the limit beyond the bound, not shortening
 
 
 #: stops whose repetition FAILs without a fitted trend
