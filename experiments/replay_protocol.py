@@ -21,6 +21,10 @@ where today's rule says so and at least ``--batches`` batches finished under the
 Candidates (ORed with today's falling-behind rule):
 - ``four-growing``: the last four batches under the limit grow by steps that do not shrink, to 1.5x the first
   (today's rule asks three batches, doubling, and 4x the shortest batch under the limit).
+- ``beyond-batch-bound``: the last three batches under the limit each beyond the batch bound by ``--margin``
+  (default: the plan's settling tolerance) and the newest no shorter than the oldest -- the rule plans record
+  as ``fail_beyond_batch_bound`` since 2026-12-06 (a plan recorded before replays without it, so the candidate
+  shows what it changes there).
 - ``marginal-rate``: every batch under the limit took longer than the load needed to fill it, and a line
   duration = c0 + records / mu through them (at least --batches) gives mu's upper bound below the load minus
   the lag-trend threshold: larger batches would not keep up either.
@@ -41,6 +45,7 @@ import numpy as np
 from scipy import stats
 
 from pytest_theodolite.core import protocol as protocol_module
+from pytest_theodolite.core.batch_trends import durations_beyond_bound
 from pytest_theodolite.core.protocol import FAILING_STOPS, MeasurementPlan, MeasurementProtocol, Phase, Stop
 from pytest_theodolite.store.results import iter_repetition_series, list_experiment_ids, read_results
 
@@ -105,16 +110,10 @@ def not_settled_batches(protocol: MeasurementProtocol, args) -> bool | None:
 
 
 def beyond_batch_bound(protocol: MeasurementProtocol, records: dict[int, float], args) -> bool:
-    """The last --batches batches under the limit each lie beyond the batch bound by the settling tolerance and
-    the newest is no shorter than the oldest of them: batches that approach their fixed point from below (or
-    grow past it) stay beyond the bound."""
-    limited = protocol._limited_durations()
-    bound = protocol.max_batch_s
-    if bound is None or len(limited) < args.batches:
-        return False
-    recent = limited[-args.batches :]
+    """core.batch_trends.durations_beyond_bound over the batches under the limit, with --margin."""
     margin = protocol.plan.settle_tolerance if args.margin is None else args.margin
-    return min(recent) >= (1 + margin) * bound and recent[-1] >= recent[0]
+    bound = protocol.max_batch_s
+    return bound is not None and durations_beyond_bound(protocol._limited_durations(), bound, margin)
 
 
 CANDIDATES = {
