@@ -28,6 +28,8 @@ Candidates (ORed with today's falling-behind rule):
 - ``marginal-rate``: every batch under the limit took longer than the load needed to fill it, and a line
   duration = c0 + records / mu through them (at least --batches) gives mu's upper bound below the load minus
   the lag-trend threshold: larger batches would not keep up either.
+- ``rho-fit``: d(k+1) = a + rho d(k) fitted over the last --batches pairs of batches under the limit, the newest
+  the longest: rho's lower bound (--confidence) at 1 or above -- batches that grow past every fixed point.
 
 A batch's duration is read from the first sample that names it (the recorded batch-duration is the longer of
 the last finished batch and the one running); its records are its processed rate times that duration.
@@ -101,6 +103,20 @@ def marginal_rate(protocol: MeasurementProtocol, records: dict[int, float], args
     return bool(low > 0 and 1 / low < protocol.offered_rate - protocol.threshold_rps)
 
 
+def rho_fit(protocol: MeasurementProtocol, records: dict[int, float], args) -> bool:
+    recent = np.array(protocol._limited_durations()[-(args.batches + 1) :])
+    if (
+        len(recent) < args.batches + 1
+        or args.batches < 3
+        or recent[-1] < recent.max()
+        or np.ptp(recent[:-1]) <= 0
+    ):
+        return False
+    fit = stats.linregress(recent[:-1], recent[1:])
+    low = fit.slope - stats.t.ppf(0.5 + args.confidence / 2, args.batches - 2) * fit.stderr
+    return bool(low >= 1.0)
+
+
 def not_settled_batches(protocol: MeasurementProtocol, args) -> bool | None:
     """Not settled is certain only where today's rule says so and at least --batches finished under the limit."""
     certain = MeasurementProtocol.certain.fget(protocol)
@@ -119,6 +135,7 @@ def beyond_batch_bound(protocol: MeasurementProtocol, records: dict[int, float],
 CANDIDATES = {
     "four-growing": four_growing,
     "marginal-rate": marginal_rate,
+    "rho-fit": rho_fit,
     "beyond-batch-bound": beyond_batch_bound,
     "plan": None,
 }
@@ -200,12 +217,12 @@ def main() -> None:
     parser.add_argument(
         "--candidate", choices=sorted({*CANDIDATES, *CERTAINTY_CANDIDATES}), default="marginal-rate"
     )
-    parser.add_argument("--confidence", type=float, default=0.95, help="marginal-rate: of mu's upper bound")
+    parser.add_argument("--confidence", type=float, default=0.95, help="marginal-rate, rho-fit: of the bound")
     parser.add_argument(
         "--batches",
         type=int,
         default=3,
-        help="marginal-rate, not-settled-batches: batches under the limit, at least",
+        help="marginal-rate, not-settled-batches: batches under the limit, at least; rho-fit: pairs fitted",
     )
     parser.add_argument(
         "--margin",
