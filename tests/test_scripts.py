@@ -650,3 +650,33 @@ def test_replay_protocol_can_ask_a_not_settled_stop_for_more_batches_before_it_c
     # other stops keep today's certainty
     assert replay.not_settled_batches(ended(Stop.CERTAIN, [5.0, 9.0]), six) is True
     assert replay.not_settled_batches(ended(Stop.MAX_DURATION, [5.0, 9.0]), six) is False
+
+
+def test_replay_protocol_rho_fit_tells_batches_past_every_fixed_point_from_a_rise_towards_one():
+    from pytest_theodolite.core.protocol import MeasurementProtocol
+
+    replay = load_script("replay_protocol")
+
+    def limited(durations_s):
+        protocol = MeasurementProtocol(MeasurementPlan(), 50.0)
+        protocol._first_limited_batch = 0
+        protocol._batches = dict(enumerate(durations_s))
+        return protocol
+
+    def batches(a, rho, first=3.0, count=7):
+        durations = [first]
+        for _ in range(count - 1):
+            durations.append(a + rho * durations[-1])
+        return durations
+
+    five = argparse.Namespace(batches=5, confidence=0.95)
+    # d(k+1) = a + rho d(k): with rho 1.2 the steps grow and no fixed point holds the batches
+    assert replay.rho_fit(limited(batches(0.5, 1.2)), {}, five) is True
+    # with rho 0.8 they rise towards a / (1 - rho) = 10 s by shrinking steps: a job that keeps up
+    assert replay.rho_fit(limited(batches(2.0, 0.8)), {}, five) is False
+    # falling batches (a backlog worked off), and too few batches for five pairs, say nothing
+    assert replay.rho_fit(limited([8.0, 7.0, 6.0, 5.0, 4.5, 4.0]), {}, five) is False
+    assert replay.rho_fit(limited(batches(0.5, 1.2, count=5)), {}, five) is False
+    # jittery growth over three pairs: one degree of freedom leaves rho's bound far below 1
+    three = argparse.Namespace(batches=3, confidence=0.95)
+    assert replay.rho_fit(limited([3.0, 4.4, 5.1, 7.0]), {}, three) is False
