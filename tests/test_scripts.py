@@ -629,16 +629,23 @@ def test_priming_backlog_counts_apart_the_repetitions_that_owed_their_priming():
     ]
 
 
+def protocol_with_batches(durations_s, stop=None):
+    """A protocol whose batches under the CPU limit took `durations_s`, ended by `stop` (None: still running)."""
+    from pytest_theodolite.core.protocol import MeasurementProtocol
+
+    protocol = MeasurementProtocol(MeasurementPlan(), 50.0)
+    protocol.stop, protocol._first_limited_batch = stop, 0
+    protocol._batches = dict(enumerate(durations_s))
+    return protocol
+
+
 def test_replay_protocol_can_ask_a_not_settled_stop_for_more_batches_before_it_counts_as_certain():
-    from pytest_theodolite.core.protocol import MeasurementProtocol, Stop
+    from pytest_theodolite.core.protocol import Stop
 
     replay = load_script("replay_protocol")
 
     def ended(stop, durations_s):
-        protocol = MeasurementProtocol(MeasurementPlan(), 50.0)
-        protocol.stop, protocol._first_limited_batch = stop, 0
-        protocol._batches = dict(enumerate(durations_s))
-        return protocol
+        return protocol_with_batches(durations_s, stop)
 
     five = ended(Stop.NOT_SETTLED, [5.0, 9.0, 14.0, 20.0, 28.0])  # doubled, its rise not slowing
     seven = ended(Stop.NOT_SETTLED, [4.0, 5.0, 7.0, 9.0, 13.0, 18.0, 26.0])
@@ -653,15 +660,8 @@ def test_replay_protocol_can_ask_a_not_settled_stop_for_more_batches_before_it_c
 
 
 def test_replay_protocol_rho_fit_tells_batches_past_every_fixed_point_from_a_rise_towards_one():
-    from pytest_theodolite.core.protocol import MeasurementProtocol
-
     replay = load_script("replay_protocol")
-
-    def limited(durations_s):
-        protocol = MeasurementProtocol(MeasurementPlan(), 50.0)
-        protocol._first_limited_batch = 0
-        protocol._batches = dict(enumerate(durations_s))
-        return protocol
+    limited = protocol_with_batches
 
     def batches(a, rho, first=3.0, count=7):
         durations = [first]
