@@ -644,19 +644,18 @@ def test_replay_protocol_can_ask_a_not_settled_stop_for_more_batches_before_it_c
 
     replay = load_script("replay_protocol")
 
-    def ended(stop, durations_s):
-        return protocol_with_batches(durations_s, stop)
-
-    five = ended(Stop.NOT_SETTLED, [5.0, 9.0, 14.0, 20.0, 28.0])  # doubled, its rise not slowing
-    seven = ended(Stop.NOT_SETTLED, [4.0, 5.0, 7.0, 9.0, 13.0, 18.0, 26.0])
+    five = protocol_with_batches(
+        [5.0, 9.0, 14.0, 20.0, 28.0], Stop.NOT_SETTLED
+    )  # doubled, its rise not slowing
+    seven = protocol_with_batches([4.0, 5.0, 7.0, 9.0, 13.0, 18.0, 26.0], Stop.NOT_SETTLED)
     assert five.certain and seven.certain  # today's rule
     six = argparse.Namespace(batches=6)
     assert replay.not_settled_batches(five, six) is False
     assert replay.not_settled_batches(seven, six) is True
     assert replay.not_settled_batches(five, argparse.Namespace(batches=5)) is True
     # other stops keep today's certainty
-    assert replay.not_settled_batches(ended(Stop.CERTAIN, [5.0, 9.0]), six) is True
-    assert replay.not_settled_batches(ended(Stop.MAX_DURATION, [5.0, 9.0]), six) is False
+    assert replay.not_settled_batches(protocol_with_batches([5.0, 9.0], Stop.CERTAIN), six) is True
+    assert replay.not_settled_batches(protocol_with_batches([5.0, 9.0], Stop.MAX_DURATION), six) is False
 
 
 def test_replay_protocol_rho_fit_tells_batches_past_every_fixed_point_from_a_rise_towards_one():
