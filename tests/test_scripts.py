@@ -644,9 +644,8 @@ def test_replay_protocol_can_ask_a_not_settled_stop_for_more_batches_before_it_c
 
     replay = load_script("replay_protocol")
 
-    five = protocol_with_batches(
-        [5.0, 9.0, 14.0, 20.0, 28.0], Stop.NOT_SETTLED
-    )  # doubled, its rise not slowing
+    # doubled, its rise not slowing
+    five = protocol_with_batches([5.0, 9.0, 14.0, 20.0, 28.0], Stop.NOT_SETTLED)
     seven = protocol_with_batches([4.0, 5.0, 7.0, 9.0, 13.0, 18.0, 26.0], Stop.NOT_SETTLED)
     assert five.certain and seven.certain  # today's rule
     six = argparse.Namespace(batches=6)
