@@ -27,7 +27,7 @@ def start_or_stop(request: pytest.FixtureRequest, start: Callable[[], T]) -> T:
 
 
 def served(request: pytest.FixtureRequest, context: AbstractContextManager[T]) -> Iterator[T]:
-    """Enter ``context`` (a setup error stops the run, see _start) and keep it open until the session ends."""
+    """Enter ``context`` (a setup error stops the run, see start_or_stop) and keep it open until the session ends."""
     value = start_or_stop(request, context.__enter__)
     try:
         yield value

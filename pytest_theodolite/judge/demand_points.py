@@ -1,5 +1,5 @@
 """demand(load) as one gate test sees it, and where a baseline-guess search starts: shared by the
-single-revision gates (gates.py) and pull-request mode (pull_request.py)."""
+single-revision gates (engine/experiment.py) and pull-request mode (pull_request/experiment.py)."""
 
 from __future__ import annotations
 

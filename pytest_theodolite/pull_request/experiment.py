@@ -3,7 +3,7 @@
 `PairedExperiment` is what `TheodoliteSession.experiment` gives when ``--theodolite-compare-ref`` is set: the
 same interface as a single-revision experiment for the gate (``measure(load, baseline)`` returns the change's
 demand point), with REF's point and the comparison beside it. Both sides run in their own driver process
-(sides.py); their searches advance together in ABBA order (compare.py). With ``paired_cost``, both sides also
+(sides.py); their searches advance together in ABBA order (paired.py). With ``paired_cost``, both sides also
 read a backlog at the same time, once per benchmark, and their task CPU per record is compared batch by batch:
 beyond its tolerance, and significant, every load whose demand passed is a cost regression.
 """
