@@ -1,13 +1,13 @@
 """pytest-theodolite: Theodolite scalability benchmarks as pytest regression gates.
 
 The public API: everything a gate, a job or a script needs is importable from here. Names resolve on first
-use, so ``python -m pytest_theodolite`` and the generator do not pay for PySpark's import.
+use, so ``python -m pytest_theodolite``, the generator and the executors' Python workers import no Kafka
+client, Spark or Docker by importing this package.
 """
 
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from pytest_theodolite._compat import install_old_module_paths
@@ -109,14 +109,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_PUBLIC])
 
 
-def _import_kafka_python_quietly() -> None:
-    """kafka-python 3.0 loads its protocol schemas with importlib.resources' legacy API as it is imported:
-    imported first here, with those warnings silenced, so that no project that loads the plugin gets two
-    hundred warnings about code that is not its own."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
-        import kafka  # noqa: F401
-
-
 install_old_module_paths()
-_import_kafka_python_quietly()

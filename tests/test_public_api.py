@@ -24,11 +24,23 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         _ = pytest_theodolite.Benchmrk  # type: ignore[attr-defined]
 
 
-def test_importing_the_package_does_not_import_pyspark() -> None:
-    # a fresh interpreter: the test session has long imported PySpark
-    code = "import sys, pytest_theodolite; print('pyspark' in sys.modules)"
+def test_importing_the_package_imports_no_spark_kafka_client_or_docker() -> None:
+    """The executors' Python workers import it (infra/spark/pyspark_daemon.py) where only pyspark's own
+    dependencies may be installed. A fresh interpreter: the test session has long imported all of them."""
+    code = (
+        "import sys, pytest_theodolite, pytest_theodolite.infra.spark.pyspark_daemon; "
+        "print(sorted({'pyspark', 'kafka', 'confluent_kafka', 'docker', 'testcontainers'} & set(sys.modules)))"
+    )
     printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert printed.strip() == "False"
+    assert printed.strip() == "[]"
+
+
+def test_loading_the_plugin_imports_kafka_python_without_its_deprecation_warnings() -> None:
+    code = "import pytest_theodolite.plugin, pytest_theodolite.engine.monitor"
+    done = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("old", sorted(set(MOVED_MODULES) - set(SPLIT_MODULES)))

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+# kafka-python's classes as infra.kafka imports them: quietly (infra/kafka/__init__.py)
+from pytest_theodolite.infra.kafka.admin import KafkaConsumer, TopicPartition
 
 SERIES = (
     "lag-trend",
