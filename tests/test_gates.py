@@ -1,7 +1,7 @@
 """The scalability gates through pytester: markers, baselines, comparison, reports and exit codes.
 
 The sub-experiments are scripted (tests/gate_fakes.py) so that every outcome can be produced in seconds;
-test_gate_end_to_end.py runs a real gate on the embedded broker and Spark.
+test_example.py runs a real gate on the embedded broker and Spark.
 """
 
 import json
@@ -140,13 +140,14 @@ def test_unsorted_loads_are_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["*loads must be ascending without repeats, got [[]3000, 1000[]]*"])
 
 
-def test_missing_baseline_skips_and_says_how_to_record_one(gate_project):
+def test_a_missing_baseline_is_no_pass_it_exits_7_and_says_how_to_record_one(gate_project):
     result = gate_project().runpytest("-rs")
     result.assert_outcomes(skipped=3)
+    assert result.ret == 7
     result.stdout.fnmatch_lines(
         [
             "*no baseline for scripted at *baselines/scripted.json: record one with "
-            "--theodolite-update-baselines*"
+            "`* -m pytest test_gate.py::test_scripted_demand --theodolite-update-baselines` and commit it*"
         ]
     )
 

@@ -4,6 +4,7 @@ turns a verdict into a pass, a failure or exit code 7."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -163,9 +164,12 @@ def measure_gate_point(
     state.tolerances[name] = spec.tolerance
     state.cost_tolerances[name] = spec.cost_tolerance
     if baseline is None and not settings.update_baselines and not settings.compare_ref:
+        # nothing to judge against is no pass: skipped with its reason and counted as unmeasured (exit 7)
+        request.node.user_properties.append(("theodolite.unmeasured", load))
         pytest.skip(
-            f"no baseline for {name} at {baseline_path(settings.baselines_dir, name)}: "
-            "record one with --theodolite-update-baselines"
+            f"no baseline for {name} at {baseline_path(settings.baselines_dir, name)}: record one with "
+            f"`{sys.executable} -m pytest {request.node.nodeid.split('[')[0]} --theodolite-update-baselines` "
+            "and commit it"
         )
     session: TheodoliteSession = request.getfixturevalue("theodolite")
     if session.on_sub_experiment is None:  # a session a conftest made: its gates report through the hook too
