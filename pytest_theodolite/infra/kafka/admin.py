@@ -284,6 +284,8 @@ def wait_for_metadata(
         lambda: KafkaAdminClient(
             bootstrap_servers=bootstrap_servers.split(","),
             request_timeout_ms=int(min(timeout_s, 30) * 1000),
+            # the client's own wait for a first broker (30 s by default), else a short timeout is not kept
+            bootstrap_timeout_ms=int(min(timeout_s, 30) * 1000),
             **python_client_config(properties or {}),
         ),
         bootstrap_servers,
