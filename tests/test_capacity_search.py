@@ -10,6 +10,7 @@ from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, Outcome
+from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.search import Strategy, search_demand
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
@@ -28,9 +29,12 @@ from pytest_theodolite.engine.capacity_search import (
 from pytest_theodolite.engine.markers import parse_threshold
 
 
-def fake_runner(resources=(1, 2, 3, 4), loads=(4000, 12000, 20000)):
+def fake_runner(resources=(1, 2, 3, 4), loads=(4000, 12000, 20000), max_duration_s=120.0):
     settings = SimpleNamespace(
-        loads=loads, resources=resources, slo=SloSettings(lag_trend_threshold=parse_threshold("5%"))
+        loads=loads,
+        resources=resources,
+        slo=SloSettings(lag_trend_threshold=parse_threshold("5%")),
+        measurement_plan=MeasurementPlan(max_duration_s=max_duration_s),
     )
     benchmark = SimpleNamespace(workload=lambda keys: Workload(keys=keys))
     return SimpleNamespace(settings=settings, benchmark=benchmark)
@@ -290,6 +294,25 @@ def test_capacities_are_measured_upwards_past_one_without_an_estimate_and_stop_w
     search.measure_capacities()
     assert asked == [1, 2, 3]  # on past the uncertain one; not past the broken one
     assert set(search.capacities) == {2}
+
+
+@pytest.mark.parametrize(("max_duration_s", "phase_bound_s"), [(120.0, 60.0), (20.0, 20.0)])
+def test_a_capacity_phase_measures_no_longer_than_the_gates_max_duration(
+    monkeypatch, max_duration_s, phase_bound_s
+):
+    import pytest_theodolite.engine.capacity_search as capacity_search
+
+    bounds = []
+
+    def scripted_measurement(runner, r, load, plan, *, workload, attempt):
+        bounds.append(plan.max_measure_s)
+        return measured(r, 30_000)
+
+    monkeypatch.setattr(capacity_search, "measure_capacity", scripted_measurement)
+    runner = fake_runner(resources=(1,), max_duration_s=max_duration_s)
+    runner.writer = SimpleNamespace(record_capacity_measurement=lambda entry: None)
+    CapacitySearch(runner).measure_capacities()  # type: ignore[arg-type]
+    assert bounds == [phase_bound_s]
 
 
 def test_instances_that_took_all_they_were_offered_are_measured_again_at_a_higher_rate():

@@ -188,7 +188,11 @@ class CapacitySearch:
         top = max(settings.loads)
         top_rate = benchmark.workload(top).target_rate
         offered = offered_workload(benchmark.workload, top, self.plan.probe_factor)
-        plan = self.plan.probe_plan(top_rate)
+        # the gate's max_duration bounds every measurement it makes, a capacity phase's too
+        plan = replace(
+            self.plan.probe_plan(top_rate),
+            max_measure_s=min(self.plan.max_measure_s, settings.measurement_plan.max_duration_s),
+        )
         for r in instance_counts or settings.resources:
 
             def measure(
