@@ -1,5 +1,7 @@
 """The Kafka connector is resolved for the Scala build of the installed pyspark (infra/spark/jars.py)."""
 
+from pathlib import Path
+
 import pytest
 
 from pytest_theodolite.infra.spark.jars import connector_coordinates, scala_binary
@@ -20,3 +22,33 @@ def test_the_scala_build_is_read_from_pyspark_jars(tmp_path, jar, scala):
 def test_the_connector_matches_spark_and_scala():
     assert connector_coordinates("3.5.1", "2.12") == ["org.apache.spark:spark-sql-kafka-0-10_2.12:3.5.1"]
     assert connector_coordinates("4.0.0") == ["org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"]
+
+
+def test_a_release_maven_cannot_resolve_falls_back_to_the_nearest_of_its_minor_line_and_says_so():
+    from pytest_theodolite.core.errors import TheodoliteSetupError
+    from pytest_theodolite.infra.spark.jars import ConnectorVersionWarning, connector_jars, nearest_releases
+
+    assert nearest_releases("4.2.1") == ["4.2.1", "4.2.0"]
+    assert nearest_releases("4.1.0.dev1") == ["4.1.0.dev1"]
+    asked = []
+
+    def maven_serving_up_to_4_2_0(coordinates, cache_dir):
+        asked.append(coordinates[0].rsplit(":", 1)[1])
+        if asked[-1] != "4.2.0":
+            raise TheodoliteSetupError(f"Maven could not resolve {coordinates[0]}")
+        return [Path("/cache/spark-sql-kafka-0-10_2.13-4.2.0.jar"), Path("/cache/slf4j-api-2.0.16.jar")]
+
+    with pytest.warns(
+        ConnectorVersionWarning, match=r"connector 4\.2\.0 runs with pyspark 4\.2\.3.*pyspark==4\.2\.0"
+    ):
+        jars = connector_jars(spark_version="4.2.3", resolve=maven_serving_up_to_4_2_0)
+    assert asked == ["4.2.3", "4.2.2", "4.2.1", "4.2.0"]  # the nearest first
+    assert [jar.name for jar in jars] == [
+        "spark-sql-kafka-0-10_2.13-4.2.0.jar"
+    ]  # slf4j-api: pyspark ships it
+
+    def maven_serving_nothing(coordinates, cache_dir):
+        raise TheodoliteSetupError(f"Maven could not resolve {coordinates[0]}")
+
+    with pytest.raises(TheodoliteSetupError, match=r"could not resolve .*:4\.2\.3$"):  # the exact release's
+        connector_jars(spark_version="4.2.3", resolve=maven_serving_nothing)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
+from pytest_theodolite.core.errors import TheodoliteSetupError
 from pytest_theodolite.infra import maven
 
 #: Spark 4 is built for Scala 2.13 only; pyspark 3.x wheels ship Spark built for 2.12
@@ -48,9 +51,51 @@ def _artifact(jar_name: str) -> str:
     return re.sub(r"-\d[\w.\-]*\.jar$", "", jar_name)
 
 
-def connector_jars(cache_dir: Path | None = None, spark_version: str | None = None) -> list[Path]:
+def nearest_releases(spark_version: str) -> list[str]:
+    """``4.2.1`` -> ``["4.2.1", "4.2.0"]``: the version itself, then the earlier releases of its minor line, the
+    nearest first (a connector of the same minor runs on Spark's jars of that minor); a version that is not
+    ``X.Y.Z`` is tried as it is."""
+    match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", spark_version)
+    if not match:
+        return [spark_version]
+    major, minor, patch = (int(part) for part in match.groups())
+    return [f"{major}.{minor}.{p}" for p in range(patch, -1, -1)]
+
+
+def connector_jars(
+    cache_dir: Path | None = None,
+    spark_version: str | None = None,
+    resolve: Callable[[list[str], Path | None], list[Path]] = maven.resolve,
+) -> list[Path]:
+    """The Kafka connector's jars for pyspark `spark_version` (the installed one by default), less those pyspark
+    ships. Where Maven cannot resolve that exact release (a repository or mirror that does not serve it yet),
+    the nearest earlier release of the same minor line that resolves, with a warning that names both and the
+    way to match them; where none does, the error of the exact release."""
     version = spark_version or pyspark_version()
     jars_dir = pyspark_home() / "jars"
-    resolved = maven.resolve(connector_coordinates(version, scala_binary(jars_dir)), cache_dir)
-    shipped = {_artifact(j.name) for j in jars_dir.glob("*.jar")}
-    return [jar for jar in resolved if _artifact(jar.name) not in shipped]
+    scala = scala_binary(jars_dir)
+    first_error: TheodoliteSetupError | None = None
+    for candidate in nearest_releases(version):
+        try:
+            resolved = resolve(connector_coordinates(candidate, scala), cache_dir)
+        except TheodoliteSetupError as exc:
+            first_error = first_error or exc
+            continue
+        if candidate != version:
+            warnings.warn(
+                ConnectorVersionWarning(
+                    f"the Kafka connector {candidate} runs with pyspark {version}: Maven could not resolve "
+                    f"spark-sql-kafka-0-10_{scala}:{version}. To run the exact release, install "
+                    f"`pyspark=={candidate}` or make {version} resolvable (your Maven mirror in "
+                    "~/.m2/settings.xml)"
+                ),
+                stacklevel=2,
+            )
+        shipped = {_artifact(j.name) for j in jars_dir.glob("*.jar")}
+        return [jar for jar in resolved if _artifact(jar.name) not in shipped]
+    assert first_error is not None
+    raise first_error
+
+
+class ConnectorVersionWarning(UserWarning):
+    """The Kafka connector is of another release of pyspark's minor line than the installed pyspark."""
