@@ -1,5 +1,6 @@
 """The spark_cluster fixture: real executor JVMs, the Kafka connector, per-instance CPU quotas."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,28 @@ def test_executors_python_workers_import_pyspark_from_the_package_not_from_spark
         )
     assert pyspark_file == pyspark.__file__  # the installed package, not python/lib/pyspark.zip/pyspark
     assert archives == []
+
+
+def test_the_executors_run_the_python_that_runs_pytest_unless_pyspark_python_names_another(
+    spark_cluster, tmp_path, monkeypatch
+):
+    """A venv's interpreter run by path (not activated) leaves ``python3`` on the PATH another interpreter: on
+    the plugin's cluster the executors run the one running pytest; a user's ``PYSPARK_PYTHON`` is kept."""
+    import sys
+
+    def executable(spark) -> str:
+        return spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()[0]
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    with spark_cluster.session(instances=1) as spark:
+        assert spark.sparkContext.pythonExec == sys.executable
+        assert executable(spark) == sys.executable
+    assert "PYSPARK_PYTHON" not in os.environ  # set for the context's start only
+    users_python = tmp_path / "users-python"
+    users_python.symlink_to(sys.executable)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(users_python))
+    with spark_cluster.session(instances=1) as spark:
+        assert executable(spark) == str(users_python)
 
 
 def test_a_checkpoint_on_the_clusters_file_system_is_deleted_through_the_sessions_hadoop_client(

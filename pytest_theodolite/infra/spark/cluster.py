@@ -365,7 +365,8 @@ class SparkCluster:
             builder = builder.config(key, value)
         with FileLock(str(self.session_lock)) if self.session_lock and lock else nullcontext():
             self.set_instance_cpu(None)  # under the lock: another worker's session may be using the instances
-            spark = _without_pyspark_sigint_handler(builder.getOrCreate)
+            with _executors_run_this_python(self.kind.started_here):
+                spark = _without_pyspark_sigint_handler(builder.getOrCreate)
             driver_path = list(sys.path)
             try:
                 wait_for_executors(spark, instances, self.register_timeout_s, self.kind)
@@ -379,6 +380,23 @@ class SparkCluster:
             finally:
                 sys.path[:] = driver_path
                 spark.stop()
+
+
+@contextmanager
+def _executors_run_this_python(started_here: bool) -> Iterator[None]:
+    """On a cluster the plugin started, the executors run the interpreter that runs pytest, unless the user
+    named one in ``PYSPARK_PYTHON``. PySpark reads the executors' Python from the driver's ``PYSPARK_PYTHON``
+    once, when the SparkContext starts, else runs ``python3`` from the executors' PATH: a venv's interpreter
+    run by path (not activated) would send every Python worker to another Python without the job's packages.
+    Set for the context's start only, so that no later process of the user's inherits it."""
+    if not started_here or "PYSPARK_PYTHON" in os.environ:
+        yield
+        return
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:
+        yield
+    finally:
+        os.environ.pop("PYSPARK_PYTHON", None)
 
 
 def _without_pyspark_sigint_handler(create):
