@@ -95,77 +95,13 @@ def sasl_broker(tmp_path):
         yield broker, password, client
 
 
-def test_a_gate_runs_against_an_external_sasl_broker_and_spark_cluster(pytester, sasl_broker, monkeypatch):
-    broker, password, client = sasl_broker
-    operator = KafkaCluster(broker.bootstrap_servers, provider="external", properties=client)
-    operator.create_topic("operator-data", partitions=1)  # the cluster's own: the gate must leave it
-    with StandaloneCluster(workers=2, work_dir=pytester.path.parent / "operator-spark") as spark:
-        _uc1_gate_logging_in_as_gate(pytester, monkeypatch, password)
-        checkpoints = pytester.path.parent / "operator-checkpoints"  # a mount all the cluster's hosts share
-        checkpoints.mkdir()
-        result = pytester.runpytest_subprocess(
-            "-p",
-            "no:cacheprovider",
-            "--kafka=external",
-            f"--kafka-bootstrap={broker.bootstrap_servers}",
-            f"--spark-master={spark.master_url}",
-            # the cluster's executors reach the driver here (its workers listen on 127.0.0.1 only)
-            f"--spark-driver-host={LOOPBACK}",
-            f"--theodolite-checkpoint-root={checkpoints}",
-            "--kafka-topic-prefix=gate.",
-            "--theodolite-max-instances=2",
-            "--theodolite-results=results",
-            "--junitxml=junit.xml",
-        )
-        output = result.stdout.str() + result.stderr.str()
-        print(output)  # what the user sees (pytest -rP shows it)
-        outcomes = result.parseoutcomes()
-        assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, output
-        result.stdout.fnmatch_lines(
-            [
-                f"theodolite: kafka=external ({broker.bootstrap_servers}*",
-                f"*instance CPU: unlimited ({spark.master_url}: this cluster manager enforces no CPU share*",
-                "theodolite: cluster: topics gate.*, replication the brokers* count, up to 3, *checkpoints under *",
-                "*theodolite: uc1-external load=300 instances=1: *",
-                "uc1-external: *",
-            ]
-        )
-        # the secret is in no output, no results file, no JUnit file
-        assert password not in output
-        written = [p for p in pytester.path.rglob("*") if p.is_file() and "baselines" not in p.parts]
-        assert any(p.name.endswith("_results.json") for p in written), written
-        leaked = [str(p) for p in written if password.encode() in p.read_bytes()]
-        assert leaked == []
-        # nothing of the clusters was stopped or deleted, except the topics the gate made
-        assert all(process.alive() for process in spark.processes)
-        assert spark.master_state()["aliveworkers"] == 2
-        assert broker.process is not None and broker.process.alive()
-        topics = set(operator.admin.list_topics())
-        assert "operator-data" in topics
-        assert not [t for t in topics if t.startswith(("gate.", "theodolite-"))], topics
-        # each repetition's checkpoint was written under the root, and deleted with its repetition
-        results = json.loads(next(pytester.path.rglob("*_results.json")).read_text())
-        counters = results["sub_experiments"][0]["repetitions"][0]["counters"]
-        assert counters["records_in_input_topic"] >= counters["records_acknowledged"] > 0, counters
-        assert list(checkpoints.iterdir()) == []
-    operator.close()
-
-
-def test_the_broker_refuses_clients_without_the_login(sasl_broker):
-    """The SASL listener is real: without credentials no metadata comes back."""
-    from pytest_theodolite.infra.kafka.admin import wait_for_metadata
-
-    broker, _, _ = sasl_broker
-    with pytest.raises(TheodoliteSetupError):
-        wait_for_metadata(broker.bootstrap_servers, 5.0)
-
-
-def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
-    pytester, tmp_path, monkeypatch
-):
-    """A locked-down cluster: user 'gate' may read, write and delete records of two topics an operator made,
-    and create nothing. With --kafka-topics the gate runs there; its topics stay, emptied; records written before
-    the gate are not read by it."""
+def test_a_gate_runs_on_a_locked_down_external_sasl_broker_and_spark_cluster(pytester, tmp_path, monkeypatch):
+    """Clusters pytest did not start, locked down as operators run them: the broker's clients log in (SASL/PLAIN
+    as user 'gate', from CI secrets), 'gate' may read, write and delete records of two topics an operator made
+    and create nothing, and a Spark standalone master with two workers. With --kafka-topics the gate runs there:
+    its topics stay, emptied; records written before the gate are not read by it; the secret is in no output or
+    file; nothing of the clusters is stopped; each checkpoint is deleted under the shared root."""
+    from kafka import KafkaProducer
     from kafka.admin import (
         ACL,
         ACLOperation,
@@ -180,6 +116,7 @@ def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
         operator = KafkaCluster(internal, provider="external")  # the super user
         for name in ("gates.in", "gates.out"):
             operator.create_topic(name, partitions=2)
+        operator.create_topic("operator-data", partitions=1)  # the cluster's own: the gate must leave it
         gate_user = "User:gate"
         grants = [
             ResourcePattern(ResourceType.TOPIC, name, ACLResourcePatternType.LITERAL)
@@ -200,16 +137,12 @@ def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
         acls.append(ACL(gate_user, "*", ACLOperation.READ, ACLPermissionType.ALLOW, groups))
         created = operator.admin.create_acls(acls)
         assert not created["failed"], created
-        old = KafkaCluster(internal, provider="external")
-        from kafka import KafkaProducer
-
         producer = KafkaProducer(bootstrap_servers=[internal])
         for i in range(500):  # written before the gate: not part of its load
             producer.send("gates.in", key=b"old-%d" % i, value=b"{}")
         producer.flush()
         producer.close()
-        assert old.records_in("gates.in") == 500
-        old.close()
+        assert operator.records_in("gates.in") == 500
 
         # without the existing topics the gate cannot create its own
         locked = KafkaCluster(broker.bootstrap_servers, provider="external", properties=client)
@@ -219,28 +152,50 @@ def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
             locked.create_gate_topic("theodolite-x-input", 2)
         locked.close()
 
-        _uc1_gate_logging_in_as_gate(pytester, monkeypatch, password)
-        result = pytester.runpytest_subprocess(
-            "-p",
-            "no:cacheprovider",
-            "--kafka=external",
-            f"--kafka-bootstrap={broker.bootstrap_servers}",
-            "--kafka-topics=input=gates.in,output=gates.out",
-            "--theodolite-max-instances=2",
-            "--theodolite-results=results",
-            "-k",
-            "uc1",
-        )
-        output = result.stdout.str() + result.stderr.str()
-        print(output)
-        result.stdout.fnmatch_lines(
-            [
-                "theodolite: cluster: existing topics input=gates.in, output=gates.out (emptied before and after*",
-                "*theodolite: uc1-external load=300 instances=1: *",
-            ]
-        )
-        outcomes = result.parseoutcomes()
-        assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, output
+        with StandaloneCluster(workers=2, work_dir=tmp_path / "operator-spark") as spark:
+            _uc1_gate_logging_in_as_gate(pytester, monkeypatch, password)
+            checkpoints = tmp_path / "operator-checkpoints"  # a mount all the cluster's hosts share
+            checkpoints.mkdir()
+            result = pytester.runpytest_subprocess(
+                "-p",
+                "no:cacheprovider",
+                "--kafka=external",
+                f"--kafka-bootstrap={broker.bootstrap_servers}",
+                "--kafka-topics=input=gates.in,output=gates.out",
+                f"--spark-master={spark.master_url}",
+                # the cluster's executors reach the driver here (its workers listen on 127.0.0.1 only)
+                f"--spark-driver-host={LOOPBACK}",
+                f"--theodolite-checkpoint-root={checkpoints}",
+                "--theodolite-max-instances=2",
+                "--theodolite-results=results",
+                "--junitxml=junit.xml",
+            )
+            output = result.stdout.str() + result.stderr.str()
+            print(output)  # what the user sees (pytest -rP shows it)
+            outcomes = result.parseoutcomes()
+            assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "errors" not in outcomes, (
+                output
+            )
+            result.stdout.fnmatch_lines(
+                [
+                    f"theodolite: kafka=external ({broker.bootstrap_servers}*",
+                    f"*instance CPU: unlimited ({spark.master_url}: this cluster manager enforces no CPU share*",
+                    "theodolite: cluster: existing topics input=gates.in, output=gates.out (emptied before and "
+                    "after*checkpoints under *",
+                    "*theodolite: uc1-external load=300 instances=1: *",
+                    "uc1-external: *",
+                ]
+            )
+            # the secret is in no output, no results file, no JUnit file
+            assert password not in output
+            written = [p for p in pytester.path.rglob("*") if p.is_file() and "baselines" not in p.parts]
+            assert any(p.name.endswith("_results.json") for p in written), written
+            leaked = [str(p) for p in written if password.encode() in p.read_bytes()]
+            assert leaked == []
+            # nothing of the clusters was stopped or deleted
+            assert all(process.alive() for process in spark.processes)
+            assert spark.master_state()["aliveworkers"] == 2
+        assert broker.process is not None and broker.process.alive()
         recorded = json.loads(next((pytester.path / "results").glob("*_results.json")).read_text())
         for sub in recorded["sub_experiments"]:
             for repetition in sub["repetitions"]:
@@ -249,11 +204,22 @@ def test_a_gate_on_a_cluster_that_grants_no_topic_creation_uses_existing_topics(
                 acknowledged, in_topic = counters["records_acknowledged"], counters["records_in_input_topic"]
                 assert 0 < acknowledged <= in_topic < acknowledged + 500, counters
                 assert counters["records_total"] <= in_topic, counters
+        # each repetition's checkpoint was written under the root, and deleted with its repetition
+        assert list(checkpoints.iterdir()) == []
         topics = operator.list_topics()
-        assert {"gates.in", "gates.out"} <= topics  # the operator's topics stay ...
+        assert {"gates.in", "gates.out", "operator-data"} <= topics  # the operator's topics stay ...
         assert not [t for t in topics if t.startswith("theodolite-")], topics  # ... and no other was made
         assert operator.records_in("gates.in") == 0 and operator.records_in("gates.out") == 0  # ... emptied
         operator.close()
+
+
+def test_the_broker_refuses_clients_without_the_login(sasl_broker):
+    """The SASL listener is real: without credentials no metadata comes back."""
+    from pytest_theodolite.infra.kafka.admin import wait_for_metadata
+
+    broker, _, _ = sasl_broker
+    with pytest.raises(TheodoliteSetupError):
+        wait_for_metadata(broker.bootstrap_servers, 5.0)
 
 
 def _uc1_gate_logging_in_as_gate(pytester, monkeypatch, password: str) -> None:

@@ -127,6 +127,17 @@ def test_cluster_settings_reach_the_settings_object():
     )
 
 
+def test_the_topic_settings_name_a_gates_topics_on_the_cluster():
+    """--kafka-topic-prefix names the topics a gate creates; --kafka-topics replaces them with existing ones."""
+    from pytest_theodolite.engine.services import _gate_topics
+    from pytest_theodolite.infra.kafka.admin import KafkaCluster
+
+    prefixed = _gate_topics(KafkaCluster("127.0.0.1:1"), build({"--kafka-topic-prefix": "gate."}.get, [], {}))
+    assert prefixed.gate_topic_name("r1", "input") == "gate.r1-input"
+    fixed = _gate_topics(KafkaCluster("127.0.0.1:1"), build({"--kafka-topics": "input=in"}.get, [], {}))
+    assert fixed.gate_topic_name("r1", "input") == "in"
+
+
 def test_bad_isolation_mode_is_a_usage_error_on_the_command_line_and_in_the_ini_file(pytester):
     result = pytester.runpytest("--theodolite-isolation", "sometimes")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
