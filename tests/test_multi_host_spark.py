@@ -157,28 +157,6 @@ def _run_gate(pytester, master_url: str, bootstrap: str, network: HostNetwork, r
 
 
 @needs_namespaces
-def test_a_gate_runs_on_a_cluster_of_hosts_that_share_no_python_path(pytester, hosts, monkeypatch):
-    network, master_url, bootstrap = hosts
-    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-    started = time.monotonic()
-    result, checkpoints = _run_gate(pytester, master_url, bootstrap, network, resources=2)
-    took = time.monotonic() - started
-    output = result.stdout.str() + result.stderr.str()
-    print(output, f"\n(took {took:.0f} s)")
-    recorded = json.loads(next((pytester.path / "results").glob("*_results.json")).read_text())
-    [sub] = recorded["sub_experiments"]
-    # a verdict of the job: its UDF ran on the executors, from the shipped package
-    assert sub["resources"] == 2 and sub["outcome"] in ("pass", "fail"), sub
-    assert "ModuleNotFoundError" not in output
-    assert result.parseoutcomes().get("passed", 0) + result.parseoutcomes().get("failed", 0) == 1, output
-    assert recorded["settings"]["job"] == "clickjob.job.start_query"
-    assert list(checkpoints.iterdir()) == []  # each repetition's checkpoint deleted under the shared root
-    operator = KafkaCluster(bootstrap, provider="external")
-    assert not [t for t in operator.list_topics() if t.startswith("theodolite-")]
-    operator.close()
-
-
-@needs_namespaces
 def test_a_worker_host_removed_mid_run_makes_the_point_errored_never_a_pass(pytester, hosts, monkeypatch):
     network, master_url, bootstrap = hosts
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
@@ -219,7 +197,9 @@ def score(value):
 @needs_namespaces
 def test_pull_request_mode_ships_each_sides_own_version_to_the_executors(pytester, hosts, monkeypatch):
     """REF's scoring works, the working tree's raises on the executors: REF measures, the change's point
-    errors. Each side's executors ran that side's code -- the package shipped from its own tree."""
+    errors. Each side's executors ran that side's code -- the package shipped from its own tree. REF's point is
+    a gate on a cluster of hosts that share no Python path: two instances, one on each worker host, its UDF run
+    from the shipped package, each checkpoint deleted under the shared root and no topic left."""
     import subprocess
 
     network, master_url, bootstrap = hosts
@@ -229,7 +209,7 @@ def test_pull_request_mode_ships_each_sides_own_version_to_the_executors(pyteste
         subprocess.run(["git", "-C", str(pytester.path), *args], check=True, capture_output=True)
 
     job = write_job_package(pytester.path)
-    pytester.makepyfile(test_clicks_gate=GATE.format(resources=1))
+    pytester.makepyfile(test_clicks_gate=GATE.format(resources=2))
     git("init", "-q", "-b", "main")
     git("config", "user.email", "t@example.org")
     git("config", "user.name", "t")
@@ -247,11 +227,20 @@ def test_pull_request_mode_ships_each_sides_own_version_to_the_executors(pyteste
     )
     output = result.stdout.str() + result.stderr.str()
     print(output)
-    sides = {}
+    sides, recorded = {}, {}
     for side in ("ref", "change"):
-        recorded = json.loads(next((pytester.path / "results" / side).glob("*_results.json")).read_text())
-        sides[side] = {sub["outcome"] for sub in recorded["sub_experiments"]}
+        recorded[side] = json.loads(
+            next((pytester.path / "results" / side).glob("*_results.json")).read_text()
+        )
+        sides[side] = {sub["outcome"] for sub in recorded[side]["sub_experiments"]}
     assert sides["ref"] <= {"pass", "fail"} and sides["ref"], sides  # REF's own scoring ran on the executors
+    assert {sub["resources"] for sub in recorded["ref"]["sub_experiments"]} == {2}, recorded["ref"]
+    assert recorded["ref"]["settings"]["job"] == "clickjob.job.start_query"
+    assert "ModuleNotFoundError" not in output
+    assert list(checkpoints.iterdir()) == []  # each repetition's checkpoint deleted under the shared root
+    operator = KafkaCluster(bootstrap, provider="external")
+    assert not [t for t in operator.list_topics() if t.startswith("theodolite-")]
+    operator.close()
     assert sides["change"] == {"errored"}, sides  # the change's, shipped from the working tree, raised there
     assert "this version of the scoring breaks on the executors" in output
     assert result.parseoutcomes().get("passed", 0) == 0, output  # never a pass without the change measured
