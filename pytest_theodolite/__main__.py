@@ -9,6 +9,7 @@ runs gates repeatedly, unchanged and with an injected regression, for their fals
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,29 +32,54 @@ def reference_main(argv: Sequence[str]) -> int:
     return 0
 
 
+#: subcommand -> (``module:function`` that runs it with the arguments after it, what it does); ``analyse``'s
+#: parser takes its own name too
+SUBCOMMANDS = {
+    "analyse": ("pytest_theodolite.cli.analyse:main", "re-judge recorded results from their raw series"),
+    "points": (
+        "pytest_theodolite.cli.points:main",
+        "measure chosen points (--point LOAD:INSTANCES) or capacities (--capacity INSTANCES) of a benchmark",
+    ),
+    "quality": (
+        "pytest_theodolite.cli.quality:main",
+        "run gates repeatedly, unchanged and with an injected regression: false alarms and detections",
+    ),
+    "history": (
+        "pytest_theodolite.cli.history:main",
+        "line runs up by commit; Apache Otava marks change points",
+    ),
+    "export": (
+        "pytest_theodolite.cli.export:main",
+        "each point's demand, CPU per record and capacity for a dashboard",
+    ),
+    "reference": (
+        "pytest_theodolite.__main__:reference_main",
+        "print or write docs/reference/ from the plugin's own tables",
+    ),
+}
+
+
+def usage() -> str:
+    width = max(len(name) for name in SUBCOMMANDS)
+    lines = [f"  {name:<{width}}  {what}" for name, (_, what) in SUBCOMMANDS.items()]
+    return (
+        "usage: python -m pytest_theodolite SUBCOMMAND [ARGS...]   (or: pytest-theodolite SUBCOMMAND ...)\n\n"
+        "subcommands (SUBCOMMAND --help for each one's arguments):\n" + "\n".join(lines) + "\n"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["reference"]:
-        return reference_main(argv[1:])
-    if argv[:1] == ["points"]:
-        from pytest_theodolite.cli.points import main as points
-
-        return points(argv[1:])
-    if argv[:1] == ["quality"]:
-        from pytest_theodolite.cli.quality import main as quality
-
-        return quality(argv[1:])
-    if argv[:1] == ["history"]:
-        from pytest_theodolite.cli.history import main as history
-
-        return history(argv[1:])
-    if argv[:1] == ["export"]:
-        from pytest_theodolite.cli.export import main as export
-
-        return export(argv[1:])
-    from pytest_theodolite.cli.analyse import main as analyse
-
-    return analyse(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        (sys.stdout if argv else sys.stderr).write(usage())
+        return 0 if argv else 2
+    name = argv[0]
+    if name not in SUBCOMMANDS:
+        sys.stderr.write(f"python -m pytest_theodolite: unknown subcommand {name!r}\n\n{usage()}")
+        return 2
+    module, function = SUBCOMMANDS[name][0].split(":")
+    run = getattr(importlib.import_module(module), function)
+    return int(run(argv if name == "analyse" else argv[1:]))
 
 
 if __name__ == "__main__":
