@@ -142,6 +142,18 @@ def test_relative_threshold_scales_with_the_load():
     assert (verdict.outcome, verdict.threshold) == (Outcome.FAIL, pytest.approx(100.0))
 
 
+def test_a_gates_default_threshold_fails_a_job_falling_behind_a_small_load():
+    """A gate's default threshold scales with its load: an absolute 2 000 records/s could never fail a job at a
+    load of 2 000 records/s or less, however far behind it fell."""
+    from pytest_theodolite.engine.markers import GATE_DEFAULTS, parse_threshold
+
+    default = parse_threshold(GATE_DEFAULTS["threshold"])
+    falling_behind = TimeSeries.of(*noisy_lag(300.0, noise=20.0))  # keeps 700 of 1 000 records/s
+    keeping_up = TimeSeries.of(*noisy_lag(0.0, noise=20.0))
+    assert check_lag_trend(falling_behind, threshold=default, target_rate=1_000).outcome is Outcome.FAIL
+    assert check_lag_trend(keeping_up, threshold=default, target_rate=1_000).outcome is Outcome.PASS
+
+
 def test_slope_equal_to_threshold_fails_because_pass_needs_strictly_below():
     series = TimeSeries.of(T0 + np.arange(0, 100.0), 2000.0 * np.arange(0, 100.0))
     assert check_lag_trend(series, warmup_s=0).outcome is Outcome.FAIL

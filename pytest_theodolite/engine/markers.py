@@ -30,7 +30,7 @@ GATE_DEFAULTS: dict[str, Any] = {
     "prime": True,
     "confidence": 0.95,
     "slope_method": "batch-aligned",
-    "threshold": "2000",
+    "threshold": "5%",
     "strategy": "baseline-guess+lower-bound",
     # a pass at the reference's demand ends a load's search (its demand is at most that); recording a baseline
     # always searches below it
@@ -77,7 +77,7 @@ MARKER_HELP: dict[str, str] = {
     "confidence": "confidence of the lag slope's interval, e.g. 0.95",
     "slope_method": "batch-aligned (one lag point per finished micro-batch), ols or theil-sen (every sample, "
     "as Theodolite)",
-    "threshold": "largest lag slope that passes: records/s (2000) or a share of the load (5%)",
+    "threshold": "largest lag slope that passes: a share of the load (5%: scales with it) or records/s (2000)",
     "strategy": (
         "demand search: linear, binary, initial-guess, baseline-guess, full, optionally +lower-bound; or capacity "
         "(each instance count's capacity measured, the demand derived, the lag trend run only at its boundary)"
