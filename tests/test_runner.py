@@ -45,8 +45,9 @@ def uc1_benchmark(**job_options):
 
 @pytest.mark.theodolite_exclusive  # it checks throughput: under pytest-xdist nothing may run beside it
 def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_path, capsys):
+    # one load: the search's logic is test_search.py's, on scripted runs; this is what a real run records
     settings = ExperimentSettings(
-        loads=(200, 2_000),
+        loads=(200,),
         resources=(1, 2),
         duration_s=12,
         sample_interval_s=1,
@@ -61,7 +62,7 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
     # which verdicts a real measurement reaches depends on the host; that the search followed them does not:
     # linear + lower bound starts at 1 instance, and demand(l) is the fewest instances whose run passed
     assert demand.sub_experiments[0].load == 200 and demand.sub_experiments[0].resources == 1
-    for load in (200, 2_000):
+    for load in settings.loads:
         passed = [
             r for (l, r), record in runner.records.items() if l == load and record.outcome is Outcome.PASS
         ]
@@ -134,7 +135,7 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
     assert len(rows) >= settings.duration_s + settings.slo.warmup_s - 2
     # the demand as measured, whichever it was (a slow host has failed 200 on one instance: CI of a534f87)
     assert (tmp_path / "exp1_demand.csv").read_text() == (
-        "load,resources\n" + "".join(f"{load},{demand.status(load)}\n" for load in (200, 2_000))
+        "load,resources\n" + "".join(f"{load},{demand.status(load)}\n" for load in settings.loads)
     )
 
     # the checkpoints went to the cluster's own directory, removed once its executors are gone (one of them may
