@@ -70,7 +70,8 @@ def test_no_broker_master_worker_or_executor_survives_the_session(pytester, monk
             with open(os.path.join(os.environ["RECORD_DIR"], "scratch"), "w") as f:
                 f.write(str(spark_cluster.scratch_dir))
     """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    # two workers: each starts as the others do, and the session asks for two instances
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--theodolite-max-instances=2")
     result.assert_outcomes(passed=1)
     procs = _started(pytester.path, "during")
     kinds = " ".join(p["cmdline"] for p in procs)
