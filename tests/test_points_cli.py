@@ -155,6 +155,10 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
             "200:1",
             "--capacity",
             "1",
+            # keys enough to keep one instance busy: offered the point's 200, it took all, and was measured again
+            # at higher rates twice (test_instances_that_took_all_they_were_offered_... covers that)
+            "--load",
+            "6000",
             "--set",
             "duration=8",
             "--set",
@@ -176,7 +180,7 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
     # its raw series kept (a point named again is its next repetition: test_a_point_named_again_...)
     assert list((tmp_path / "results").glob("*_200_1_lag-trend_0.csv"))
     assert "theodolite: uc1-points capacity of 1 instances: " in done.stdout
-    assert "uc1-points: capacities, offered the keys of load 200" in done.stdout
+    assert "uc1-points: capacities, offered the keys of load 6000" in done.stdout
     (capacity,) = [line for line in done.stdout.splitlines() if line.startswith("| 1 | ")]
     assert capacity.split(" | ")[2].split(":")[0] in {"certain", "uncertain", "errored", "invalid"}, capacity
     recorded = json.loads((tmp_path / "results" / "exppoints_results.json").read_text())
