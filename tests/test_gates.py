@@ -403,6 +403,7 @@ def test_a_plot_and_the_raw_demand_table_land_in_the_results_dir(gate_project):
     ]
 
 
+@pytest.mark.integration  # pytest-xdist's worker processes
 @pytest.mark.parametrize("variants", [0, 2])
 def test_gates_under_xdist_run_on_one_worker_beside_other_tests(gate_project, variants):
     project = gate_project(baseline=baseline_of({1000: 1, 2000: 2, 3000: 3}))
@@ -446,6 +447,7 @@ def test_that_measures_itself():
 """
 
 
+@pytest.mark.integration  # pytest-xdist's worker processes
 def test_under_xdist_no_other_test_runs_while_a_gate_or_an_exclusive_test_measures(
     gate_project, monkeypatch, tmp_path
 ):

@@ -188,6 +188,7 @@ def test_the_patched_worktree_comes_first_on_the_python_path(tmp_path, monkeypat
     assert job_path(tmp_path).split(":") == [str(tmp_path), str(tmp_path / "src"), "/elsewhere"]
 
 
+@pytest.mark.integration  # whole pytest runs, one after the other
 @pytest.mark.parametrize("mode", [[], ["--compare-ref", "HEAD"]], ids=["stored baseline", "pull request"])
 def test_clean_and_patched_runs_give_the_rates(project, tmp_path, mode):
     out = tmp_path / "out"

@@ -72,6 +72,7 @@ def spec(side: str, root: Path, tmp_path: Path, benchmark: Benchmark):
     )
 
 
+@pytest.mark.integration  # each side a driver process of its own
 def test_each_side_imports_the_job_from_its_own_tree_in_its_own_process(repo, tmp_path):
     benchmark = benchmark_of("tjobs.job")
     with RefWorktree(repo, "HEAD") as ref:
@@ -88,6 +89,7 @@ def test_each_side_imports_the_job_from_its_own_tree_in_its_own_process(repo, tm
     assert multiprocessing.active_children() == []  # both driver processes stopped
 
 
+@pytest.mark.integration  # each side a driver process of its own
 def test_a_tree_without_the_job_is_a_clear_error_and_leaves_no_process(repo, tmp_path):
     with pytest.raises(
         SideError, match=r"the job module tjobs.missing cannot be imported from .*ModuleNotFoundError"
@@ -96,6 +98,7 @@ def test_a_tree_without_the_job_is_a_clear_error_and_leaves_no_process(repo, tmp
     assert multiprocessing.active_children() == []
 
 
+@pytest.mark.integration  # each side a driver process of its own
 def test_a_job_without_the_named_function_is_a_clear_error(repo, tmp_path):
     with pytest.raises(SideError, match="has no other_name"):
         SideProcess(spec("ref", repo, tmp_path, benchmark_of("tjobs.job", "other_name"))).__enter__()
@@ -106,6 +109,7 @@ def test_a_lambda_job_cannot_be_imported_by_name():
         job_reference(Benchmark("t", lambda spark, **o: None, lambda keys: Workload(keys=keys)))
 
 
+@pytest.mark.integration  # each side a driver process of its own
 def test_a_side_not_started_or_closed_refuses_every_request_saying_so(repo, tmp_path):
     side = SideProcess(spec("ref", repo, tmp_path, benchmark_of("tjobs.job")))
     requests = [
@@ -155,6 +159,7 @@ def busy_side(connection, marker: str) -> None:
         Path(marker).write_text(f"cleaned up after {interrupt!s}")  # SIGINT: empty, SIGTERM: its name
 
 
+@pytest.mark.integration  # each side a driver process of its own
 def test_a_side_busy_with_a_sub_experiment_is_interrupted_as_by_ctrl_c(tmp_path):
     """close() on a side that is running a sub-experiment (Ctrl-C in the parent, or the other side failed)
     interrupts it with SIGINT, so that its runner stops what it started; a SIGINT the parent ignores (a
@@ -195,6 +200,7 @@ def side_reading_beside_the_other(connection, mine: str, other: str) -> None:
         Path(mine).write_text("interrupted, the other side " + ("too" if Path(other).exists() else "not yet"))
 
 
+@pytest.mark.integration  # each side a driver process of its own
 def test_sides_busy_with_a_paired_read_are_interrupted_together_not_one_after_the_other(tmp_path):
     """close_sides (a PairedExperiment's close, Ctrl-C or SIGTERM in the parent) interrupts every busy side
     before it waits for any: closed one by one, the first would stop while the second still read, and their
@@ -221,6 +227,7 @@ def test_sides_busy_with_a_paired_read_are_interrupted_together_not_one_after_th
     assert multiprocessing.active_children() == []
 
 
+@pytest.mark.integration  # each side a driver process of its own
 def test_a_ref_whose_job_cannot_take_the_runners_keywords_is_refused_before_it_runs(repo, tmp_path):
     """The base revision may predate a keyword of the contract: its side refuses it at the start, naming
     what it cannot take and the signature to write."""
@@ -251,6 +258,7 @@ def layout_repo(tmp_path: Path, package_dir: str) -> Path:
     return path
 
 
+@pytest.mark.integration  # each side a driver process of its own
 @pytest.mark.parametrize("package_dir", ["", "src", "examples/own"])
 def test_each_side_finds_the_job_where_the_working_tree_imports_it_from(tmp_path, package_dir, monkeypatch):
     """A src/ layout, or a gate whose pytest rootdir is a subfolder of the repository: REF's job is imported
@@ -371,6 +379,7 @@ def imported_from(python: str, module: str, cwd: Path) -> Path | None:
     return Path(done.stdout.strip()).resolve() if done.stdout.strip() else None
 
 
+@pytest.mark.integration  # each side a driver process of its own
 def test_a_job_installed_in_editable_mode_is_imported_from_each_side_s_tree(tmp_path):
     """A repository installed with ``pip install -e .`` whose gate has a folder and pytest.ini of its own: only
     setuptools' editable finder makes the job importable, and it would hand REF's side the working tree's job;
