@@ -97,14 +97,14 @@ def run_side(
     args: argparse.Namespace,
 ) -> BacklogRun:
     started = time.monotonic()
-    job = runner.new_job()
+    job = runner.jobs.new_job()
     fill = runner.benchmark.workload(users).sent_faster(args.fill_factor)
     cap = args.batch_records
     samples: list[tuple[float, float]] = []
     batches: dict[int, MicroBatch] = {}
     full: list[MicroBatch] = []
     prime = args.instance_cpu is not None and spark.can_limit_cpu  # JIT and code generation at full speed
-    with runner.running_job(
+    with runner.jobs.running_job(
         job,
         users,
         1,

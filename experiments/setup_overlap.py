@@ -70,10 +70,10 @@ def main() -> None:
             orders = ORDERS if round_ % 2 == 0 else ORDERS[::-1]
             for load, instances in args.pair:
                 for order in orders:
-                    job = runner.new_job()
+                    job = runner.jobs.new_job()
                     entered = time.monotonic()
                     with sequential_generator() if order == "sequential" else _nothing():
-                        with runner.running_job(
+                        with runner.jobs.running_job(
                             job, load, instances, runner.workload(load), instance_cpu=None
                         ):
                             left = time.monotonic()

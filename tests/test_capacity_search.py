@@ -432,7 +432,7 @@ def test_a_job_that_refuses_the_batch_cap_gets_no_capacity_and_is_told_how_to_ta
     from urllib.parse import urlparse
 
     from pytest_theodolite.engine.capacity_probe import BATCH_CAP_OPTION, measure_capacity
-    from pytest_theodolite.engine.runner import RunAborted, RunningJob
+    from pytest_theodolite.engine.job import RunAborted, RunningJob
 
     series: list[tuple[int, int, str, int]] = []
     event_logs: list[Path] = []
@@ -459,8 +459,9 @@ def test_a_job_that_refuses_the_batch_cap_gets_no_capacity_and_is_told_how_to_ta
     runner.settings.measurement_plan = SimpleNamespace(prime_unlimited=False)
     runner.settings.instance_cpu = 0.25
     runner.spark = SimpleNamespace(can_limit_cpu=True)
-    runner.new_job = lambda: RunningJob("r1", {"input": "i", "output": "o"})
-    runner.running_job = refusing_job
+    runner.jobs = SimpleNamespace(
+        new_job=lambda: RunningJob("r1", {"input": "i", "output": "o"}), running_job=refusing_job
+    )
     runner.writer = Writer()
     runner.settings.spark_conf = {}
     measurement = measure_capacity(runner, 1, 5000, ProbePlan(10_000), attempt=1)  # type: ignore[arg-type]
@@ -488,7 +489,7 @@ def test_a_gate_that_keeps_its_own_event_log_is_not_given_another(tmp_path):
 def test_batches_above_the_cap_mean_the_job_ignores_it():
     from pytest_theodolite.core.capacity import MicroBatch
     from pytest_theodolite.engine.capacity_probe import check_capped
-    from pytest_theodolite.engine.runner import RunAborted
+    from pytest_theodolite.engine.job import RunAborted
 
     capped = [MicroBatch(i, 100.0 + i, 1.0, 10_000 + 3) for i in range(5)]
     check_capped(capped, 10_000, 100.0)  # a few records over: the cap split over the partitions

@@ -162,7 +162,7 @@ def test_a_killed_executor_makes_the_sub_experiment_errored(kafka_cluster, spark
     # the cluster survives for the next test: a session gets all its instances again
     with spark_cluster.session(instances=2):
         pass
-    assert not kafka_cluster.list_topics() & {f"theodolite-{run}-input" for run in runner.run_ids}
+    assert not kafka_cluster.list_topics() & {f"theodolite-{run}-input" for run in runner.jobs.run_ids}
 
 
 # ---- the broker killed ------------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def test_a_session_refuses_the_job_before_it_calibrates_or_measures(tmp_path):
 
 
 def test_the_runner_passes_every_contract_keyword_on_every_run():
-    from pytest_theodolite.engine.runner import ExperimentRunner
+    from pytest_theodolite.engine.job import JobLauncher
     from pytest_theodolite.infra.kafka.admin import KafkaCluster
 
     def runner(kafka, **job_options):
@@ -102,7 +102,7 @@ def test_the_runner_passes_every_contract_keyword_on_every_run():
             extra_topics=("config",),
         )
         settings = ExperimentSettings(loads=(1,), resources=(1,))
-        return ExperimentRunner(benchmark, settings, kafka, spark=None, writer=None)  # type: ignore[arg-type]
+        return JobLauncher(benchmark, settings, kafka, spark=None)  # type: ignore[arg-type]
 
     topics = {"input": "i", "output": "o", "config": "c"}
     plain = KafkaCluster("127.0.0.1:9")  # never connected to

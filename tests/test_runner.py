@@ -142,7 +142,7 @@ def test_small_uc1_demand_function_end_to_end(kafka_cluster, spark_cluster, tmp_
     # still write a state file after its run removed it), none to the system's temporary directory
     if spark_cluster.scratch_dir is not None:
         assert spark_cluster.scratch_dir.is_dir()
-    for run_id in runner.run_ids:
+    for run_id in runner.jobs.run_ids:
         assert not list(Path(tempfile.gettempdir()).glob(f"theodolite-checkpoint-{run_id}-*")), run_id
 
     # the raw files alone give the same verdicts again
@@ -164,8 +164,8 @@ def test_a_job_that_cannot_start_is_errored_not_failed(kafka_cluster, spark_clus
     record = runner.records[(100, 1)]
     assert record.outcome is Outcome.ERRORED
     assert "the job did not start" in record.verdicts[0].detail
-    assert runner.run_ids
-    assert not [t for t in kafka_cluster.list_topics() if any(i in t for i in runner.run_ids)], (
+    assert runner.jobs.run_ids
+    assert not [t for t in kafka_cluster.list_topics() if any(i in t for i in runner.jobs.run_ids)], (
         "topics left behind"
     )
 
@@ -191,9 +191,9 @@ def test_a_session_that_does_not_start_stops_the_generator_spawned_beside_it(
         raise RuntimeError("no executor registered")
 
     monkeypatch.setattr(spark_cluster, "session", no_session)
-    job = runner.new_job()
+    job = runner.jobs.new_job()
     with pytest.raises(RuntimeError, match="no executor registered"):
-        with runner.running_job(job, 100, 1, benchmark.workload(100), instance_cpu=None):
+        with runner.jobs.running_job(job, 100, 1, benchmark.workload(100), instance_cpu=None):
             pytest.fail("the job ran without a session")
     assert spawned and job.generator.worker_pids == []
     assert not [

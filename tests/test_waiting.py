@@ -77,7 +77,7 @@ def test_a_cgroup_that_cannot_be_removed_is_named_in_a_warning_with_the_fix(tmp_
 def test_a_scratch_directory_written_into_while_it_is_removed_is_removed_again(tmp_path, monkeypatch):
     """An executor of the stopped session renames a state-store file into the checkpoint while one removal
     pass runs (seen once in a clean gate run, 2026-12-05): the pass leaves it, the next one removes it."""
-    from pytest_theodolite.engine import runner
+    from pytest_theodolite.engine import job
 
     scratch = tmp_path / "theodolite-checkpoint-1a2b3c4d-x"
     (scratch / "state" / "0" / "0").mkdir(parents=True)
@@ -91,26 +91,26 @@ def test_a_scratch_directory_written_into_while_it_is_removed_is_removed_again(t
             (Path(path) / "state" / "0" / "0").mkdir(parents=True)
             (Path(path) / "state" / "0" / "0" / ".15.delta.crc").write_bytes(b"crc")
 
-    monkeypatch.setattr(runner.shutil, "rmtree", rmtree_while_an_executor_writes)
+    monkeypatch.setattr(job.shutil, "rmtree", rmtree_while_an_executor_writes)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # gone in time: no warning
-        assert runner.remove_scratch(scratch, timeout_s=5) is True
+        assert job.remove_scratch(scratch, timeout_s=5) is True
     assert len(passes) == 2 and not scratch.exists()
 
 
 def test_a_scratch_directory_that_cannot_be_removed_is_named_in_a_warning(tmp_path, monkeypatch):
-    from pytest_theodolite.engine import runner
+    from pytest_theodolite.engine import job
 
     scratch = tmp_path / "theodolite-checkpoint-1a2b3c4d-x"
     (scratch / "state").mkdir(parents=True)
-    monkeypatch.setattr(runner.shutil, "rmtree", lambda path, ignore_errors=False: None)  # always refilled
+    monkeypatch.setattr(job.shutil, "rmtree", lambda path, ignore_errors=False: None)  # always refilled
     with pytest.warns(
         TheodoliteLeakWarning,
         match=rf"scratch directory {scratch} could not be removed within 0.3 s of its session's end "
         r"\(an executor still writing into it, or a file this process may not delete\) and is left; delete it "
         "by hand",
     ):
-        assert runner.remove_scratch(scratch, timeout_s=0.3) is False
+        assert job.remove_scratch(scratch, timeout_s=0.3) is False
     assert scratch.exists()
 
 
@@ -129,15 +129,14 @@ class BrokerThatKeepsTopics:
 def test_topics_that_cannot_be_deleted_are_named_in_a_warning_not_swallowed():
     from generator import Workload
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
-    from pytest_theodolite.engine.runner import ExperimentRunner
+    from pytest_theodolite.engine.job import JobLauncher
 
     broker = BrokerThatKeepsTopics()
-    runner = ExperimentRunner(
+    jobs = JobLauncher(
         Benchmark("uc1", lambda *a, **k: None, lambda keys: Workload(keys=keys)),
         ExperimentSettings(loads=(100,), resources=(1,)),
         broker,
-        None,
-        None,
+        None,  # type: ignore[arg-type]
     )
     with pytest.warns(
         TheodoliteLeakWarning,
@@ -145,7 +144,7 @@ def test_topics_that_cannot_be_deleted_are_named_in_a_warning_not_swallowed():
         r"and are left on 127.0.0.1:9092: t-output \(TimeoutError: .*"
         r"kafka-topics.sh .*--delete",
     ):
-        runner._delete_topics(["t-input", "t-output"], 100, 2)
+        jobs._delete_topics(["t-input", "t-output"], 100, 2)
     assert broker.asked == ["t-input", "t-output"]  # one failure does not stop the others
 
 

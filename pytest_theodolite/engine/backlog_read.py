@@ -39,7 +39,8 @@ from pytest_theodolite.engine.capacity_probe import (
     event_log_conf,
     read_task_cpu,
 )
-from pytest_theodolite.engine.runner import ExperimentRunner, RunningJob
+from pytest_theodolite.engine.job import RunningJob
+from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.infra.spark.cluster import executor_addresses, replace_executor
 
 
@@ -312,8 +313,8 @@ def read_backlog(
     with tempfile.TemporaryDirectory(prefix="theodolite-event-log-") as directory:
         event_log = Path(directory)
         log_conf = event_log_conf(event_log, runner.settings.spark_conf)
-        job = runner.new_job()
-        with runner.running_job(
+        job = runner.jobs.new_job()
+        with runner.jobs.running_job(
             job,
             load,
             1,

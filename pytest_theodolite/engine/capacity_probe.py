@@ -42,7 +42,8 @@ from pytest_theodolite.core.task_cpu import (
 )
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.host_sampler import HostSampler
-from pytest_theodolite.engine.runner import ExperimentRunner, RunAborted, RunningJob
+from pytest_theodolite.engine.job import RunAborted, RunningJob
+from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.infra.spark.cluster import driver_jvm_pid, executor_addresses
 
 #: the job option that caps a micro-batch (the job passes it to its Kafka source as ``maxOffsetsPerTrigger``)
@@ -227,7 +228,7 @@ def _measure_capacity(
     prime = (
         protocol.prime_unlimited and runner.spark.can_limit_cpu and runner.settings.instance_cpu is not None
     )
-    job = runner.new_job()
+    job = runner.jobs.new_job()
     batches: dict[int, MicroBatch] = {}
     status, reason = CERTAIN, ""
     limited_from: float | None = None
@@ -240,7 +241,7 @@ def _measure_capacity(
     query_id: str | None = None
     t_start = time.monotonic()
     try:
-        with runner.running_job(
+        with runner.jobs.running_job(
             job,
             load,
             instances,
@@ -285,7 +286,7 @@ def _measure_capacity(
             if small_batch_share and large is not None and large.saturated:
                 t_small = time.monotonic()
                 small_records = max(1, round(batch_records * small_batch_share))
-                runner.restart_query(job, {BATCH_CAP_OPTION: small_records})
+                runner.jobs.restart_query(job, {BATCH_CAP_OPTION: small_records})
                 small_from = time.time()
                 small_rule = replace(rule, settle_batches=1)
                 # the batch planned before the restart may run again after it, at the first cap
