@@ -50,6 +50,7 @@ from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.process import terminate_as_interrupt
 from pytest_theodolite.pull_request.experiment import CompareTarget, start_paired_experiment
 from pytest_theodolite.pull_request.sides import spec_for
+from pytest_theodolite.report.paired import paired_read_note
 from pytest_theodolite.store.results import experiment_id
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +100,7 @@ def read_once(
             experiment.backlog_reads, experiment.paired_cost, experiment.paired_cost_problem = {}, None, None
             experiment.paired_read_stopped_at = None
             experiment.measure_paired_cost(first if read % 2 else {"ref": "change", "change": "ref"}[first])
-            lines.append(experiment.paired_cost_note() or "not read")
+            lines.append(paired_read_note(experiment.paired_read_result()) or "not read")
             if reads > 1:
                 written = results / f"{experiment_id(benchmark.name)}_paired_cost.json"
                 written.rename(written.with_name(f"{written.stem}_read{read}.json"))

@@ -18,12 +18,12 @@ from pytest_theodolite.judge.comparison import (
     SPEED_UNCERTAINTY,
     compare,
     compare_point,
-    offered_note,
     offered_share,
     regression_judgeable,
     regression_share,
     weighs_at_least_the_baselines,
 )
+from pytest_theodolite.report.notes import offered_note
 from pytest_theodolite.store.baseline import (
     FORMAT_VERSION,
     Baseline,

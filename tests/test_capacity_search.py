@@ -22,11 +22,11 @@ from pytest_theodolite.engine.capacity_search import (
     UNSATURATED_RETRIES,
     CapacityPlan,
     CapacitySearch,
-    capacity_note,
     measure_saturated,
     offered_workload,
 )
 from pytest_theodolite.engine.markers import parse_threshold
+from pytest_theodolite.report.notes import capacity_note
 
 
 def fake_runner(resources=(1, 2, 3, 4), loads=(4000, 12000, 20000), max_duration_s=120.0):

@@ -35,6 +35,7 @@ from pytest_theodolite.engine.backlog_read import (
     read_over,
     settled_batches,
 )
+from pytest_theodolite.report.paired import paired_read_note
 
 
 def test_batches_are_compared_by_number_so_what_falls_on_both_cancels():
@@ -463,7 +464,7 @@ def test_both_sides_read_their_backlogs_at_once_under_the_lock_once_per_benchmar
     assert sum(1 for entry in log if entry[1] == "start") == 2  # once per benchmark, not per load
     # batch by batch: 0.69/0.60, 0.75/0.66, 0.72/0.60 -> median 1.15
     assert experiment.paired_cost.batch_ratio == pytest.approx(1.15)
-    note = experiment.paired_cost_note()
+    note = paired_read_note(experiment.paired_read_result())
     assert note.startswith("task CPU per record, change over REF batch by batch: +15.0% over 3 batches")
     assert note.endswith(
         "one instance each, 120,000-record batches): not judged: 3 pairs of batches, fewer than the 6 a p-value needs"
@@ -484,10 +485,16 @@ def test_the_note_names_the_cores_each_side_read_on_where_the_cluster_limits_the
     gates_own.backlog_plan = BacklogPlan(instance_cpu=None)
     for experiment in (unlimited, limited, gates_own):
         experiment.measure_paired_cost()
-    assert "(both sides reading a backlog at once, one instance each, 120,000" in unlimited.paired_cost_note()
+    assert "(both sides reading a backlog at once, one instance each, 120,000" in paired_read_note(
+        unlimited.paired_read_result()
+    )
     # the plan's half core, whatever the gate's quarter; without the plan's, the gate's own
-    assert "one instance of 0.5 core each, 120,000-record batches)" in limited.paired_cost_note()
-    assert "one instance of 0.25 core each, 120,000-record batches)" in gates_own.paired_cost_note()
+    assert "one instance of 0.5 core each, 120,000-record batches)" in paired_read_note(
+        limited.paired_read_result()
+    )
+    assert "one instance of 0.25 core each, 120,000-record batches)" in paired_read_note(
+        gates_own.paired_read_result()
+    )
 
 
 def test_a_side_whose_backlog_ran_out_is_named_with_the_batches_it_read(tmp_path):
@@ -495,7 +502,7 @@ def test_a_side_whose_backlog_ran_out_is_named_with_the_batches_it_read(tmp_path
     experiment, _ = paired_experiment(tmp_path, cpu, cpu, tolerance=None)
     experiment.sides["change"].drained = True
     experiment.measure(2000)
-    note = experiment.paired_cost_note()
+    note = paired_read_note(experiment.paired_read_result())
     assert note.endswith(
         "reported, not judged: paired_cost_tolerance is off; change's backlog ran out after 7 of 12 batches"
     )
@@ -527,7 +534,7 @@ def test_a_side_that_fails_its_read_leaves_no_figure_and_says_why_the_other_side
     experiment.measure(2000)
     assert ("change", "result", True) in log  # the other side's answer is read, so its pipe stays in step
     assert experiment.paired_cost is None
-    assert experiment.paired_cost_note().endswith("not measured: ref: " + errors["ref"])
+    assert paired_read_note(experiment.paired_read_result()).endswith("not measured: ref: " + errors["ref"])
     assert json.loads((tmp_path / "scripted_paired_cost.json").read_text())["problem"].startswith("ref: ")
 
 
@@ -545,28 +552,37 @@ def test_a_side_that_fails_before_its_backlog_is_filled_is_not_let_read_the_othe
         ("ref", "result"),
     ]
     assert experiment.paired_cost is None
-    assert experiment.paired_cost_note().endswith("not measured: change: " + errors["change"])
+    assert paired_read_note(experiment.paired_read_result()).endswith(
+        "not measured: change: " + errors["change"]
+    )
 
 
 def test_a_read_without_task_cpu_or_with_one_instance_says_so_and_without_the_option_nothing_runs(tmp_path):
     experiment, _ = paired_experiment(tmp_path, [None, None], [0.7, 0.7])
     # asked for before the read ended (a run interrupted during it): says so rather than naming no reason
-    assert experiment.paired_cost_note().endswith("not measured: the run ended before the read did")
+    assert paired_read_note(experiment.paired_read_result()).endswith(
+        "not measured: the run ended before the read did"
+    )
     experiment.measure(2000)
-    assert experiment.paired_cost_note().endswith(
+    assert paired_read_note(experiment.paired_read_result()).endswith(
         "not measured: ref: its batches have no task CPU figure (no event "
         "log was read: the gate's spark_conf keeps its own)"
     )
     empty, _ = paired_experiment(tmp_path, [], [0.7])
     empty.measure(2000)
-    assert empty.paired_cost_note().endswith("not measured: REF measured no full batch: nothing to pair")
+    assert paired_read_note(empty.paired_read_result()).endswith(
+        "not measured: REF measured no full batch: nothing to pair"
+    )
     single, log = paired_experiment(tmp_path, [0.6], [0.7], max_instances=1)
     single.measure(2000)
     assert not [entry for entry in log if entry[1] == "start"]
-    assert "raise --theodolite-max-instances to 2 or more" in single.paired_cost_note()
+    assert "raise --theodolite-max-instances to 2 or more" in paired_read_note(single.paired_read_result())
     off, log = paired_experiment(tmp_path, [0.6], [0.7], paired_cost=False)
     off.measure(2000)
-    assert not [entry for entry in log if entry[1] == "start"] and off.paired_cost_note() is None
+    assert (
+        not [entry for entry in log if entry[1] == "start"]
+        and paired_read_note(off.paired_read_result()) is None
+    )
 
 
 def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_which_figure(tmp_path):
@@ -589,7 +605,7 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
     )
     # the rise read twice, the change asked first the second time, and twice the same
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
-    assert dearer.paired_cost_note().endswith(
+    assert paired_read_note(dearer.paired_read_result()).endswith(
         "a cost regression: beyond the 7% tolerance, and so was a second read, the other side asked first (task "
         "CPU per record, change over REF batch by batch: +10.7% over 12 batches (medians 5.00 and 5.54 us, p "
         "0.00073)), both reads' 24 pairs together significant (p 2.2e-05); every load whose demand passed fails"
@@ -613,13 +629,15 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
 
     clean, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
     assert clean.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    assert clean.paired_cost_note().endswith(
+    assert paired_read_note(clean.paired_read_result()).endswith(
         "within the 7% tolerance or not significant: passed (read stopped after 6 pairs: certainly below the "
         "tolerance)"
     )
     off, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in DEARER_RATIOS], tolerance=None)
     assert off.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    assert off.paired_cost_note().endswith("reported, not judged: paired_cost_tolerance is off")
+    assert paired_read_note(off.paired_read_result()).endswith(
+        "reported, not judged: paired_cost_tolerance is off"
+    )
 
 
 def test_both_reads_stop_once_their_pairs_are_certainly_within_the_tolerance_and_a_rise_is_read_to_the_end(
@@ -671,10 +689,10 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
     assert check.status == COST_PASS and check.relative == pytest.approx(leaned.confirmation.cost.change)
     assert leaned.paired_cost.change == pytest.approx(0.1075)  # the first read's figure is kept as read
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
-    assert "+10.7% over 12 batches" in leaned.paired_cost_note()
-    assert leaned.paired_cost_note().endswith(") was not: passed")
+    assert "+10.7% over 12 batches" in paired_read_note(leaned.paired_read_result())
+    assert paired_read_note(leaned.paired_read_result()).endswith(") was not: passed")
     assert "beyond the 7% tolerance, but a second read, the other side asked first (task CPU per record" in (
-        leaned.paired_cost_note()
+        paired_read_note(leaned.paired_read_result())
     )
     kept = json.loads((tmp_path / "leaned" / "scripted_paired_cost_confirmation.json").read_text())
     assert kept["comparison"]["batch_ratio"] == pytest.approx(leaned.confirmation.cost.batch_ratio)
@@ -705,10 +723,12 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
     assert unsure.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.COST_REGRESSION
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
     assert unsure.paired_cost.p_value > 0.05 > unsure.paired_cost_check().p_value
-    assert "both reads' 24 pairs together significant (p 0.049)" in unsure.paired_cost_note()
+    assert "both reads' 24 pairs together significant (p 0.049)" in paired_read_note(
+        unsure.paired_read_result()
+    )
     scattered, _ = paired_experiment(tmp_path / "scattered", ref_cpu, [0.6 * r for r in SCATTERED])
     assert scattered.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    assert scattered.paired_cost_note().endswith(
+    assert paired_read_note(scattered.paired_read_result()).endswith(
         "both reads' 24 pairs together not significant (p 0.66): passed"
     )
 

@@ -24,6 +24,7 @@ from pytest_theodolite.pull_request.sides import (
     spec_for,
 )
 from pytest_theodolite.pull_request.worktree import RefWorktree
+from pytest_theodolite.report.paired import paired_read_note
 
 
 def git(path: Path, *args: str) -> None:
@@ -476,5 +477,7 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
     assert written["comparison"]["pairs"] == pairs
     assert all(len(written["sides"][side]["task_cpu_s"]) >= pairs for side in ("ref", "change"))
     assert written["stopped_certain_after_pairs"] == stopped
-    assert experiment.paired_cost_note().startswith("task CPU per record, change over REF batch by batch: ")
+    assert paired_read_note(experiment.paired_read_result()).startswith(
+        "task CPU per record, change over REF batch by batch: "
+    )
     assert multiprocessing.active_children() == []

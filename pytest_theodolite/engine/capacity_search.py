@@ -340,17 +340,6 @@ def capacity_cost(
     return PointCost(estimate.instances, figure, reference_us_per_row)
 
 
-def capacity_note(measurements: Mapping[int, CapacityMeasurement]) -> str:
-    """The capacities as one line of the report, with the seconds their measurement took."""
-    parts = [
-        f"{r}: {m.estimate.text() if m.estimate is not None else f'{m.status} ({m.reason})'}"
-        + ("" if m.task_cpu is None or m.estimate is None else f", {m.task_cpu.text()}")
-        for r, m in sorted(measurements.items())
-    ]
-    seconds = sum(sum(m.timings.values()) for m in measurements.values())
-    return f"capacity per instance count, measured directly ({seconds:.0f} s): " + "; ".join(parts)
-
-
 def same_cost_figure(baseline: Baseline | None, strategy: Strategy) -> Baseline | None:
     """`baseline` with its CPU-per-record figures left out where they are another figure than this run's: the
     capacity strategy's CPU per record at capacity against a baseline's CPU per offered record (or the reverse)

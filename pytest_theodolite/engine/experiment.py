@@ -10,31 +10,27 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.certainty import to_confirm
-from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot, blind_spot_warning, capacities
+from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot, capacities
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
 from pytest_theodolite.core.search import MEASURED, NONE, IncrementalSearch, Strategy
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
-from pytest_theodolite.engine.capacity_search import CapacitySearch, capacity_note, same_cost_figure
+from pytest_theodolite.engine.capacity_search import CapacitySearch, same_cost_figure
 from pytest_theodolite.engine.gate import STORED_BASELINE, GatePoint
 from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.engine.settings import TheodoliteSettings
-from pytest_theodolite.engine.testbed import calibration_note, testbed
+from pytest_theodolite.engine.testbed import testbed
 from pytest_theodolite.judge.comparison import (
-    bound_notes,
     compare,
-    offered_note,
     offered_share,
     regression_judgeable,
     regression_share,
 )
 from pytest_theodolite.judge.demand_points import DemandPoint, baseline_guess, demand_point
-from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
-from pytest_theodolite.report.summary import BenchmarkReport
+from pytest_theodolite.report.benchmark import StoredModeResult
 from pytest_theodolite.store.baseline import Baseline
-from pytest_theodolite.store.results import experiment_id
 
 if TYPE_CHECKING:  # the session holds experiments; an experiment is handed its session
     from pytest_theodolite.engine.session import TheodoliteSession
@@ -232,7 +228,7 @@ class BenchmarkExperiment:
         """The capacity strategy's capacities, as a baseline records them (none for the other strategies)."""
         return dict(self.capacity_search.capacities) if self.capacity_search is not None else {}
 
-    def report(
+    def result(
         self,
         name: str,
         baseline: Baseline | None,
@@ -241,9 +237,9 @@ class BenchmarkExperiment:
         settings: TheodoliteSettings,
         session: TheodoliteSession,
         testbed_extra: Mapping[str, str] | None,
-    ) -> BenchmarkReport:
-        """The demand function against the stored baseline, the CPU per record and the blind spots; an
-        unfinished load is named, not judged."""
+    ) -> StoredModeResult:
+        """The demand function judged against the stored baseline, with the CPU per record and the blind
+        spots; an unfinished load is named, not judged (report/benchmark.py says it in words)."""
         unfinished = tuple(sorted(self.unfinished))
         measured = self.demand_result().without(unfinished)
         finished = {load: point for load, point in self.points.items() if load not in unfinished}
@@ -269,47 +265,23 @@ class BenchmarkExperiment:
             },
             unfinished=unfinished,
         )
-        blind_spots = self.blind_spots(costs)
-        plot = None
-        try:
-            plot = scalability_plot(
-                settings.results_dir / f"{experiment_id(name)}_demand.png", name, measured, baseline
-            )
-        except PlotDependencyMissing as exc:
-            notes: tuple[str, ...] = (str(exc),)
-        else:
-            notes = ()
-        if comparison.improvements and not settings.update_baselines:
-            notes += ("lower the baseline with --theodolite-update-baselines",)
-        notes += bound_notes(measured) + offered_note(
-            self.runner.offered_share,
-            self._regression_share(host_speed),
-        )
-        if self.settings.paired_cost:
-            notes += (
-                "paired_cost is read only in pull-request mode (--theodolite-compare-ref): no backlog was read",
-            )
-        if self.capacity_search is not None and self.capacity_search.measurements:
-            notes += (capacity_note(self.capacity_search.measurements),)
-            if plot is not None:  # matplotlib is there
-                drawn = capacity_plot(
-                    settings.results_dir / f"{experiment_id(name)}_capacity.png",
-                    name,
-                    self.capacity_search.capacities,
-                    None if baseline is None else baseline.capacity,
-                    {load: self.benchmark.workload(load).target_rate for load in self.settings.loads},
-                )
-                notes += (f"capacity plot: {drawn}",)
-        calibrated = calibration_note(session.calibration, baseline)
-        if calibrated:
-            notes = (calibrated, *notes)
-        warning = blind_spot_warning(
-            name, [blind_spots[load] for load in measured.demand if load in blind_spots]
-        )
-        if warning:
-            notes += (warning,)
-        return BenchmarkReport(
-            name, comparison, measured, baseline, plot, notes, point_costs=costs, blind_spots=blind_spots
+        capacity = self.capacity_search
+        return StoredModeResult(
+            name,
+            comparison,
+            measured,
+            baseline,
+            settings.results_dir,
+            {load: self.benchmark.workload(load).target_rate for load in self.settings.loads},
+            costs,
+            self.blind_spots(costs),
+            recording=settings.update_baselines,
+            offered_share=self.runner.offered_share,
+            regression_share=self._regression_share(host_speed),
+            paired_cost_asked=self.settings.paired_cost,
+            capacity_measurements=dict(capacity.measurements) if capacity is not None else None,
+            capacities=dict(capacity.capacities) if capacity is not None else None,
+            calibration=session.calibration,
         )
 
     def close(self) -> None:

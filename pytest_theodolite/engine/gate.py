@@ -27,9 +27,9 @@ from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.judge.comparison import PointComparison, compare_point
 from pytest_theodolite.judge.demand_points import DemandPoint
+from pytest_theodolite.report.formats import BenchmarkResult
 from pytest_theodolite.report.junit import capacity_junit_properties, cost_junit_properties, junit_properties
 from pytest_theodolite.report.summary import (
-    BenchmarkReport,
     cost_text,
     estimate_text,
     failure_table,
@@ -164,7 +164,7 @@ class GateExperiment(Protocol):
 
     def baseline_capacities(self) -> dict[int, CapacityEstimate]: ...
 
-    def report(
+    def result(
         self,
         name: str,
         baseline: Baseline | None,
@@ -173,6 +173,7 @@ class GateExperiment(Protocol):
         settings: TheodoliteSettings,
         session: TheodoliteSession,
         testbed_extra: Mapping[str, str] | None,
-    ) -> BenchmarkReport: ...
+    ) -> BenchmarkResult:
+        """What the benchmark measured, judged; report/formats.py renders it."""
 
     def close(self) -> None: ...

@@ -28,8 +28,7 @@ from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.report.comment import BenchmarkSection
-from pytest_theodolite.report.summary import headline, markdown_benchmark, markdown_summary, terminal_summary
+from pytest_theodolite.report.formats import render_summary
 from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
 
@@ -174,8 +173,8 @@ def summarise(
 ) -> dict[str, Any]:
     """Terminal lines, Markdown and each benchmark's section of the pull-request comment, for every benchmark
     this process measured (plain data: xdist's workers send it to the controller); plots into the results dir."""
-    reports = [
-        experiment.report(
+    results = [
+        experiment.result(
             name,
             baselines.get(name),
             tolerances.get(name, 0),
@@ -186,5 +185,4 @@ def summarise(
         )
         for name, experiment in sorted(session.experiments.items())
     ]
-    sections = [BenchmarkSection(r.name, headline(r), markdown_benchmark(r)).to_dict() for r in reports]
-    return {"lines": terminal_summary(reports), "markdown": markdown_summary(reports), "benchmarks": sections}
+    return render_summary(results)

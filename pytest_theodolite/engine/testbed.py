@@ -9,7 +9,6 @@ from dataclasses import replace
 from pytest_theodolite.engine.calibration import Calibration
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.testbed import Testbed
 
 
@@ -37,17 +36,3 @@ def testbed(
         if calibration.cpu_us_per_row is None
         else round(calibration.cpu_us_per_row, 4),
     )
-
-
-def calibration_note(calibration: Calibration | None, baseline: Baseline | None) -> str | None:
-    """'testbed calibration: ... (baseline: ..., ratio ...)' for the summary, or None before any calibration."""
-    if calibration is None:
-        return None
-    note = f"testbed calibration: {calibration.describe()}"
-    recorded = baseline.testbed.calibration_rows_per_s if baseline is not None else None
-    if recorded:
-        ratio = calibration.rows_per_s / recorded
-        note += f"; baseline's: {recorded:,.0f} rows/s (this testbed at {ratio:.2f}x)"
-    elif baseline is not None:
-        note += "; the baseline has none (recorded before calibration: re-record it to compare testbeds)"
-    return note

@@ -58,11 +58,9 @@ from pytest_theodolite.engine.markers import GateSpec
 from pytest_theodolite.engine.runner import PhaseTimings
 from pytest_theodolite.engine.session import ExperimentFactory, TheodoliteSession
 from pytest_theodolite.engine.settings import TheodoliteSettings
-from pytest_theodolite.engine.testbed import calibration_note
 from pytest_theodolite.judge.comparison import (
     Comparison,
     PointComparison,
-    bound_notes,
     compare,
     offered_share,
     weighs_at_least_the_baselines,
@@ -88,8 +86,8 @@ from pytest_theodolite.pull_request.sides import (
     spec_for,
 )
 from pytest_theodolite.pull_request.worktree import RefWorktree
-from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
-from pytest_theodolite.report.summary import BenchmarkReport, CostFigure
+from pytest_theodolite.report.paired import PairedModeResult, PairedReadResult
+from pytest_theodolite.report.summary import CostFigure
 from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
 
@@ -537,53 +535,25 @@ class PairedExperiment:
             return None
         return check_paired_cost(self.paired_cost, self.settings.paired_cost_tolerance)
 
-    def paired_cost_note(self) -> str | None:
-        """The report's line on the paired backlog read; None where none was asked for."""
+    def paired_read_result(self) -> PairedReadResult | None:
+        """The paired backlog read as the report reads it; None where none was asked for."""
         if not self.settings.paired_cost:
             return None
         plan = self.backlog_plan
         cpu = plan.cpu_for(self.settings.instance_cpu)
         limited = cpu is not None and self.sides[REF].spec.spark.can_limit_cpu
-        cores = f" of {cpu:g} core" if limited else ""
-        how = f"both sides reading a backlog at once, one instance{cores} each, {plan.batch_records:,}-record batches"
-        check = self.paired_cost_check()
-        if self.paired_cost is None or check is None:
-            why = self.paired_cost_problem or "the run ended before the read did"
-            return f"task CPU per record ({how}): not measured: {why}"
-        if check.tolerance is None:
-            verdict = "reported, not judged: paired_cost_tolerance is off"
-        elif self.confirmation is not None and self.confirmation.cost is not None and not check.reason:
-            confirming = self.confirmation.cost
-            again = f"a second read, the other side asked first ({confirming.text()})"
-            both = f"both reads' {self.paired_cost.pairs + confirming.pairs} pairs together"
-            if check.status == COST_REGRESSION_STATUS:
-                verdict = (
-                    f"a cost regression: beyond the {check.tolerance:.0%} tolerance, and so was {again}, {both} "
-                    f"significant (p {check.p_value:.2g}); every load whose demand passed fails"
-                )
-            elif confirming.change > check.tolerance:
-                verdict = (
-                    f"beyond the {check.tolerance:.0%} tolerance, and so was {again}, but {both} not significant "
-                    f"(p {check.p_value:.2g}): passed"
-                )
-            else:
-                verdict = f"beyond the {check.tolerance:.0%} tolerance, but {again} was not: passed"
-        elif check.reason:
-            verdict = check.reason
-        elif check.status == COST_REGRESSION_STATUS:
-            verdict = (
-                f"a cost regression: beyond the {check.tolerance:.0%} tolerance and significant; every load "
-                "whose demand passed fails"
-            )
-        else:
-            verdict = f"within the {check.tolerance:.0%} tolerance or not significant: passed"
-            if self.paired_read_stopped_at is not None:
-                verdict += f" (read stopped after {self.paired_read_stopped_at} pairs: certainly below the tolerance)"
         planned = plan.legs * plan.leg_batches
-        for side, read in self.backlog_reads.items():
-            if read.drained:  # fewer pairs than planned: the job read its backlog faster than it was filled
-                verdict += f"; {side}'s backlog ran out after {len(read.batches)} of {planned} batches"
-        return f"{self.paired_cost.text()} ({how}): {verdict}"
+        return PairedReadResult(
+            instance_cores=cpu if limited else None,
+            batch_records=plan.batch_records,
+            planned_batches=planned,
+            figure=self.paired_cost,
+            check=self.paired_cost_check(),
+            problem=self.paired_cost_problem,
+            confirming=None if self.confirmation is None else self.confirmation.cost,
+            stopped_at=self.paired_read_stopped_at,
+            drained={side: len(read.batches) for side, read in self.backlog_reads.items() if read.drained},
+        )
 
     def _measure_capacities(self) -> None:
         """Both sides' capacities, instance count by instance count, in ABBA order, until both take the
@@ -731,7 +701,7 @@ class PairedExperiment:
         """None: a baseline is not written in pull-request mode."""
         return {}
 
-    def report(
+    def result(
         self,
         name: str,
         baseline: Baseline | None,
@@ -740,10 +710,9 @@ class PairedExperiment:
         settings: TheodoliteSettings,
         session: TheodoliteSession,
         testbed_extra: Mapping[str, str] | None,
-    ) -> BenchmarkReport:
-        """The change against REF per load, both sides' CPU per record, and the change against the stored
-        baseline where there is one."""
-        label = self.target.label
+    ) -> PairedModeResult:
+        """The change judged against REF per load, both sides' CPU per record, and the change against the
+        stored baseline where there is one (report/paired.py says it in words)."""
         unfinished = tuple(sorted(self.unfinished))
         measured, ref = (self.demand_result(side).without(unfinished) for side in (CHANGE, REF))
         points = [self.points[load] for load in sorted(self.points)]
@@ -779,96 +748,42 @@ class PairedExperiment:
             {},
             SAME_TESTBED,
         )
-        notes: tuple[str, ...] = (
-            f"{label} measured beside the working tree, alternating (ABBA) at every load and instance count; "
-            f"raw results: {settings.results_dir / REF}, {settings.results_dir / CHANGE}",
-        )
-        if self.offered_share != 1:
-            notes += (
-                f"both sides were offered every load at {self.offered_share:.2f}x its rate (the same keys, each "
-                "sending less often): the calibration reads this testbed slower than the stored baseline's, and "
-                "a single-revision run tries the baseline's demands, the searches' first guesses, at that rate; "
-                f"the change is judged against {label} at it",
-            )
-        plot = None
-        try:
-            plot = scalability_plot(
-                settings.results_dir / f"{experiment_id(name)}_demand.png",
-                name,
-                measured,
-                ref_function,
-                reference=label,
-                measured_label="change (working tree)",
-            )
-        except PlotDependencyMissing as exc:
-            notes += (str(exc),)
-        if plot is not None and self.capacities is not None and any(self.capacities.values()):
-            drawn = capacity_plot(
-                settings.results_dir / f"{experiment_id(name)}_capacity.png",
-                name,
-                self._side_capacities(CHANGE),
-                self._side_capacities(REF),
-                {load: self.benchmark.workload(load).target_rate for load in self.settings.loads},
-                reference_label=label,
-                measured_label="change (working tree)",
-            )
-            notes += (f"capacity plot: {drawn}",)
-        if paired := self.paired_cost_note():
-            notes += (paired,)
-        expected = [
-            load for load, point in sorted(self.points.items()) if point.sides[REF].status == EXPECTED
-        ]
-        # '<=N' says "passed at REF's demand"; where REF was not run, the '~N' note below says what it passed at
-        notes += bound_notes(measured.without(expected), label)
         ran = {sub.load for sub in ref.sub_experiments}
-        if failed_below := [load for load in ref.at_least if load in ran]:
-            notes += (
-                f">=N (loads {', '.join(map(str, failed_below))}): {label} failed below the instances the change "
-                "passed at, and those were not run -- the verdict needs no more, and the paired read judges the "
-                "cost; exact_demand=true (or --theodolite-exact-demand=true) searches both demands",
-            )
         # a change needing no more than REF is no regression only because REF failed below the change's pass
-        if resting := {
+        resting = {
             load: why
             for load, point in sorted(self.points.items())
             if isinstance(ref_needs := point.demand(REF), int)
             and isinstance(change_needs := point.demand(CHANGE), int)
             and change_needs <= ref_needs
             and (why := uncertain_certificate(point.sides[REF].sub_experiments, change_needs))
-        }:
-            notes += (
-                f"not certain below the change's pass (loads {', '.join(map(str, resting))}): {label}'s "
-                + "; ".join(f"{why} (load {load})" for load, why in resting.items())
-                + " -- the pass rests on it, and a regression of one instance count there would not show; re-run "
-                "it, or move the gate's load off the edge",
-            )
-        if expected:
-            notes += (
-                f"~N (loads {', '.join(map(str, expected))}): {label} not run -- the paired read is certain the "
-                f"change costs per record within {self.settings.paired_cost_tolerance:.0%} of {label}'s, and the "
-                "change passed at the demand the stored baseline expects where each load weighs at least what it "
-                f"weighed on the baseline's host (ref_below=false). Where {label} needs fewer, a change that moves "
-                "the demand without moving its cost beyond that is not seen; ref_below=true (the default) runs it "
-                "one instance below",
-            )
-        if not_run := [load for load in ref.at_least if load not in ran]:
-            notes += (
-                f">=N (loads {', '.join(map(str, not_run))}): {label} not run -- the change passed on the fewest "
-                "instances, and no demand lies below them; the paired read judges the cost",
-            )
-        calibrated = calibration_note(session.calibration, baseline)
-        if calibrated:
-            notes = (calibrated, *notes)
-        return BenchmarkReport(
+        }
+        capacities = (
+            None if self.capacities is None else {side: self._side_capacities(side) for side in SIDES}
+        )
+        return PairedModeResult(
             name,
+            self.target.label,
             comparison,
             measured,
             ref_function,
-            plot,
-            notes,
-            reference=label,
-            costs={p.load: p.cost_figure() for p in points},
-            baseline_comparison=against,
+            settings.results_dir,
+            (settings.results_dir / REF, settings.results_dir / CHANGE),
+            {load: self.benchmark.workload(load).target_rate for load in self.settings.loads},
+            {p.load: p.cost_figure() for p in points},
+            against_baseline=against,
+            baseline=baseline,
+            offered_share=self.offered_share,
+            capacities=capacities,
+            paired_read=self.paired_read_result(),
+            ref_expected=tuple(
+                load for load, point in sorted(self.points.items()) if point.sides[REF].status == EXPECTED
+            ),
+            ref_failed_below=tuple(load for load in ref.at_least if load in ran),
+            ref_not_run=tuple(load for load in ref.at_least if load not in ran),
+            ref_uncertain_below=resting,
+            paired_cost_tolerance=self.settings.paired_cost_tolerance,
+            calibration=session.calibration,
         )
 
     def demand_result(self, side: str = CHANGE) -> DemandResult:
