@@ -18,7 +18,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from pytest_theodolite.core.cost import REGRESSION, PointCost, check_cost, parse_cost_tolerance, point_cost
+from pytest_theodolite.core.cost import PointCost, check_cost, parse_cost_tolerance, point_cost
+from pytest_theodolite.core.outcomes import CostStatus
 from pytest_theodolite.store.results import ExperimentResults, list_experiment_ids, read_results
 
 
@@ -96,7 +97,7 @@ def main() -> None:
             pairs = list(itertools.permutations(by_run.values(), 2))
         tolerance = tolerances.get(benchmark, tolerances.get(""))
         checks = [check_cost(b, m, tolerance) for b, m in pairs]
-        flags = sum(1 for check in checks if check.status == REGRESSION)
+        flags = sum(1 for check in checks if check.status == CostStatus.REGRESSION)
         changes = [check.relative for check in checks if check.relative is not None]
         widest = f", largest change {max(changes, key=abs):+.1%}" if changes else ""
         total_pairs += len(checks)

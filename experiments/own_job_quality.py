@@ -37,7 +37,7 @@ from types import ModuleType
 
 from gate_quality import report, run_gates
 
-from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_REGRESSION
+from pytest_theodolite.core.outcomes import CostStatus
 from pytest_theodolite.core.paired_cost import (
     PAIRED_COST_TOLERANCE,
     PairedCost,
@@ -184,7 +184,7 @@ def paired_costs(results: Path, first: int | None = None) -> list[str]:
             read_again = f"; read again {second.change:+.1%} over {second.pairs}" + (
                 f", both together p {judged.p_value:.2g}" if second.change > PAIRED_COST_TOLERANCE else ""
             )
-        verdict = {COST_REGRESSION: "COST REGRESSION", COST_NOT_COMPARED: "not judged"}.get(
+        verdict = {CostStatus.REGRESSION: "COST REGRESSION", CostStatus.NOT_COMPARED: "not judged"}.get(
             judged.status, "pass"
         )
         p_value = "" if figure.p_value is None else f", p {figure.p_value:.2g}"

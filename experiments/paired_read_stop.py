@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_theodolite.core.outcomes import COST_PASS
+from pytest_theodolite.core.outcomes import CostStatus
 from pytest_theodolite.core.paired_cost import (
     PAIRED_COST_TOLERANCE,
     batch_ratios,
@@ -101,7 +101,9 @@ def simulate(residuals: list[float], draws: int, tolerance: float, pairs: int = 
             # test a second long, so each ratio is moved by a millionth, which only orders tied ones at random
             drawn = rng.choice(residuals, pairs) + rng.normal(0.0, 1e-6, pairs)
             ratios = list(np.exp(drawn + math.log1p(true_change)))
-            failed = check_paired_cost(paired_cost([1.0] * pairs, ratios), tolerance).status != COST_PASS
+            failed = (
+                check_paired_cost(paired_cost([1.0] * pairs, ratios), tolerance).status != CostStatus.PASS
+            )
             stop = first_certain_pass(ratios, tolerance)
             fails += failed
             early += stop is not None
@@ -138,7 +140,7 @@ def main() -> None:
     for read in reads:
         changed = was_changed(read.path, args.changed)
         early_pass = read.stopped_at is not None
-        agrees = not early_pass or read.verdict == COST_PASS
+        agrees = not early_pass or read.verdict == CostStatus.PASS
         missed += changed and early_pass
         stopped += early_pass
         print(
@@ -150,7 +152,7 @@ def main() -> None:
         f"{len(reads)} reads: {stopped} would have stopped early as certain passes "
         f"({sum(r.stopped_at is not None for r in unchanged)} of {len(unchanged)} unchanged), "
         f"{missed} of {len(reads) - len(unchanged)} changed reads passed early (missed), "
-        f"{sum(r.verdict != COST_PASS and r.stopped_at is not None for r in reads)} full-read regressions "
+        f"{sum(r.verdict != CostStatus.PASS and r.stopped_at is not None for r in reads)} full-read regressions "
         "passed early; "
         f"{sum(r.saved_s for r in reads):.0f} s of batches saved"
     )

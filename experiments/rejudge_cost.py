@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_theodolite.core.cost import NOT_COMPARED, REGRESSION, check_cost, point_cost
+from pytest_theodolite.core.cost import check_cost, point_cost
+from pytest_theodolite.core.outcomes import CostStatus
 from pytest_theodolite.store.baseline import baseline_path, load_baseline
 from pytest_theodolite.store.results import list_experiment_ids, read_results
 
@@ -61,8 +62,8 @@ def main() -> None:
                 checks = [check_cost(baseline.cost.get(load), measured, t) for t in tolerances]
                 total += 1
                 for t, check in zip(tolerances, checks, strict=True):
-                    judged[t] += check.status != NOT_COMPARED
-                    regressions[t] += check.status == REGRESSION
+                    judged[t] += check.status != CostStatus.NOT_COMPARED
+                    regressions[t] += check.status == CostStatus.REGRESSION
                 first = checks[0]
                 print(
                     f"{run} | {benchmark} | {load}@{demand} | {percent(first.relative)} | "

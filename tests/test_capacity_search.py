@@ -9,7 +9,7 @@ import pytest
 from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.evaluation import SloSettings
-from pytest_theodolite.core.outcomes import STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, Outcome
+from pytest_theodolite.core.outcomes import CapacityStatus, Outcome, StepStatus
 from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.search import Strategy, search_demand
@@ -42,7 +42,9 @@ def fake_runner(resources=(1, 2, 3, 4), loads=(4000, 12000, 20000), max_duration
 
 def measured(r: int, mu: float, half: float = 300.0, *, saturated: bool = True) -> CapacityMeasurement:
     estimate = CapacityEstimate(r, mu, mu - half, mu + half, 8, 20.0, saturated, 20_000)
-    return CapacityMeasurement(r, 25_000, 25_000.0, 20_000, estimate, "certain", timings={"measure_s": 30.0})
+    return CapacityMeasurement(
+        r, 25_000, 25_000.0, 20_000, estimate, CapacityStatus.CERTAIN, timings={"measure_s": 30.0}
+    )
 
 
 def search_with(*capacities: CapacityMeasurement) -> CapacitySearch:
@@ -70,7 +72,7 @@ CAPACITIES = (measured(1, 7_000), measured(2, 13_000, 600), measured(3, 12_500, 
 def test_a_load_far_from_every_capacity_runs_nothing():
     runs = Runs({})
     step, ran = search_with(*CAPACITIES).demand(4000, runs)
-    assert (step.optimum, step.status, ran, runs.asked) == (1, STEP_MEASURED, (), [])
+    assert (step.optimum, step.status, ran, runs.asked) == (1, StepStatus.MEASURED, (), [])
 
 
 def test_a_load_within_the_guard_band_is_certified_by_the_lag_trend():
@@ -78,7 +80,7 @@ def test_a_load_within_the_guard_band_is_certified_by_the_lag_trend():
     runs = Runs({2: Outcome.PASS})
     step, ran = search_with(*CAPACITIES).demand(12000, runs)
     assert runs.asked == [(12000, 2)]
-    assert (step.optimum, step.status) == (2, STEP_MEASURED)
+    assert (step.optimum, step.status) == (2, StepStatus.MEASURED)
     assert [r.resources for r in ran] == [2]
     # a FAIL moves the demand on: three instances are within the band too, four pass outside it
     runs = Runs({2: Outcome.FAIL, 3: Outcome.FAIL})
@@ -101,13 +103,15 @@ def test_a_demand_above_the_baselines_rests_on_a_lag_trend_fail_at_the_baselines
 
 def test_a_load_no_instance_count_takes_is_none_and_a_broken_run_unmeasured():
     step, _ = search_with(*CAPACITIES).demand(40000, Runs({}))
-    assert (step.optimum, step.status) == (None, STEP_NONE)
+    assert (step.optimum, step.status) == (None, StepStatus.NONE)
     step, ran = search_with(*CAPACITIES).demand(12000, Runs({2: Outcome.ERRORED}))
-    assert (step.optimum, step.status, len(ran)) == (None, STEP_UNMEASURED, 1)
+    assert (step.optimum, step.status, len(ran)) == (None, StepStatus.UNMEASURED, 1)
 
 
 def test_instance_counts_above_a_broken_probe_are_searched_by_the_lag_trend():
-    broken = CapacityMeasurement(3, 25_000, 25_000.0, 20_000, None, "errored", "the query stopped")
+    broken = CapacityMeasurement(
+        3, 25_000, 25_000.0, 20_000, None, CapacityStatus.ERRORED, "the query stopped"
+    )
     search = search_with(measured(1, 7_000), measured(2, 13_000), broken)
     runs = Runs({3: Outcome.FAIL, 4: Outcome.PASS})
     step, _ = search.demand(20000, runs)
@@ -118,7 +122,9 @@ def test_instance_counts_above_a_broken_probe_are_searched_by_the_lag_trend():
 def test_an_instance_count_without_a_capacity_below_the_derived_demand_is_run_first():
     # one instance gave no estimate (its measurement was bounded first): two are predicted at 2 000, but the
     # lag trend decides whether one takes it
-    uncertain = CapacityMeasurement(1, 20_000, 25_000.0, 20_000, None, "uncertain", "not certain after 60 s")
+    uncertain = CapacityMeasurement(
+        1, 20_000, 25_000.0, 20_000, None, CapacityStatus.UNCERTAIN, "not certain after 60 s"
+    )
     search = search_with(uncertain, measured(2, 13_000), measured(3, 16_000))
     runs = Runs({1: Outcome.PASS})
     step, _ = search.demand(2000, runs)
@@ -277,9 +283,11 @@ def test_capacities_are_measured_upwards_past_one_without_an_estimate_and_stop_w
     import pytest_theodolite.engine.capacity_search as capacity_search
 
     outcomes = {
-        1: CapacityMeasurement(1, 20000, 25_000.0, 40_000, None, "uncertain", "not certain after 60 s"),
+        1: CapacityMeasurement(
+            1, 20000, 25_000.0, 40_000, None, CapacityStatus.UNCERTAIN, "not certain after 60 s"
+        ),
         2: measured(2, 13_000),
-        3: CapacityMeasurement(3, 20000, 25_000.0, 40_000, None, "errored", "the query stopped"),
+        3: CapacityMeasurement(3, 20000, 25_000.0, 40_000, None, CapacityStatus.ERRORED, "the query stopped"),
     }
     asked = []
 
@@ -359,7 +367,13 @@ def per_batch_bound(cap: int, c0: float = 2.0, mu: float = 25_000.0) -> Capacity
     large = phase(cap)
     combined = CapacityEstimate(1, mu, mu * 0.7, mu * 1.3, 12, 20.0, True, cap, per_batch_s=c0)
     return CapacityMeasurement(
-        1, 5000, 6_250.0, cap, combined, "certain", phases={"large": large, "small": phase(cap // 4)}
+        1,
+        5000,
+        6_250.0,
+        cap,
+        combined,
+        CapacityStatus.CERTAIN,
+        phases={"large": large, "small": phase(cap // 4)},
     )
 
 
@@ -502,13 +516,15 @@ def test_batches_above_the_cap_mean_the_job_ignores_it():
 def test_an_instance_count_without_a_capacity_below_one_that_fails_the_load_is_not_run():
     # UC3's gate: one instance gave no estimate; two and three were predicted to fail 16 000, four to pass it.
     # Fewer instances take no more: the lag-trend FAIL of one instance (195 s) said nothing new
-    uncertain = CapacityMeasurement(1, 20_000, 25_000.0, 20_000, None, "uncertain", "not certain after 60 s")
+    uncertain = CapacityMeasurement(
+        1, 20_000, 25_000.0, 20_000, None, CapacityStatus.UNCERTAIN, "not certain after 60 s"
+    )
     search = search_with(
         uncertain, measured(2, 5_277, 220), measured(3, 6_552, 280), measured(4, 18_548, 880)
     )
     runs = Runs({})
     step, ran = search.demand(16000, runs)
-    assert (step.optimum, step.status, ran, runs.asked) == (4, STEP_MEASURED, (), [])
+    assert (step.optimum, step.status, ran, runs.asked) == (4, StepStatus.MEASURED, (), [])
     # where the count above it passes, the lag trend still decides whether one instance does too
     runs = Runs({1: Outcome.FAIL})
     assert search.demand(2000, runs)[0].optimum == 2 and runs.asked == [(2000, 1)]

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_theodolite.core.outcomes import Outcome, Verdict
+from pytest_theodolite.core.outcomes import Outcome, StepStatus, Verdict
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.search import AT_LEAST, MEASURED, IncrementalSearch, Step, Strategy
+from pytest_theodolite.core.search import IncrementalSearch, Step, Strategy
 from pytest_theodolite.judge.demand_points import shifted_guess
 from pytest_theodolite.pull_request.experiment import CompareTarget
 from pytest_theodolite.pull_request.paired import (
@@ -388,7 +388,7 @@ def test_a_guess_is_scaled_by_how_far_ref_lay_from_the_baseline_at_the_load_befo
     stored = Baseline("b", {12: 1, 20: 2, 26: 4, 30: None}, {}, SAME_TESTBED)
     resources = (1, 2, 3, 4)
 
-    def ref_at(load: int, demand: int | None, status: str = MEASURED) -> Step:
+    def ref_at(load: int, demand: int | None, status: str = StepStatus.MEASURED) -> Step:
         return Step(load, demand, status, ())
 
     # REF needed half the baseline's instances at 20: 26 starts at half of 4
@@ -397,7 +397,7 @@ def test_a_guess_is_scaled_by_how_far_ref_lay_from_the_baseline_at_the_load_befo
     assert shifted_guess(3, stored, ref_at(20, 1), resources) == 2
     assert shifted_guess(2, stored, ref_at(20, 1), resources) == 1
     # more than the baseline's: scaled up, within the instances there are
-    assert shifted_guess(4, stored, ref_at(20, 3, AT_LEAST), resources) == 4
+    assert shifted_guess(4, stored, ref_at(20, 3, StepStatus.AT_LEAST), resources) == 4
     assert shifted_guess(2, stored, ref_at(12, 2), resources) == 4
     # where the load before met its baseline, had no number, or no baseline: the guess as given
     assert shifted_guess(4, stored, ref_at(20, 2), resources) == 4

@@ -25,10 +25,9 @@ from pytest_theodolite.core.contention import (
 )
 from pytest_theodolite.core.estimators import SlopeThreshold, TimeSeries
 from pytest_theodolite.core.evaluation import SloSettings, combine_verdicts, evaluate_repetition
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import Outcome, StepStatus
 from pytest_theodolite.core.records import SERIES_LAG, RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
-from pytest_theodolite.core.search import UNMEASURED
 from pytest_theodolite.core.slo import SloVerdict
 from pytest_theodolite.infra import procfs
 from pytest_theodolite.judge.demand_points import demand_point
@@ -173,8 +172,8 @@ def test_a_starved_fail_leaves_its_load_unmeasured_with_the_reason():
     record = SubExperimentRecord.from_repetitions(1000, 1, 1000.0, [RepetitionRecord(0, verdicts)])
     from pytest_theodolite.core.search import Step
 
-    point = demand_point(Step(1000, None, UNMEASURED, (1,)), (record,), None)
-    assert point.status == UNMEASURED and "invalid at 1 instances: host-limited" in point.reason
+    point = demand_point(Step(1000, None, StepStatus.UNMEASURED, (1,)), (record,), None)
+    assert point.status == StepStatus.UNMEASURED and "invalid at 1 instances: host-limited" in point.reason
     # without the host's series nothing changes: the lag trend alone decides
     assert (
         combine_verdicts(evaluate_repetition(settings, lag=growing_lag(t), target_rate=1000.0))

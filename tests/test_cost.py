@@ -10,9 +10,6 @@ import numpy as np
 import pytest
 
 from pytest_theodolite.core.cost import (
-    NOT_COMPARED,
-    PASS,
-    REGRESSION,
     SIGNIFICANCE,
     CostEstimate,
     CostToleranceError,
@@ -29,7 +26,7 @@ from pytest_theodolite.core.cost import (
     sub_experiment_cost,
 )
 from pytest_theodolite.core.estimators import TimeSeries
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import CostStatus, Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
 
@@ -119,7 +116,7 @@ def cost(us: float, low: float | None = None, high: float | None = None, resourc
 
 def test_a_rise_beyond_the_tolerance_and_the_noise_is_a_regression() -> None:
     check = check_cost(cost(50, 49, 51), cost(60, 58, 62), tolerance=0.1)
-    assert check.status == REGRESSION
+    assert check.status == CostStatus.REGRESSION
     assert check.relative == pytest.approx(0.2)
     assert check.p_value is not None and check.p_value < 0.01
     assert check.text == f"+20% (tolerance 10%, p {check.p_value:.2g})"
@@ -130,18 +127,18 @@ def test_a_rise_no_larger_than_a_fresh_host_makes_of_unchanged_code_is_within_th
     # p 0.026 on the two figures' blocks alone -- a false cost regression at 8 % before the run-to-run term
     baseline, measured = cost(52.1, 47.4, 56.8, resources=1), cost(56.7, 54.7, 58.7, resources=1)
     check = check_cost(baseline, measured, tolerance=0.08)
-    assert check.status == PASS and check.relative == pytest.approx(0.088, abs=0.001)
+    assert check.status == CostStatus.PASS and check.relative == pytest.approx(0.088, abs=0.001)
     assert 0.1 < check.p_value < 0.2
 
 
 def test_a_rise_within_the_tolerance_passes() -> None:
-    assert check_cost(cost(50, 49, 51), cost(54, 53, 55), tolerance=0.1).status == PASS
+    assert check_cost(cost(50, 49, 51), cost(54, 53, 55), tolerance=0.1).status == CostStatus.PASS
 
 
 def test_a_rise_beyond_the_tolerance_but_within_the_noise_passes() -> None:
     # +16 %, but the two figures' blocks spread so much that such a rise is not significant (Welch, p > 0.05)
     check = check_cost(cost(50, 40, 60), cost(58, 50, 66), tolerance=0.1)
-    assert check.status == PASS
+    assert check.status == CostStatus.PASS
     assert check.relative == pytest.approx(0.16)
     assert 0.05 < check.p_value < 0.2
 
@@ -177,16 +174,16 @@ def test_a_figure_without_an_interval_is_reported_not_judged() -> None:
     # measured: pull-request mode on unchanged code (UC1 at 300 records/s, one whole core, 8 s windows of two
     # blocks each) read +14 % -- judged a COST REGRESSION while a missing interval counted as significant
     check = check_cost(cost(1335.8), cost(1525.0), tolerance=0.1)
-    assert check.status == NOT_COMPARED and check.not_judged
+    assert check.status == CostStatus.NOT_COMPARED and check.not_judged
     assert check.relative == pytest.approx(0.142, abs=0.001)
     assert check.reason.startswith("not judged: the reference's and this run's figure has no interval")
     assert "duration=12" in check.reason and check.text == "+14% (not judged: no interval)"
     one_side = check_cost(cost(50, 49, 51), cost(60), tolerance=0.1)
-    assert one_side.status == NOT_COMPARED and "this run's figure" in one_side.reason
+    assert one_side.status == CostStatus.NOT_COMPARED and "this run's figure" in one_side.reason
     assert "the reference's" not in one_side.reason
     # without a tolerance nothing is judged anyway: the change is reported as before
     reported = check_cost(cost(50), cost(60), tolerance=None)
-    assert (reported.status, reported.not_judged, reported.text) == (PASS, False, "+20%")
+    assert (reported.status, reported.not_judged, reported.text) == (CostStatus.PASS, False, "+20%")
 
 
 def test_a_window_of_fewer_than_three_blocks_gives_no_interval() -> None:
@@ -200,7 +197,7 @@ def test_a_window_of_fewer_than_three_blocks_gives_no_interval() -> None:
 
 def test_without_a_tolerance_the_change_is_reported_not_judged() -> None:
     check = check_cost(cost(50, 49, 51), cost(100, 99, 101), tolerance=None)
-    assert (check.status, check.relative, check.text) == (PASS, pytest.approx(1.0), "+100%")
+    assert (check.status, check.relative, check.text) == (CostStatus.PASS, pytest.approx(1.0), "+100%")
 
 
 def saturated(us: float, utilisation: float) -> PointCost:
@@ -211,7 +208,7 @@ def test_a_reference_that_spent_its_quota_cannot_be_judged_by_a_tolerance_its_he
     # recorded on the own-job experiment: one quarter-core instance at 2 000 records/s spent its quota on both
     # sides (103.5 -> 103.0 us) while every record cost 17 % more: a pass there would be a check that cannot fail
     check = check_cost(saturated(103.5, 0.97), saturated(103.0, 0.98), tolerance=0.1)
-    assert check.status == NOT_COMPARED
+    assert check.status == CostStatus.NOT_COMPARED
     assert check.ceiling == pytest.approx(1 / 0.97 - 1)
     assert check.relative == pytest.approx(103.0 / 103.5 - 1)
     assert "97% of their CPU quota" in check.reason and "10% tolerance" in check.reason
@@ -220,13 +217,13 @@ def test_a_reference_that_spent_its_quota_cannot_be_judged_by_a_tolerance_its_he
 
 def test_a_reference_with_headroom_beyond_the_tolerance_is_judged() -> None:
     check = check_cost(saturated(50, 0.8), saturated(60, 0.96), tolerance=0.1)
-    assert (check.status, check.ceiling) == (REGRESSION, None)
-    assert check_cost(saturated(50, 0.8), saturated(52, 0.83), tolerance=0.1).status == PASS
+    assert (check.status, check.ceiling) == (CostStatus.REGRESSION, None)
+    assert check_cost(saturated(50, 0.8), saturated(52, 0.83), tolerance=0.1).status == CostStatus.PASS
 
 
 def test_without_a_tolerance_a_saturated_figure_is_reported_as_before() -> None:
     check = check_cost(saturated(50, 0.99), saturated(51, 0.99), tolerance=None)
-    assert (check.status, check.ceiling, check.text) == (PASS, None, "+2%")
+    assert (check.status, check.ceiling, check.text) == (CostStatus.PASS, None, "+2%")
 
 
 def test_the_rise_ceiling_is_the_headroom_under_the_quota() -> None:
@@ -235,12 +232,12 @@ def test_the_rise_ceiling_is_the_headroom_under_the_quota() -> None:
 
 
 def test_a_cheaper_job_passes() -> None:
-    assert check_cost(cost(50, 49, 51), cost(30, 29, 31), tolerance=0.1).status == PASS
+    assert check_cost(cost(50, 49, 51), cost(30, 29, 31), tolerance=0.1).status == CostStatus.PASS
 
 
 def test_figures_at_different_instance_counts_are_not_compared() -> None:
     check = check_cost(cost(50, resources=2), cost(80, resources=3), tolerance=0.1)
-    assert check.status == NOT_COMPARED
+    assert check.status == CostStatus.NOT_COMPARED
     assert check.relative is None
     assert "3 instances" in check.reason and "2" in check.reason
 
@@ -255,10 +252,10 @@ def test_figures_are_normalised_by_each_hosts_cpu_per_reference_row() -> None:
     check = check_cost(cost(40, 39, 41, reference=2.0), cost(64, 63, 65, reference=3.2), tolerance=0.1)
     assert check.normalised
     assert check.relative == pytest.approx(0.0)
-    assert check.status == PASS
+    assert check.status == CostStatus.PASS
     # only one side calibrated by CPU: the raw figures are compared
     raw = check_cost(cost(40, 39, 41, reference=2.0), cost(64, 63, 65), tolerance=0.1)
-    assert not raw.normalised and raw.status == REGRESSION
+    assert not raw.normalised and raw.status == CostStatus.REGRESSION
 
 
 def test_a_calibration_23_percent_off_on_the_same_host_does_not_move_the_figures() -> None:
@@ -270,7 +267,9 @@ def test_a_calibration_23_percent_off_on_the_same_host_does_not_move_the_figures
             cost(52.1, 49.0, 55.2, reference=measured_reference),
             tolerance=0.08,
         )
-        assert not check.normalised and check.relative == pytest.approx(0.0) and check.status == PASS
+        assert (
+            not check.normalised and check.relative == pytest.approx(0.0) and check.status == CostStatus.PASS
+        )
 
 
 def test_calibrations_within_their_own_noise_leave_the_figures_as_measured() -> None:
@@ -278,7 +277,7 @@ def test_calibrations_within_their_own_noise_leave_the_figures_as_measured() -> 
     check = check_cost(cost(40, 39, 41, reference=2.0), cost(40.4, 39.4, 41.4, reference=2.2), tolerance=0.08)
     assert not check.normalised
     assert check.relative == pytest.approx(0.01)  # divided, it would read -8 %
-    assert check.status == PASS
+    assert check.status == CostStatus.PASS
 
 
 def test_a_rise_as_measured_on_a_host_the_calibrations_call_slower_is_no_regression() -> None:
@@ -290,7 +289,7 @@ def test_a_rise_as_measured_on_a_host_the_calibrations_call_slower_is_no_regress
     check = check_cost(baseline, measured, tolerance=0.08)
     assert check.relative == pytest.approx(0.253, abs=0.001) and check.p_value < SIGNIFICANCE
     assert check.divided == pytest.approx(-0.089, abs=0.001)
-    assert check.status == PASS and not check.normalised
+    assert check.status == CostStatus.PASS and not check.normalised
     assert check.text.endswith("-9% divided by the calibrations)")
 
 
@@ -299,10 +298,10 @@ def test_a_regression_that_shows_both_as_measured_and_divided_fails() -> None:
     baseline = PointCost(1, CostEstimate(57.5, 55.5, 59.5, 5), 0.64)
     measured = PointCost(1, CostEstimate(103.8, 100.0, 107.6, 5), 0.88)
     check = check_cost(baseline, measured, tolerance=0.08)
-    assert check.status == REGRESSION and check.divided == pytest.approx(0.313, abs=0.001)
+    assert check.status == CostStatus.REGRESSION and check.divided == pytest.approx(0.313, abs=0.001)
     # and a rise that shows only divided -- a calibration that reads this host 30 % faster -- is none
     faster = check_cost(baseline, PointCost(1, CostEstimate(57.5, 55.5, 59.5, 5), 0.45), tolerance=0.08)
-    assert faster.divided == pytest.approx(0.42, abs=0.01) and faster.status == PASS
+    assert faster.divided == pytest.approx(0.42, abs=0.01) and faster.status == CostStatus.PASS
 
 
 def repetition(outcome: Outcome, slope: float | None, cpu_ms: int | None = None, records: int = 0, **extra):
@@ -349,16 +348,19 @@ def test_a_figure_taken_while_a_backlog_was_worked_off_is_reported_not_judged() 
     baseline = PointCost(4, CostEstimate(35.9, 34.9, 36.9, 5))
     measured = PointCost(4, CostEstimate(46.0, 42.4, 49.5, 5))
     assert (
-        check_cost(baseline, measured, tolerance=0.08).status == REGRESSION
+        check_cost(baseline, measured, tolerance=0.08).status == CostStatus.REGRESSION
     )  # the figure alone: a false alarm
     check = check_cost(baseline, replace(measured, backlog=True), tolerance=0.08)
-    assert check.status == NOT_COMPARED and check.not_judged and check.backlog
+    assert check.status == CostStatus.NOT_COMPARED and check.not_judged and check.backlog
     assert check.relative == pytest.approx(46.0 / 35.9 - 1)
     assert "worked off a backlog" in check.reason and "backlog" in check.text
     # a backlog figure in the baseline is not judged against either
-    assert check_cost(replace(baseline, backlog=True), measured, tolerance=0.08).status == NOT_COMPARED
+    assert (
+        check_cost(replace(baseline, backlog=True), measured, tolerance=0.08).status
+        == CostStatus.NOT_COMPARED
+    )
     # without a tolerance nothing is judged anyway: the change is reported as before
-    assert check_cost(baseline, replace(measured, backlog=True), tolerance=None).status == PASS
+    assert check_cost(baseline, replace(measured, backlog=True), tolerance=None).status == CostStatus.PASS
 
 
 def test_repetitions_give_their_mean_with_an_interval_over_runs() -> None:

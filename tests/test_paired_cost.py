@@ -63,28 +63,30 @@ DEARER_RATIOS = [1.039, 1.001, 1.017, 1.176, 1.115, 0.989, 1.166, 1.270, 1.289, 
 
 
 def test_a_change_is_a_cost_regression_only_beyond_the_tolerance_and_significant():
-    from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_PASS, COST_REGRESSION
+    from pytest_theodolite.core.outcomes import CostStatus
 
     ref = [1.0e-5] * 12
     clean = paired_cost(ref, [1.0e-5 * r for r in CLEAN_RATIOS])
     dearer = paired_cost(ref, [1.0e-5 * r for r in DEARER_RATIOS])
     assert clean.p_value > 0.3 and dearer.p_value < 0.001
-    assert check_paired_cost(clean, 0.07).status == COST_PASS
+    assert check_paired_cost(clean, 0.07).status == CostStatus.PASS
     judged = check_paired_cost(dearer, 0.07)
-    assert judged.status == COST_REGRESSION and judged.relative == pytest.approx(0.1075)
+    assert judged.status == CostStatus.REGRESSION and judged.relative == pytest.approx(0.1075)
     assert judged.text.startswith("+11% (tolerance 7%, p 0.0")
-    assert check_paired_cost(dearer, 0.12).status == COST_PASS  # significant, within the tolerance
-    assert check_paired_cost(dearer, None).status == COST_PASS  # no tolerance: reported only
+    assert check_paired_cost(dearer, 0.12).status == CostStatus.PASS  # significant, within the tolerance
+    assert check_paired_cost(dearer, None).status == CostStatus.PASS  # no tolerance: reported only
     # beyond the tolerance by its median, but half the batches cheaper: not significant
     mixed = paired_cost(ref, [1.0e-5 * r for r in (1.3, 0.8, 1.3, 0.8, 1.3, 0.8, 1.3)])
     assert mixed.change == pytest.approx(0.3) and mixed.p_value > 0.05
-    assert check_paired_cost(mixed, 0.07).status == COST_PASS
+    assert check_paired_cost(mixed, 0.07).status == CostStatus.PASS
     few = paired_cost(ref[: MIN_JUDGED_PAIRS - 1], [1.3e-5] * (MIN_JUDGED_PAIRS - 1))
     assert few.p_value is None
     unsure = check_paired_cost(few, 0.07)
-    assert unsure.status == COST_NOT_COMPARED and "5 pairs of batches, fewer than the 6" in unsure.reason
+    assert (
+        unsure.status == CostStatus.NOT_COMPARED and "5 pairs of batches, fewer than the 6" in unsure.reason
+    )
     same = paired_cost(ref, ref)
-    assert same.p_value == 1.0 and check_paired_cost(same, 0.07).status == COST_PASS
+    assert same.p_value == 1.0 and check_paired_cost(same, 0.07).status == CostStatus.PASS
 
 
 def test_a_read_may_stop_as_a_pass_once_its_ratios_lie_certainly_below_the_tolerance_never_as_a_regression():
@@ -102,7 +104,7 @@ def test_a_read_may_stop_as_a_pass_once_its_ratios_lie_certainly_below_the_toler
 
 
 def test_a_second_read_is_judged_with_the_first_both_must_rise_and_their_pairs_together_be_significant():
-    from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_PASS, COST_REGRESSION
+    from pytest_theodolite.core.outcomes import CostStatus
 
     def read(ratios):
         return paired_cost([1.0] * len(ratios), ratios)
@@ -112,24 +114,24 @@ def test_a_second_read_is_judged_with_the_first_both_must_rise_and_their_pairs_t
     )
     assert short.ratios == tuple(SHORT_OF_SIGNIFICANT) and short.change == pytest.approx(0.105)
     # what is read again: a median beyond the tolerance, significant or not, with pairs enough to judge
-    assert check_paired_cost(short, 0.07).status == COST_PASS and short.p_value > 0.05
+    assert check_paired_cost(short, 0.07).status == CostStatus.PASS and short.p_value > 0.05
     assert rose_beyond(short, 0.07) and rose_beyond(dearer, 0.07) and rose_beyond(scattered, 0.07)
     assert not rose_beyond(clean, 0.07) and not rose_beyond(short, 0.12) and not rose_beyond(short, None)
     assert not rose_beyond(read(SHORT_OF_SIGNIFICANT[:5]), 0.07)  # no p-value: not judged, not read again
 
     # twelve pairs short of significance and twelve more alike: 24 pairs are
     twice = check_paired_cost_twice(short, short, 0.07)
-    assert twice.status == COST_REGRESSION and twice.p_value < 0.05 < short.p_value
+    assert twice.status == CostStatus.REGRESSION and twice.p_value < 0.05 < short.p_value
     # the smaller rise is the figure, whichever read it was
     assert check_paired_cost_twice(dearer, short, 0.07).relative == pytest.approx(0.105)
     assert check_paired_cost_twice(short, dearer, 0.07).relative == pytest.approx(0.105)
     # both beyond the tolerance, but so scattered that together they are not significant: a pass
     loose = check_paired_cost_twice(scattered, scattered, 0.07)
-    assert loose.status == COST_PASS and loose.relative == pytest.approx(0.105) and loose.p_value > 0.5
+    assert loose.status == CostStatus.PASS and loose.relative == pytest.approx(0.105) and loose.p_value > 0.5
     # a second read within the tolerance decides as one read would: passed by its figure, or not judged
     assert check_paired_cost_twice(dearer, clean, 0.07) == check_paired_cost(clean, 0.07)
     few = read(CLEAN_RATIOS[:4])
-    assert check_paired_cost_twice(dearer, few, 0.07).status == COST_NOT_COMPARED
+    assert check_paired_cost_twice(dearer, few, 0.07).status == CostStatus.NOT_COMPARED
 
 
 def test_a_longer_side_is_paired_as_far_as_the_shorter_goes_and_an_empty_one_is_named():
@@ -675,7 +677,7 @@ def test_both_reads_stop_once_their_pairs_are_certainly_within_the_tolerance_and
 
 
 def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_side_first_rises_too(tmp_path):
-    from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_PASS, COST_REGRESSION, Verdict
+    from pytest_theodolite.core.outcomes import CostStatus, Verdict
     from pytest_theodolite.engine.backlog_read import BacklogPlan
 
     ref_cpu = [0.6] * 12
@@ -686,7 +688,9 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
     )
     assert leaned.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
     check = leaned.paired_cost_check()
-    assert check.status == COST_PASS and check.relative == pytest.approx(leaned.confirmation.cost.change)
+    assert check.status == CostStatus.PASS and check.relative == pytest.approx(
+        leaned.confirmation.cost.change
+    )
     assert leaned.paired_cost.change == pytest.approx(0.1075)  # the first read's figure is kept as read
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
     assert "+10.7% over 12 batches" in paired_read_note(leaned.paired_read_result())
@@ -705,14 +709,14 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
         tmp_path / "twice", ref_cpu, [0.6 * 1.3] * 12, later_reads={"change": [dearer]}
     )
     assert twice.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.COST_REGRESSION
-    assert twice.paired_cost_check().status == COST_REGRESSION
+    assert twice.paired_cost_check().status == CostStatus.REGRESSION
     assert twice.paired_cost_check().relative == pytest.approx(0.1075)
 
     # a second read that fails leaves the cost unjudged, saying why
     failed, _ = paired_experiment(tmp_path / "failed", ref_cpu, dearer)
     failed.sides["change"].scripted_reads.append([])  # the second read measures no batch
     failed.measure(2000)
-    assert failed.paired_cost_check().status == COST_NOT_COMPARED
+    assert failed.paired_cost_check().status == CostStatus.NOT_COMPARED
     assert failed.paired_cost_check().reason.startswith(
         "not judged: it rose +10.7%, and the read to confirm it failed"
     )
@@ -739,7 +743,7 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
     once, log = paired_experiment(tmp_path / "once", ref_cpu, dearer)
     once.backlog_plan = BacklogPlan(confirm_rise=False)
     once.measure(2000)
-    assert once.confirmation is None and once.paired_cost_check().status == COST_REGRESSION
+    assert once.confirmation is None and once.paired_cost_check().status == CostStatus.REGRESSION
     assert sum(1 for entry in log if entry[1] == "start") == 2
 
 

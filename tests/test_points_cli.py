@@ -9,10 +9,10 @@ import pytest
 
 from pytest_theodolite.cli import points
 from pytest_theodolite.core.capacity import CapacityEstimate
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import CapacityStatus, Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
-from pytest_theodolite.engine.capacity_probe import CERTAIN, CapacityMeasurement
+from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
 from pytest_theodolite.engine.capacity_search import capacity_cost
 
 GATE_MODULE = """
@@ -94,13 +94,15 @@ def test_the_median_batch_is_read_from_the_repetitions_a_row_shows(tmp_path):
 
 def test_a_capacity_row_says_the_capacity_its_certainty_and_the_cost_at_it():
     estimate = CapacityEstimate(2, 8000.0, 7600.0, 8400.0, 6, 30.0, True, 16000, per_batch_s=0.42)
-    measurement = CapacityMeasurement(2, 4000, 10000.0, 16000, estimate, CERTAIN)
+    measurement = CapacityMeasurement(2, 4000, 10000.0, 16000, estimate, CapacityStatus.CERTAIN)
     cost = capacity_cost(estimate, 0.25)
     assert cost is not None
     row = points.capacity_row(measurement, cost, 71.6)
     # 2 x 0.25 cores / 8 000 records/s = 62.5 us per record
     assert row == "| 2 | 8,000 [7,600, 8,400] records/s (6 batches) | certain | 62.5 | 0.42 | 72 |"
-    broken = CapacityMeasurement(1, 4000, 10000.0, 16000, None, "errored", reason="the query died")
+    broken = CapacityMeasurement(
+        1, 4000, 10000.0, 16000, None, CapacityStatus.ERRORED, reason="the query died"
+    )
     assert points.capacity_row(broken, None, 12.0) == "| 1 | - | errored: the query died | - | - | 12 |"
 
 

@@ -468,7 +468,8 @@ def test_pull_request_mode_tables_show_both_sides_and_the_cpu_figure():
 
 
 def test_a_cost_check_that_could_not_fail_is_reported_as_not_made():
-    from pytest_theodolite.core.cost import NOT_COMPARED, CostEstimate, PointCost
+    from pytest_theodolite.core.cost import CostEstimate, PointCost
+    from pytest_theodolite.core.outcomes import CostStatus
 
     def spent(us: float, utilisation: float) -> PointCost:
         return PointCost(1, CostEstimate(us, us - 1, us + 1, 5), None, utilisation)
@@ -479,7 +480,11 @@ def test_a_cost_check_that_could_not_fail_is_reported_as_not_made():
     judged = compare_sides(
         "own", 5000, 1, 1, ref_cost=spent(40.0, 0.7), change_cost=spent(40.4, 0.71), cost_tolerance=0.1
     )
-    assert blind.cost is not None and blind.cost.status == NOT_COMPARED and blind.verdict.label == "PASS"
+    assert (
+        blind.cost is not None
+        and blind.cost.status == CostStatus.NOT_COMPARED
+        and blind.verdict.label == "PASS"
+    )
     report = BenchmarkReport(
         "own",
         Comparison(benchmark="own", points=(blind, judged), cost_tolerance=0.1),
@@ -497,7 +502,8 @@ def test_a_cost_check_that_could_not_fail_is_reported_as_not_made():
 
 
 def test_a_cost_check_without_an_interval_is_reported_as_not_made():
-    from pytest_theodolite.core.cost import NOT_COMPARED, CostEstimate, PointCost
+    from pytest_theodolite.core.cost import CostEstimate, PointCost
+    from pytest_theodolite.core.outcomes import CostStatus
 
     short = compare_sides(
         "uc1-pr",
@@ -508,7 +514,11 @@ def test_a_cost_check_without_an_interval_is_reported_as_not_made():
         change_cost=PointCost(1, CostEstimate(1525.0)),
         cost_tolerance=0.1,
     )
-    assert short.cost is not None and short.cost.status == NOT_COMPARED and short.verdict.label == "PASS"
+    assert (
+        short.cost is not None
+        and short.cost.status == CostStatus.NOT_COMPARED
+        and short.verdict.label == "PASS"
+    )
     report = BenchmarkReport(
         "uc1-pr",
         Comparison(benchmark="uc1-pr", points=(short,), cost_tolerance=0.1),
@@ -549,10 +559,11 @@ def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_toleranc
 def test_a_cost_read_both_as_measured_and_divided_shows_both_readings() -> None:
     from dataclasses import replace
 
-    from pytest_theodolite.core.cost import PASS, CostCheck, CostEstimate, PointCost
+    from pytest_theodolite.core.cost import CostCheck, CostEstimate, PointCost
+    from pytest_theodolite.core.outcomes import CostStatus
     from pytest_theodolite.report.summary import cost_text
 
-    check = CostCheck(PASS, relative=0.253, tolerance=0.08, p_value=0.001, divided=-0.089)
+    check = CostCheck(CostStatus.PASS, relative=0.253, tolerance=0.08, p_value=0.001, divided=-0.089)
     point = replace(compare_point(8000, 2, BASELINE), cost=check)
     properties = dict(junit_properties("uc1", point))
     assert properties["theodolite.cpu_change.8000"] == "+0.253"

@@ -32,10 +32,7 @@ import numpy as np
 from scipy import stats
 
 from pytest_theodolite.core.estimators import TimeSeries
-from pytest_theodolite.core.outcomes import COST_NOT_COMPARED as NOT_COMPARED
-from pytest_theodolite.core.outcomes import COST_PASS as PASS
-from pytest_theodolite.core.outcomes import COST_REGRESSION as REGRESSION
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import CostStatus, Outcome
 from pytest_theodolite.core.protocol import Stop
 from pytest_theodolite.core.records import SubExperimentRecord
 
@@ -272,7 +269,7 @@ class CostCheck:
     """The figure against the baseline's at one load. `relative`: 0.2 = 20 % dearer; `normalised`: divided by
     each host's calibration CPU per reference row."""
 
-    status: str  # PASS, REGRESSION or NOT_COMPARED
+    status: CostStatus
     relative: float | None = None
     normalised: bool = False
     tolerance: float | None = None
@@ -293,7 +290,7 @@ class CostCheck:
     @property
     def not_judged(self) -> bool:
         """A change was measured but a check with a tolerance could not be made (`reason` says why)."""
-        return self.status == NOT_COMPARED and self.relative is not None
+        return self.status == CostStatus.NOT_COMPARED and self.relative is not None
 
     @property
     def text(self) -> str:
@@ -332,10 +329,10 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
     reads as one divided."""
     if baseline is None or measured is None:
         missing = "the baseline has" if baseline is None else "this run has"
-        return CostCheck(NOT_COMPARED, tolerance=tolerance, reason=f"{missing} no CPU figure here")
+        return CostCheck(CostStatus.NOT_COMPARED, tolerance=tolerance, reason=f"{missing} no CPU figure here")
     if baseline.resources != measured.resources:
         return CostCheck(
-            NOT_COMPARED,
+            CostStatus.NOT_COMPARED,
             tolerance=tolerance,
             reason=f"measured at {measured.resources} instances, the baseline's at {baseline.resources}",
         )
@@ -344,7 +341,9 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
     def not_judged(why: str, **check: Any) -> CostCheck:
         """The change as measured, reported and not judged (`why` says why)."""
         relative = m.cpu_us_per_record / b.cpu_us_per_record - 1
-        return CostCheck(NOT_COMPARED, relative, False, tolerance, reason=f"not judged: {why}", **check)
+        return CostCheck(
+            CostStatus.NOT_COMPARED, relative, False, tolerance, reason=f"not judged: {why}", **check
+        )
 
     worked_off = [side for side, c in (("the reference's", baseline), ("this run's", measured)) if c.backlog]
     if tolerance is not None and worked_off:
@@ -379,11 +378,19 @@ def check_cost(baseline: PointCost | None, measured: PointCost | None, tolerance
     reference_b, reference_m = baseline.reference_us_per_row, measured.reference_us_per_row
     relative, p_value, rose = reading(1.0, 1.0)
     if reference_b is None or reference_m is None or reference_b == reference_m:
-        return CostCheck(REGRESSION if rose else PASS, relative, False, tolerance, p_value=p_value)
+        return CostCheck(
+            CostStatus.REGRESSION if rose else CostStatus.PASS, relative, False, tolerance, p_value=p_value
+        )
     divided, divided_p, divided_rose = reading(1 / reference_b, 1 / reference_m)
     if abs(reference_m / reference_b - 1) > CALIBRATION_NOISE:  # clearly different hosts
-        return CostCheck(REGRESSION if divided_rose else PASS, divided, True, tolerance, p_value=divided_p)
-    status = REGRESSION if rose and divided_rose else PASS
+        return CostCheck(
+            CostStatus.REGRESSION if divided_rose else CostStatus.PASS,
+            divided,
+            True,
+            tolerance,
+            p_value=divided_p,
+        )
+    status = CostStatus.REGRESSION if rose and divided_rose else CostStatus.PASS
     return CostCheck(status, relative, False, tolerance, p_value=p_value, divided=divided)
 
 

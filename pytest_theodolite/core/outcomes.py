@@ -66,21 +66,27 @@ def instances_text(value: int | None, explain_none: bool = False) -> str:
     return count_text(value, "instance")
 
 
-#: what one x (a load for demand, a resource amount for capacity) came to in a search (search.Step.status)
-STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, STEP_SKIPPED = "measured", "none", "unmeasured", "skipped"
-#: demand: passed at this many instances, fewer not run -- a gate needs no more to tell "not above its
-#: reference", and each failing run below a demand is the dearest sub-experiment there is
-STEP_AT_MOST = "at-most"
-#: demand: failed at the most instances run, more not run -- where no regression can be judged (a testbed much
-#: slower than its baseline's), a demand above the reference's stays not comparable however high it is
-STEP_ABOVE = "above"
-#: demand: failed one instance below this many, these not run -- the reference's side of pull-request mode's
-#: certified search, where the change passed at this many: all the verdict needs
-STEP_AT_LEAST = "at-least"
-#: demand: not run at this load -- the reference's side of pull-request mode's certified search where the paired
-#: read was certain the change costs no more per record than its tolerance allows and the change passed at the
-#: demand the stored baseline expects there (``ref_below=false``): this value is that expectation, not a measurement
-STEP_EXPECTED = "expected"
+class StepStatus(enum.StrEnum):
+    """What one x (a load for demand, a resource amount for capacity) came to in a search (search.Step.status)."""
+
+    MEASURED = "measured"
+    NONE = "none"
+    UNMEASURED = "unmeasured"
+    SKIPPED = "skipped"
+    #: demand: passed at this many instances, fewer not run -- a gate needs no more to tell "not above its
+    #: reference", and each failing run below a demand is the dearest sub-experiment there is
+    AT_MOST = "at-most"
+    #: demand: failed at the most instances run, more not run -- where no regression can be judged (a testbed
+    #: much slower than its baseline's), a demand above the reference's stays not comparable however high it is
+    ABOVE = "above"
+    #: demand: failed one instance below this many, these not run -- the reference's side of pull-request mode's
+    #: certified search, where the change passed at this many: all the verdict needs
+    AT_LEAST = "at-least"
+    #: demand: not run at this load -- the reference's side of pull-request mode's certified search where the
+    #: paired read was certain the change costs no more per record than its tolerance allows and the change
+    #: passed at the demand the stored baseline expects there (``ref_below=false``): this value is that
+    #: expectation, not a measurement
+    EXPECTED = "expected"
 
 
 def most_failing(runs: Iterable[Any]) -> int | None:
@@ -89,8 +95,26 @@ def most_failing(runs: Iterable[Any]) -> int | None:
     return max((run.resources for run in runs if run.outcome is Outcome.FAIL), default=None)
 
 
-#: a cost check's status (cost.CostCheck.status)
-COST_PASS, COST_REGRESSION, COST_NOT_COMPARED = "pass", "regression", "not-compared"
+class CapacityStatus(enum.StrEnum):
+    """What one capacity measurement came to (engine/capacity_probe.py)."""
+
+    CERTAIN = "certain"
+    UNCERTAIN = "uncertain"
+    ERRORED = Outcome.ERRORED.value
+    INVALID = Outcome.INVALID.value
+
+    @property
+    def is_measured(self) -> bool:
+        """True where an estimate was taken, certain or not."""
+        return self in (CapacityStatus.CERTAIN, CapacityStatus.UNCERTAIN)
+
+
+class CostStatus(enum.StrEnum):
+    """A cost check's status (cost.CostCheck.status)."""
+
+    PASS = "pass"
+    REGRESSION = "regression"
+    NOT_COMPARED = "not-compared"
 
 
 def count_text(number: int, noun: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from scipy import stats
 
 from pytest_theodolite.core.cost import SIGNIFICANCE, CostCheck
-from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, COST_PASS, COST_REGRESSION
+from pytest_theodolite.core.outcomes import CostStatus
 
 #: the change's rise batch by batch beyond which it fails a gate that names no cost tolerance: unchanged code on
 #: both sides read at most +5.2 % in every round measured, two extra hashes a record (+17 % in the job's own
@@ -159,7 +159,7 @@ def check_paired_cost(figure: PairedCost, tolerance: float | None) -> CostCheck:
     p-value it is not judged."""
     if tolerance is not None and figure.p_value is None:
         return CostCheck(
-            COST_NOT_COMPARED,
+            CostStatus.NOT_COMPARED,
             figure.change,
             tolerance=tolerance,
             reason=f"not judged: {figure.pairs} pairs of batches, fewer than the {MIN_JUDGED_PAIRS} a p-value needs",
@@ -172,7 +172,7 @@ def check_paired_cost(figure: PairedCost, tolerance: float | None) -> CostCheck:
         and figure.p_value < SIGNIFICANCE
     )
     return CostCheck(
-        COST_REGRESSION if rose else COST_PASS,
+        CostStatus.REGRESSION if rose else CostStatus.PASS,
         figure.change,
         tolerance=tolerance,
         p_value=figure.p_value,
@@ -192,7 +192,7 @@ def check_paired_cost_twice(first: PairedCost, second: PairedCost, tolerance: fl
     p_value = rise_p_value(first.ratios + second.ratios)
     rose = p_value is not None and p_value < SIGNIFICANCE
     return CostCheck(
-        COST_REGRESSION if rose else COST_PASS,
+        CostStatus.REGRESSION if rose else CostStatus.PASS,
         min(first.change, second.change),
         tolerance=tolerance,
         p_value=p_value,

@@ -44,22 +44,10 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pytest_theodolite.core.outcomes import STEP_ABOVE as ABOVE
-from pytest_theodolite.core.outcomes import STEP_AT_LEAST as AT_LEAST
-from pytest_theodolite.core.outcomes import STEP_AT_MOST as AT_MOST
-from pytest_theodolite.core.outcomes import STEP_EXPECTED as EXPECTED
-from pytest_theodolite.core.outcomes import STEP_MEASURED as MEASURED
-from pytest_theodolite.core.outcomes import STEP_NONE as NONE
-from pytest_theodolite.core.outcomes import STEP_SKIPPED as SKIPPED
-from pytest_theodolite.core.outcomes import STEP_UNMEASURED as UNMEASURED
-from pytest_theodolite.core.outcomes import Outcome, most_failing
+from pytest_theodolite.core.outcomes import Outcome, StepStatus, most_failing
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
 
 __all__ = [
-    "ABOVE",
-    "AT_LEAST",
-    "AT_MOST",
-    "EXPECTED",
     "CapacityResult",
     "DemandResult",
     "IncrementalSearch",
@@ -229,10 +217,7 @@ class Step:
 
     x: int
     optimum: int | None  # demand: fewest passing resources; capacity: largest passing load; None: "none"
-    #: MEASURED, NONE, UNMEASURED, SKIPPED, AT_MOST (demand: passed at optimum, fewer not run), ABOVE
-    #: (demand: optimum None, failed at `failed_at`, more not run) or AT_LEAST (demand: failed below optimum,
-    #: optimum not run)
-    status: str
+    status: StepStatus
     sub_experiments: tuple[SubExperiment, ...]  # the ones this x ran, in order
     #: the y values this x could try (LowerBound narrows them), for messages
     candidates: tuple[int, ...] = ()
@@ -285,7 +270,7 @@ class StepSearch:
             raise RuntimeError(f"the search of {self.x} is over: nothing to record")
         self.sub_experiments.append(SubExperiment(probe[0], probe[1], outcome))
         if not outcome.is_measured:
-            self._finish(None, UNMEASURED)
+            self._finish(None, StepStatus.UNMEASURED)
             return
         self._advance(outcome is Outcome.PASS)
 
@@ -303,19 +288,21 @@ class StepSearch:
             raise RuntimeError(
                 f"the search of {self.x} is not stepping down below a pass: it cannot stop here"
             )
-        self._finish(min(s.resources for s in self.sub_experiments if s.outcome is Outcome.PASS), AT_MOST)
+        self._finish(
+            min(s.resources for s in self.sub_experiments if s.outcome is Outcome.PASS), StepStatus.AT_MOST
+        )
 
     def _advance(self, passed: bool | None) -> None:
         assert self._probes is not None
         try:
             self._y = next(self._probes) if passed is None else self._probes.send(passed)
         except StopIteration as stop:
-            self._finish(stop.value, MEASURED if stop.value is not None else NONE)
+            self._finish(stop.value, StepStatus.MEASURED if stop.value is not None else StepStatus.NONE)
             return
         if self.floor is not None and self._y < self.floor and self.stepping_down:
             self.stop_at_most()
         elif self.ceiling is not None and self._climbing_past(self.ceiling):
-            self._finish(None, ABOVE)
+            self._finish(None, StepStatus.ABOVE)
 
     def _climbing_past(self, ceiling: int) -> bool:
         """Demand: nothing passed, a FAIL at `ceiling` or more instances, and the next probe has more still."""
@@ -325,7 +312,7 @@ class StepSearch:
         probe = self.next_probe
         return bool(failed) and max(failed) >= ceiling and probe is not None and probe[1] > max(failed)
 
-    def _finish(self, optimum: int | None, status: str) -> None:
+    def _finish(self, optimum: int | None, status: StepStatus) -> None:
         self._step = Step(self.x, optimum, status, tuple(self.sub_experiments), self.candidates)
         if self._probes is not None:
             self._probes.close()
@@ -358,7 +345,7 @@ class IncrementalSearch:
 
     def previous(self, x: int) -> Step | None:
         """The step of the largest x' < x whose result was measured ("none" and skipped included)."""
-        below = [step for x_, step in self.steps.items() if x_ < x and step.status != UNMEASURED]
+        below = [step for x_, step in self.steps.items() if x_ < x and step.status != StepStatus.UNMEASURED]
         return max(below, key=lambda step: step.x, default=None)
 
     def search(
@@ -391,26 +378,26 @@ class IncrementalSearch:
             self.lower_bound
             and previous is not None
             and previous.optimum is not None
-            and previous.status != AT_MOST
+            and previous.status != StepStatus.AT_MOST
         ):
             # (an AT_MOST demand is only an upper bound of the previous load's: it cannot restrict this one)
             candidates = tuple(y for y in self.ys if y >= previous.optimum)
-        elif self.lower_bound and previous is not None and previous.status == ABOVE:
+        elif self.lower_bound and previous is not None and previous.status == StepStatus.ABOVE:
             # the previous load needs more than it failed at; so does this one (more were not run: none of
             # them is known to fail)
             above = previous.failed_at or 0
             candidates = tuple(y for y in self.ys if y > above)
-        if self.stop_on_unmeasured and any(s.status == UNMEASURED for s in self.steps.values()):
-            return StepSearch.done(Step(x, None, UNMEASURED, (), candidates))
+        if self.stop_on_unmeasured and any(s.status == StepStatus.UNMEASURED for s in self.steps.values()):
+            return StepSearch.done(Step(x, None, StepStatus.UNMEASURED, (), candidates))
         if (
             self.lower_bound
             and demand
             and previous is not None
             and previous.optimum is None
-            and previous.status != ABOVE
+            and previous.status != StepStatus.ABOVE
         ):
             # No resource amount handled a smaller load, so none handles this one: "none" without running.
-            return StepSearch.done(Step(x, None, SKIPPED, (), candidates))
+            return StepSearch.done(Step(x, None, StepStatus.SKIPPED, (), candidates))
         if self.strategy is not Strategy.BASELINE_GUESS or guess is None:
             guess = previous.optimum if previous is not None else None
         probes = _probes(self.strategy, candidates, demand, guess)
@@ -439,20 +426,23 @@ class IncrementalSearch:
         `loads`/`resources` the result was asked for."""
         searched = sorted(self.steps)
         common = {
-            "unmeasured": tuple(x for x in searched if self.steps[x].status == UNMEASURED),
-            "skipped": tuple(x for x in searched if self.steps[x].status == SKIPPED),
+            "unmeasured": tuple(x for x in searched if self.steps[x].status == StepStatus.UNMEASURED),
+            "skipped": tuple(x for x in searched if self.steps[x].status == StepStatus.SKIPPED),
             "sub_experiments": tuple(sub for x in self.order for sub in self.steps[x].sub_experiments),
             "strategy": describe_strategy(self.strategy, self.lower_bound),
         }
-        optimum = {x: self.steps[x].optimum for x in searched if self.steps[x].status != UNMEASURED}
+        optimum = {
+            x: self.steps[x].optimum for x in searched if self.steps[x].status != StepStatus.UNMEASURED
+        }
         all_xs = tuple(sorted(set(xs) | set(searched)))
         if self.metric is Metric.DEMAND:
-            at_most = tuple(x for x in searched if self.steps[x].status == AT_MOST)
-            at_least = tuple(x for x in searched if self.steps[x].status == AT_LEAST)
+            at_most = tuple(x for x in searched if self.steps[x].status == StepStatus.AT_MOST)
+            at_least = tuple(x for x in searched if self.steps[x].status == StepStatus.AT_LEAST)
             above = {
                 x: failed
                 for x in searched
-                if self.steps[x].status == ABOVE and (failed := self.steps[x].failed_at) is not None
+                if self.steps[x].status == StepStatus.ABOVE
+                and (failed := self.steps[x].failed_at) is not None
             }
             return DemandResult(
                 demand=optimum,

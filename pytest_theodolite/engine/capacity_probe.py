@@ -33,7 +33,7 @@ from pytest_theodolite.core.capacity import (
 )
 from pytest_theodolite.core.contention import SERIES_LIMITED_INSTANCE_CPU, HostUsage, host_usage
 from pytest_theodolite.core.estimators import TimeSeries
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import CapacityStatus, Outcome
 from pytest_theodolite.core.task_cpu import (
     SERIES_CAPACITY_TASK_CPU_MS,
     TaskCpuPerRecord,
@@ -55,8 +55,6 @@ BATCH_CAP_HINT = (
 )
 
 #: the measurement's status: certain, bounded before it was certain, or no estimate (a run that broke)
-CERTAIN = "certain"
-UNCERTAIN = "uncertain"
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,7 @@ class CapacityMeasurement:
     offered_rate: float  # records/s
     batch_records: int  # the micro-batch cap
     estimate: CapacityEstimate | None
-    status: str  # CERTAIN, UNCERTAIN, or an Outcome's value (errored / invalid)
+    status: CapacityStatus
     reason: str = ""
     limited_from_s: float | None = None  # epoch seconds the instances' CPU limit applied from
     timings: Mapping[str, float] = field(default_factory=dict)
@@ -230,7 +228,7 @@ def _measure_capacity(
     )
     job = runner.jobs.new_job()
     batches: dict[int, MicroBatch] = {}
-    status, reason = CERTAIN, ""
+    status, reason = CapacityStatus.CERTAIN, ""
     limited_from: float | None = None
     small_records: int | None = None
     small_from: float | None = None
@@ -307,9 +305,9 @@ def _measure_capacity(
                 timings["measure_small_s"] = time.monotonic() - t_small
             host_samples.append((time.time(), host.sample()))
             if not certain:
-                status, reason = UNCERTAIN, f"not certain after {uncertain_phase}"
+                status, reason = CapacityStatus.UNCERTAIN, f"not certain after {uncertain_phase}"
     except RunAborted as exc:
-        status, reason = exc.outcome.value, exc.reason
+        status, reason = CapacityStatus(exc.outcome.value), exc.reason
         if BATCH_CAP_OPTION in reason:  # the job refused or ignored the cap: say how to take it
             reason = f"{reason}; {BATCH_CAP_HINT}"
     timings["teardown_s"] = time.monotonic() - (job.teardown_started or t_start)
@@ -334,7 +332,7 @@ def _measure_capacity(
         load,
         workload.target_rate,
         batch_records,
-        estimate if status in (CERTAIN, UNCERTAIN) else None,
+        estimate if status.is_measured else None,
         status,
         reason,
         limited_from,

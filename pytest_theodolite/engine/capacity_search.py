@@ -24,7 +24,7 @@ from pytest_theodolite.core.capacity import (
     predicted_pass,
 )
 from pytest_theodolite.core.cost import CostEstimate, PointCost
-from pytest_theodolite.core.outcomes import STEP_MEASURED, STEP_NONE, STEP_UNMEASURED, Outcome
+from pytest_theodolite.core.outcomes import CapacityStatus, Outcome, StepStatus
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import SubExperiment
 from pytest_theodolite.core.search import Step, Strategy
@@ -206,7 +206,7 @@ class CapacitySearch:
                 if self.on_measurement is not None:
                     self.on_measurement(measurement)
             self.measurements[r] = measurement
-            if measurement.status in (Outcome.ERRORED.value, Outcome.INVALID.value):
+            if measurement.status in (CapacityStatus.ERRORED, CapacityStatus.INVALID):
                 break  # the job or the generator broke: the instance counts above it stay to the lag trend
             if (
                 instance_counts is None
@@ -263,7 +263,7 @@ def derived_demand(
     runs: list[SubExperimentRecord] = []
     certified: dict[int, bool] = {}
 
-    def step(optimum: int | None, status: str) -> tuple[Step, tuple[SubExperimentRecord, ...]]:
+    def step(optimum: int | None, status: StepStatus) -> tuple[Step, tuple[SubExperimentRecord, ...]]:
         ran = tuple(SubExperiment(r.load, r.resources, r.outcome) for r in runs)
         return Step(load, optimum, status, ran, resources), tuple(runs)
 
@@ -283,7 +283,7 @@ def derived_demand(
         if not result.decided:
             assert result.to_certify is not None
             if not certify(result.to_certify):
-                return step(None, STEP_UNMEASURED)
+                return step(None, StepStatus.UNMEASURED)
             continue
         if (
             reference_demand is not None
@@ -292,7 +292,7 @@ def derived_demand(
             and (result.resources is None or result.resources > reference_demand)
         ):
             if not certify(reference_demand):
-                return step(None, STEP_UNMEASURED)
+                return step(None, StepStatus.UNMEASURED)
             continue
         break
 
@@ -317,12 +317,12 @@ def derived_demand(
         if r not in certified and fails_with_more(r):
             continue
         if r not in certified and not certify(r):
-            return step(None, STEP_UNMEASURED)
+            return step(None, StepStatus.UNMEASURED)
         if certified[r]:
-            return step(r, STEP_MEASURED)
+            return step(r, StepStatus.MEASURED)
     if result.resources is None:
-        return step(None, STEP_NONE)
-    return step(result.resources, STEP_MEASURED)
+        return step(None, StepStatus.NONE)
+    return step(result.resources, StepStatus.MEASURED)
 
 
 def capacity_cost(

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.certainty import to_confirm
 from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot, capacities
+from pytest_theodolite.core.outcomes import StepStatus
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
-from pytest_theodolite.core.search import MEASURED, NONE, IncrementalSearch, Strategy
+from pytest_theodolite.core.search import IncrementalSearch, Strategy
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
 from pytest_theodolite.engine.capacity_search import CapacitySearch, same_cost_figure
@@ -125,7 +126,7 @@ class BenchmarkExperiment:
                 judgeable
                 and baseline is not None
                 and load in baseline.demand
-                and point.status in (MEASURED, NONE)
+                and point.status in (StepStatus.MEASURED, StepStatus.NONE)
             ):
                 again, _ = to_confirm(runs, point.resources, baseline.demand[load], tolerance)
                 if again is not None:

@@ -14,14 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
-from pytest_theodolite.core.outcomes import (
-    STEP_AT_MOST,
-    STEP_SKIPPED,
-    STEP_UNMEASURED,
-    UNMEASURED,
-    Verdict,
-    count_text,
-)
+from pytest_theodolite.core.outcomes import UNMEASURED, StepStatus, Verdict, count_text
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.markers import GateSpec
@@ -71,7 +64,7 @@ class GatePoint:
 
     @property
     def unmeasured(self) -> bool:
-        return self.point.status == STEP_UNMEASURED
+        return self.point.status == StepStatus.UNMEASURED
 
     def comparison(self) -> PointComparison:
         return self.baseline_comparison()
@@ -84,8 +77,8 @@ class GatePoint:
             measured,
             self.baseline,
             self.spec.tolerance,
-            skipped=self.point.status == STEP_SKIPPED,
-            at_most=self.point.status == STEP_AT_MOST,
+            skipped=self.point.status == StepStatus.SKIPPED,
+            at_most=self.point.status == StepStatus.AT_MOST,
             above=self.point.above,
             not_comparable=self.not_comparable,
             host_speed=self.host_speed,

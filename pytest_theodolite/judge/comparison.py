@@ -15,10 +15,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
-from pytest_theodolite.core.cost import NOT_COMPARED as COST_NOT_COMPARED
-from pytest_theodolite.core.cost import REGRESSION as COST_REGRESSION_STATUS
 from pytest_theodolite.core.cost import CostCheck, PointCost, check_cost
-from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Verdict, instances_text
+from pytest_theodolite.core.outcomes import UNMEASURED, CostStatus, MeasuredDemand, Verdict, instances_text
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.store.baseline import Baseline, is_whole
 from pytest_theodolite.store.testbed import Testbed, TestbedDifference, describe_testbed_differences
@@ -273,11 +271,11 @@ def compare_point(
         if offered_share != 1 and cost.relative is not None:
             cost = replace(
                 cost,
-                status=COST_NOT_COMPARED,
+                status=CostStatus.NOT_COMPARED,
                 reason=f"measured at {offered_share:.2f}x the load's rate, where each micro-batch's own cost falls "
                 "on fewer records than at the baseline's full rate",
             )
-        if verdict is Verdict.PASS and cost.status == COST_REGRESSION_STATUS:
+        if verdict is Verdict.PASS and cost.status == CostStatus.REGRESSION:
             verdict = Verdict.COST_REGRESSION
     one_sided = one_sided_verdict(verdict, host_speed, offered_share) if not_comparable else None
     if not_comparable and verdict not in (Verdict.UNMEASURED, Verdict.NEW_LOAD) and one_sided is None:

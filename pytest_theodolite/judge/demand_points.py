@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_theodolite.core.certainty import uncertain_regression
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import Outcome, StepStatus
 from pytest_theodolite.core.records import SubExperimentRecord
-from pytest_theodolite.core.search import ABOVE, SKIPPED, UNMEASURED, Step
+from pytest_theodolite.core.search import Step
 from pytest_theodolite.store.baseline import Baseline
 
 
@@ -20,9 +20,7 @@ class DemandPoint:
 
     load: int
     resources: int | None  # fewest instances that met every SLO; None: none did (or not measured)
-    #: MEASURED, NONE, UNMEASURED (invalid/errored sub-experiment), SKIPPED (lower bound), AT_MOST (passed at
-    #: `resources`, fewer not run) or ABOVE (failed at `above`, more not run)
-    status: str
+    status: StepStatus
     sub_experiments: tuple[SubExperimentRecord, ...] = ()
     reason: str = ""
     #: ABOVE: the instances the search failed at (a confirming repetition does not move it)
@@ -42,25 +40,25 @@ class DemandPoint:
 
 def demand_point(step: Step, runs: tuple[SubExperimentRecord, ...], previous: Step | None) -> DemandPoint:
     """A finished search step as a gate sees it, with the reason where it has no number."""
-    if step.status == SKIPPED:
+    if step.status == StepStatus.SKIPPED:
         return DemandPoint(
             step.x,
             None,
-            SKIPPED,
+            StepStatus.SKIPPED,
             reason=f"load {previous.x if previous else '?'} could not be "
             f"handled by any of {list(step.candidates)} instances (lower-bound restriction)",
         )
-    if step.status == UNMEASURED:
+    if step.status == StepStatus.UNMEASURED:
         broken = next(r for r in runs if r.outcome in (Outcome.INVALID, Outcome.ERRORED))
         detail = "; ".join(v.detail for v in broken.verdicts if v.outcome is broken.outcome and v.detail)
         return DemandPoint(
             step.x,
             None,
-            UNMEASURED,
+            StepStatus.UNMEASURED,
             runs,
             reason=f"{broken.outcome.value} at {broken.resources} instances: {detail}",
         )
-    above = step.failed_at if step.status == ABOVE else None
+    above = step.failed_at if step.status == StepStatus.ABOVE else None
     return DemandPoint(step.x, step.optimum, step.status, runs, above=above)
 
 

@@ -20,8 +20,7 @@ from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate, predicted_pass
 from pytest_theodolite.core.certainty import to_confirm, uncertain_certificate, uncertain_regression
 from pytest_theodolite.core.cost import CostCheck, PointCost, point_cost
-from pytest_theodolite.core.outcomes import COST_NOT_COMPARED, UNMEASURED, MeasuredDemand, Verdict
-from pytest_theodolite.core.outcomes import COST_REGRESSION as COST_REGRESSION_STATUS
+from pytest_theodolite.core.outcomes import UNMEASURED, CostStatus, MeasuredDemand, StepStatus, Verdict
 from pytest_theodolite.core.paired_cost import (
     PairedCost,
     batch_ratios_by_leg,
@@ -33,16 +32,7 @@ from pytest_theodolite.core.paired_cost import (
 )
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric
-from pytest_theodolite.core.search import (
-    AT_LEAST,
-    AT_MOST,
-    EXPECTED,
-    SKIPPED,
-    IncrementalSearch,
-    Step,
-    Strategy,
-)
-from pytest_theodolite.core.search import UNMEASURED as UNMEASURED_STATUS
+from pytest_theodolite.core.search import IncrementalSearch, Step, Strategy
 from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan
@@ -170,7 +160,7 @@ class PairedPoint:
 
     def demand(self, side: str) -> MeasuredDemand:
         point = self.sides[side]
-        return UNMEASURED if point.status == UNMEASURED_STATUS else point.resources
+        return UNMEASURED if point.status == StepStatus.UNMEASURED else point.resources
 
     def comparison(
         self, benchmark: str, tolerance: int, cost_tolerance: float | None = None
@@ -184,10 +174,10 @@ class PairedPoint:
             self.demand(REF),
             self.demand(CHANGE),
             tolerance,
-            skipped=self.sides[CHANGE].status == SKIPPED,
-            at_most=self.sides[CHANGE].status == AT_MOST,
-            ref_at_least=self.sides[REF].status == AT_LEAST,
-            ref_expected=self.sides[REF].status == EXPECTED,
+            skipped=self.sides[CHANGE].status == StepStatus.SKIPPED,
+            at_most=self.sides[CHANGE].status == StepStatus.AT_MOST,
+            ref_at_least=self.sides[REF].status == StepStatus.AT_LEAST,
+            ref_expected=self.sides[REF].status == StepStatus.EXPECTED,
             ref_cost=self.point_cost(REF),
             change_cost=self.point_cost(CHANGE),
             cost_tolerance=cost_tolerance,
@@ -196,7 +186,7 @@ class PairedPoint:
         if (
             compared.verdict is Verdict.PASS
             and self.paired_cost is not None
-            and self.paired_cost.status == COST_REGRESSION_STATUS
+            and self.paired_cost.status == CostStatus.REGRESSION
         ):
             return replace(compared, verdict=Verdict.COST_REGRESSION, cost=self.paired_cost)
         return compared
@@ -492,7 +482,7 @@ class PairedExperiment:
         """Whether the paired read judged the cost (its tolerance set, enough pairs): then the CPU per record at
         each demand is not needed, and the demands are certified rather than searched (paired.py)."""
         check = self.paired_cost_check()
-        return check is not None and check.tolerance is not None and check.status != COST_NOT_COMPARED
+        return check is not None and check.tolerance is not None and check.status != CostStatus.NOT_COMPARED
 
     def _baseline_expected_here(self) -> bool:
         """Whether REF is expected to need at least the stored baseline's demands on this testbed: each load
@@ -523,7 +513,7 @@ class PairedExperiment:
         if self.confirmation.cost is None:
             return replace(
                 first,
-                status=COST_NOT_COMPARED,
+                status=CostStatus.NOT_COMPARED,
                 reason=f"not judged: it rose {first.relative:+.1%}, and the read to confirm it failed "
                 f"({self.confirmation.problem})",
             )
@@ -777,7 +767,9 @@ class PairedExperiment:
             capacities=capacities,
             paired_read=self.paired_read_result(),
             ref_expected=tuple(
-                load for load, point in sorted(self.points.items()) if point.sides[REF].status == EXPECTED
+                load
+                for load, point in sorted(self.points.items())
+                if point.sides[REF].status == StepStatus.EXPECTED
             ),
             ref_failed_below=tuple(load for load in ref.at_least if load in ran),
             ref_not_run=tuple(load for load in ref.at_least if load not in ran),

@@ -39,15 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pytest_theodolite.core.cost import PointCost
-from pytest_theodolite.core.outcomes import STEP_UNMEASURED, UNMEASURED, MeasuredDemand, Outcome
+from pytest_theodolite.core.outcomes import UNMEASURED, MeasuredDemand, Outcome, StepStatus
 from pytest_theodolite.core.search import (
-    ABOVE,
-    AT_LEAST,
-    AT_MOST,
-    EXPECTED,
-    MEASURED,
-    NONE,
-    SKIPPED,
     IncrementalSearch,
     Step,
     StepSearch,
@@ -108,7 +101,7 @@ class PairedDemandSearch:
             # an expected demand is not REF's measurement: its search (REF's demand function, the next load's
             # guess) does not keep it
             return {
-                side: step if step.status == EXPECTED else self.searches[side].keep(step)
+                side: step if step.status == StepStatus.EXPECTED else self.searches[side].keep(step)
                 for side, step in steps.items()
             }
         while True:
@@ -167,7 +160,7 @@ class PairedDemandSearch:
             run(CHANGE, r)
             self.pairs += 1
             if seen[CHANGE][r] is Outcome.PASS:
-                expected = Step(load, r, EXPECTED, (), candidates[REF])
+                expected = Step(load, r, StepStatus.EXPECTED, (), candidates[REF])
                 return {
                     CHANGE: _certified_step(CHANGE, load, runs[CHANGE], candidates[CHANGE]),
                     REF: expected,
@@ -216,20 +209,22 @@ def _above(candidates: tuple[int, ...], r: int) -> int | None:
 def _certified_step(side: str, load: int, runs: list[SubExperiment], candidates: tuple[int, ...]) -> Step:
     """What a certified search's runs on one side say of its demand at `load`."""
     if any(not run.outcome.is_measured for run in runs):
-        return Step(load, None, STEP_UNMEASURED, tuple(runs), candidates)
+        return Step(load, None, StepStatus.UNMEASURED, tuple(runs), candidates)
     passed = [run.resources for run in runs if run.outcome is Outcome.PASS]
     failed = {run.resources for run in runs if run.outcome is Outcome.FAIL}
     if passed:
         least = min(passed)
         below = _below(candidates, least)
-        status = MEASURED if below is None or below in failed else AT_MOST
+        status = StepStatus.MEASURED if below is None or below in failed else StepStatus.AT_MOST
         return Step(load, least, status, tuple(runs), candidates)
     higher = _above(candidates, max(failed)) if failed else min(candidates)
     if higher is None:
-        return Step(load, None, NONE, tuple(runs), candidates)
+        return Step(load, None, StepStatus.NONE, tuple(runs), candidates)
     if side == CHANGE:  # not reached: the change climbs until it passes, runs out or is unmeasured
-        return Step(load, None, ABOVE, tuple(runs), candidates)
-    return Step(load, higher, AT_LEAST, tuple(runs), candidates)  # REF failed below the change's pass
+        return Step(load, None, StepStatus.ABOVE, tuple(runs), candidates)
+    return Step(
+        load, higher, StepStatus.AT_LEAST, tuple(runs), candidates
+    )  # REF failed below the change's pass
 
 
 def _change_may_run_next(running: Mapping[str, StepSearch]) -> bool:
@@ -246,7 +241,14 @@ def _change_may_run_next(running: Mapping[str, StepSearch]) -> bool:
 
 def measured_demand(step: Step) -> MeasuredDemand:
     """A finished search's demand as the comparison takes it: a number, None ("none") or UNMEASURED."""
-    if step.status in (MEASURED, NONE, SKIPPED, AT_MOST, AT_LEAST, EXPECTED):
+    if step.status in (
+        StepStatus.MEASURED,
+        StepStatus.NONE,
+        StepStatus.SKIPPED,
+        StepStatus.AT_MOST,
+        StepStatus.AT_LEAST,
+        StepStatus.EXPECTED,
+    ):
         return step.optimum
     return UNMEASURED
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.cost import CostCheck
-from pytest_theodolite.core.outcomes import COST_REGRESSION
+from pytest_theodolite.core.outcomes import CostStatus
 from pytest_theodolite.core.paired_cost import PairedCost
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.judge.comparison import Comparison
@@ -86,7 +86,7 @@ def paired_read_note(read: PairedReadResult | None) -> str | None:
     elif read.confirming is not None and not check.reason:
         again = f"a second read, the other side asked first ({read.confirming.text()})"
         both = f"both reads' {figure.pairs + read.confirming.pairs} pairs together"
-        if check.status == COST_REGRESSION:
+        if check.status == CostStatus.REGRESSION:
             verdict = (
                 f"a cost regression: beyond the {check.tolerance:.0%} tolerance, and so was {again}, {both} "
                 f"significant (p {check.p_value:.2g}); every load whose demand passed fails"
@@ -100,7 +100,7 @@ def paired_read_note(read: PairedReadResult | None) -> str | None:
             verdict = f"beyond the {check.tolerance:.0%} tolerance, but {again} was not: passed"
     elif check.reason:
         verdict = check.reason
-    elif check.status == COST_REGRESSION:
+    elif check.status == CostStatus.REGRESSION:
         verdict = (
             f"a cost regression: beyond the {check.tolerance:.0%} tolerance and significant; every load "
             "whose demand passed fails"
