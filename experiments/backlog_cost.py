@@ -34,7 +34,6 @@ from types import ModuleType
 from own_job_quality import EXAMPLE, changed_source, job_module
 from scipy import stats
 
-from generator import Workload
 from pytest_theodolite.core.capacity import MicroBatch, settled_start
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine import monitor
@@ -45,6 +44,7 @@ from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
+from theodolite_generator import Workload
 
 
 @dataclass(frozen=True)

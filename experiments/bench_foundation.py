@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from pytest_theodolite.engine.services import _prepare_driver_environment
+from pytest_theodolite.engine.services import prepare_driver_environment
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.infra.spark.cluster import SparkCluster, StandaloneCluster
@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--only", choices=("broker", "executors", "quota"), help="one table only")
     args = parser.parse_args()
-    _prepare_driver_environment(TheodoliteSettings())
+    prepare_driver_environment(TheodoliteSettings())
     repeats = 1 if args.quick else 3
     if args.only in (None, "broker"):
         broker_starts(repeats)

@@ -28,11 +28,20 @@ from pathlib import Path
 
 import psutil
 
-from generator import MEASURED_RATE_PER_PROCESS, LoadGenerator, Workload, encode_record
-from generator.factories import EVENT_TIME, KEY, AvroTemplate, Choice, IntRange, JsonTemplate, Replay, Uniform
 from pytest_theodolite.infra import maven
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from theodolite_generator import MEASURED_RATE_PER_PROCESS, LoadGenerator, Workload, encode_record
+from theodolite_generator.factories import (
+    EVENT_TIME,
+    KEY,
+    AvroTemplate,
+    Choice,
+    IntRange,
+    JsonTemplate,
+    Replay,
+    Uniform,
+)
 
 PRODUCER_PERFORMANCE_JARS = [
     "org.apache.kafka:kafka-tools:4.1.1",

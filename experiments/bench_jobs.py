@@ -32,6 +32,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
+
 from pytest_theodolite.engine.services import open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra import maven

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 
 from spark_jobs import uc4
 

@@ -17,13 +17,11 @@ the certifications run, and the baseline's demand; and the wall time of it all.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 import test_scalability_gates as gates  # the shipped gates' markers
 
 from pytest_theodolite.core.capacity import CapacityRule, derive_demand

@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
-)  # the gates' use cases (usecases.py)
-
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 from usecases import UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
 from pytest_theodolite.core.evaluation import SloSettings

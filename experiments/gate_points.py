@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,10 +30,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
-)  # the gates' use cases (usecases.py)
-
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 from usecases import BENCHMARKS, QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
 from pytest_theodolite.cli.points import median_batch_s, series_values
@@ -42,7 +38,7 @@ from pytest_theodolite.cli.points import parse_point as parse_pair
 from pytest_theodolite.cli.points import parse_setting as parse_job_option
 from pytest_theodolite.core.contention import INSTANCE_QUOTA
 from pytest_theodolite.core.evaluation import SloSettings
-from pytest_theodolite.core.protocol import MeasurementPlan
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.records import SERIES_STATE_ROWS, SubExperimentRecord
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.slo import LAG_TREND

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 from gate_points import add_benchmark_argument, chosen_benchmark, gate_point_settings, parse_pair, point_row
 from usecases import QUICK_WARMUP_EXECUTORS
 
@@ -30,7 +31,8 @@ from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
-from pytest_theodolite.infra.spark.cluster import SparkCluster, executor_ids, registered_executors
+from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.infra.spark.executors import executor_ids, registered_executors
 
 KILL_WAIT_S = 60.0
 

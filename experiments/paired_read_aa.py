@@ -30,16 +30,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
-)  # the gates, as pytest collects them
-
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 import test_scalability_gates
 from gate_quality import injected_tree
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from replay_protocol import samples
 
-from pytest_theodolite.core.protocol import MeasurementPlan
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.store.results import iter_repetition_series, list_experiment_ids, read_results
 
 

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
-)  # the gates' use cases (usecases.py)
-
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 from gate_points import (  # experiments, beside this
     add_benchmark_argument,
     chosen_benchmark,

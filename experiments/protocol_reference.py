@@ -35,20 +35,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1] / "benchmarks")
-)  # the gates' use cases (usecases.py)
-
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 import test_scalability_gates
 from usecases import QUICK_WARMUP_EXECUTORS, UC1_KEYS, UC2_KEYS, UC3_KEYS, UC4_ELEMENTS
 
 from pytest_theodolite.core.evaluation import SloSettings
-from pytest_theodolite.core.protocol import MeasurementPlan
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.benchmark import ExperimentSettings
 from pytest_theodolite.engine.markers import parse_threshold

@@ -40,7 +40,6 @@ from capacity_probe import GATES  # the shipped gates, by use case (experiments/
 from confluent_kafka import Producer
 from kafka.admin import NewTopic
 
-from generator.records import SPARK_SCHEMA_DDL, encode_record, key_of
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine import calibration
 from pytest_theodolite.engine.capacity_probe import measure_capacity
@@ -50,6 +49,7 @@ from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.process import terminate_as_interrupt
+from theodolite_generator.records import SPARK_SCHEMA_DDL, encode_record, key_of
 
 REFERENCE_TOPIC = "theodolite-reference-records"
 ROUNDS_FILE = "rounds.jsonl"

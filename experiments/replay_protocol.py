@@ -48,7 +48,8 @@ from scipy import stats
 
 from pytest_theodolite.core import protocol as protocol_module
 from pytest_theodolite.core.batch_trends import durations_beyond_bound
-from pytest_theodolite.core.protocol import FAILING_STOPS, MeasurementPlan, MeasurementProtocol, Phase, Stop
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
+from pytest_theodolite.core.protocol import FAILING_STOPS, MeasurementProtocol, Phase, Stop
 from pytest_theodolite.store.results import iter_repetition_series, list_experiment_ids, read_results
 
 
@@ -77,7 +78,7 @@ def samples(series):
 
 
 def four_growing(protocol: MeasurementProtocol, records: dict[int, float], args) -> bool:
-    limited = protocol._limited_durations()
+    limited = protocol.limited_durations()
     if len(limited) < 4:
         return False
     recent = limited[-4:]
@@ -90,11 +91,11 @@ def four_growing(protocol: MeasurementProtocol, records: dict[int, float], args)
 
 
 def marginal_rate(protocol: MeasurementProtocol, records: dict[int, float], args) -> bool:
-    first = protocol._first_limited_batch or 0
-    ids = [b for b in protocol._batches if b >= first and b in records]
+    limited = protocol.limited_batches()
+    ids = [b for b in limited if b in records]
     if len(ids) < args.batches or protocol.offered_rate is None:
         return False
-    durations = np.array([protocol._batches[b] for b in ids])
+    durations = np.array([limited[b] for b in ids])
     counts = np.array([records[b] for b in ids])
     if np.any(counts >= protocol.offered_rate * durations) or np.ptp(counts) <= 0:
         return False  # a batch that kept up, or no spread of sizes to fit
@@ -104,7 +105,7 @@ def marginal_rate(protocol: MeasurementProtocol, records: dict[int, float], args
 
 
 def rho_fit(protocol: MeasurementProtocol, records: dict[int, float], args) -> bool:
-    recent = np.array(protocol._limited_durations()[-(args.batches + 1) :])
+    recent = np.array(protocol.limited_durations()[-(args.batches + 1) :])
     if (
         len(recent) < args.batches + 1
         or args.batches < 3
@@ -121,7 +122,7 @@ def not_settled_batches(protocol: MeasurementProtocol, args) -> bool | None:
     """Not settled is certain only where today's rule says so and at least --batches finished under the limit."""
     certain = MeasurementProtocol.certain.fget(protocol)
     if protocol.stop is Stop.NOT_SETTLED and certain:
-        return len(protocol._limited_durations()) >= args.batches
+        return len(protocol.limited_durations()) >= args.batches
     return certain
 
 
@@ -129,7 +130,7 @@ def beyond_batch_bound(protocol: MeasurementProtocol, records: dict[int, float],
     """core.batch_trends.durations_beyond_bound over the batches under the limit, with --margin."""
     margin = protocol.plan.settle_tolerance if args.margin is None else args.margin
     bound = protocol.max_batch_s
-    return bound is not None and durations_beyond_bound(protocol._limited_durations(), bound, margin)
+    return bound is not None and durations_beyond_bound(protocol.limited_durations(), bound, margin)
 
 
 CANDIDATES = {
@@ -173,10 +174,10 @@ def replay(results, sub, repetition, rows, rule=None, args=None, overrides=None,
     if overrides:
         plan = dataclasses.replace(plan, **overrides)
     records = {b: n for _, _, b, _, _, n in rows if b is not None and n is not None}
-    today = protocol_module.MeasurementProtocol._falling_behind
+    today = protocol_module.MeasurementProtocol.falling_behind
 
     class Candidate(MeasurementProtocol):
-        def _falling_behind(self) -> bool:
+        def falling_behind(self) -> bool:
             return today(self) or (rule is not None and rule(self, records, args))
 
         @property

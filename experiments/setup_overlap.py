@@ -21,14 +21,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import repo_paths  # noqa: F401 -- spark_jobs/ and benchmarks/ on sys.path
 from gate_points import add_benchmark_argument, chosen_benchmark, gate_point_settings, parse_pair
 from usecases import QUICK_WARMUP_EXECUTORS
 
-from generator import LoadGenerator
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
+from theodolite_generator import LoadGenerator
 
 ORDERS = ("overlapped", "sequential")
 

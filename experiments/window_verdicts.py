@@ -33,14 +33,9 @@ from pathlib import Path
 
 from replay_protocol import samples
 
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.protocol import (
-    FAILING_STOPS,
-    MeasurementPlan,
-    MeasurementProtocol,
-    Phase,
-    sides_decide,
-)
+from pytest_theodolite.core.protocol import FAILING_STOPS, MeasurementProtocol, Phase, sides_decide
 from pytest_theodolite.core.records import SERIES_BATCH_ID, SERIES_LAG
 from pytest_theodolite.core.slo import BATCH_DURATION, LAG_TREND
 from pytest_theodolite.store.results import iter_repetition_series, list_experiment_ids, read_results
@@ -76,8 +71,7 @@ class MinBatchesProtocol(MeasurementProtocol):
 
     def batch_side(self) -> Outcome | None:
         if self.max_batch_s is not None and self.min_batches:
-            first = self._first_measured_batch if self._first_measured_batch is not None else math.inf
-            if sum(1 for batch in self._batches if batch >= first) < self.min_batches:
+            if len(self.measured_batches()) < self.min_batches:
                 return None
         return super().batch_side()
 

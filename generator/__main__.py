@@ -1,8 +1,8 @@
-"""``python -m generator``: send a Theodolite workload for a while and say whether it reached its target.
+"""``python -m theodolite_generator``: send a Theodolite workload for a while and say whether it reached its target.
 
-    python -m generator --bootstrap-servers 127.0.0.1:9092 --topic input --keys 10000 --period-ms 1000 \\
+    python -m theodolite_generator --bootstrap-servers 127.0.0.1:9092 --topic input --keys 10000 --period-ms 1000 \\
         --duration-s 60
-    python -m generator ... --children 4 --depth 3 --config-topic configuration     # UC4: 64 sensors
+    python -m theodolite_generator ... --children 4 --depth 3 --config-topic configuration     # UC4: 64 sensors
 
 Client security settings come from ``--client-config FILE`` (Java properties, like Kafka's
 ``--command-config``) and/or ``-X name=value``; they are never printed. Exit codes: 0 the mean achieved rate
@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from generator.producer import MEASURED_RATE_PER_PROCESS, LoadGenerator, RateSummary
-from generator.workload import Workload, WorkloadError
+from theodolite_generator.producer import MEASURED_RATE_PER_PROCESS, LoadGenerator, RateSummary
+from theodolite_generator.workload import Workload, WorkloadError
 
 EXIT_OK, EXIT_SHORT_OF_TARGET, EXIT_REFUSED = 0, 1, 2
 
@@ -37,7 +37,9 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m generator", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m theodolite_generator", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--bootstrap-servers", required=True, help="HOST:PORT[,HOST:PORT...]")
     parser.add_argument("--topic", required=True, help="existing topic the records go to")
     parser.add_argument(

@@ -37,7 +37,7 @@ from typing import Any
 
 import fastavro
 
-from generator.errors import WorkloadError
+from theodolite_generator.errors import WorkloadError
 
 RecordFactory = Callable[[int, int, int], tuple[bytes, bytes]]
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from generator.workload import SENSOR_REGISTRY_EVENT_KEY, Workload, WorkloadError
+from theodolite_generator.workload import SENSOR_REGISTRY_EVENT_KEY, Workload, WorkloadError
 
 LOG = logging.getLogger("generator")
 LOG.addHandler(logging.NullHandler())  # a library: the host application decides whether librdkafka logs show

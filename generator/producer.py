@@ -35,15 +35,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from generator.factories import factory_cost_us
-from generator.kafka_client import (
+from theodolite_generator.factories import factory_cost_us
+from theodolite_generator.kafka_client import (
     DEFAULT_PRODUCER_CONFIG,
     check_topics,
     librdkafka_config,
     publish_sensor_registry,
 )
-from generator.worker import WorkerPlan, WorkerTotals, worker_main
-from generator.workload import Workload, WorkloadError
+from theodolite_generator.worker import WorkerPlan, WorkerTotals, worker_main
+from theodolite_generator.workload import Workload, WorkloadError
 
 #: Records/s one worker process is trusted to sustain: half of what one process sustained flat out on this
 #: project's machine kind (docs/lab-notes/defaults.md), which leaves headroom for the Spark job that shares

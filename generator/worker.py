@@ -11,10 +11,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.factories import record_function
-from generator.kafka_client import LOG, redact_config_secrets
-from generator.records import ValueTable, key_of, record_prefix
-from generator.workload import Workload
+from theodolite_generator.factories import record_function
+from theodolite_generator.kafka_client import LOG, redact_config_secrets
+from theodolite_generator.records import ValueTable, key_of, record_prefix
+from theodolite_generator.workload import Workload
 
 _MAX_CHUNK = 2_000  # records sent between two looks at the clock, the stop flag and the report boundary
 _LATE_TOLERANCE_S = 0.1  # a record handed over this late still counts for the second it was due in

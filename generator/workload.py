@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from generator.errors import WorkloadError
-from generator.factories import check_factory
-from generator.records import key_of
+from theodolite_generator.errors import WorkloadError
+from theodolite_generator.factories import check_factory
+from theodolite_generator.records import key_of
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,17 @@ from typing import TYPE_CHECKING, Any
 from pytest_theodolite._compat import install_old_module_paths
 
 if TYPE_CHECKING:
-    from generator.errors import WorkloadError
-    from generator.factories import (
+    from pytest_theodolite.core.errors import TheodoliteSetupError
+    from pytest_theodolite.core.estimators import SlopeThreshold
+    from pytest_theodolite.core.evaluation import SloSettings
+    from pytest_theodolite.core.outcomes import Outcome, Verdict
+    from pytest_theodolite.core.scalability import CapacityResult, DemandResult
+    from pytest_theodolite.engine.benchmark import Benchmark
+    from pytest_theodolite.infra.kafka.version import KAFKA_VERSION
+    from pytest_theodolite.store.baseline import Baseline, load_baseline
+    from pytest_theodolite.store.results import ExperimentResults, read_results
+    from theodolite_generator.errors import WorkloadError
+    from theodolite_generator.factories import (
         EVENT_TIME,
         KEY,
         SEQUENCE,
@@ -25,34 +34,25 @@ if TYPE_CHECKING:
         Replay,
         Uniform,
     )
-    from generator.workload import Hierarchy, Workload
-    from pytest_theodolite.core.errors import TheodoliteSetupError
-    from pytest_theodolite.core.estimators import SlopeThreshold
-    from pytest_theodolite.core.evaluation import SloSettings
-    from pytest_theodolite.core.outcomes import Outcome, Verdict
-    from pytest_theodolite.core.scalability import CapacityResult, DemandResult
-    from pytest_theodolite.engine.benchmark import Benchmark
-    from pytest_theodolite.infra.kafka.version import KAFKA_VERSION
-    from pytest_theodolite.store.baseline import Baseline, load_baseline
-    from pytest_theodolite.store.results import ExperimentResults, read_results
+    from theodolite_generator.workload import Hierarchy, Workload
 
 __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _PUBLIC = {
     "Benchmark": "pytest_theodolite.engine.benchmark",
-    "Workload": "generator.workload",
-    "Hierarchy": "generator.workload",
-    "WorkloadError": "generator.errors",
-    "JsonTemplate": "generator.factories",
-    "AvroTemplate": "generator.factories",
-    "Replay": "generator.factories",
-    "Choice": "generator.factories",
-    "Uniform": "generator.factories",
-    "IntRange": "generator.factories",
-    "EVENT_TIME": "generator.factories",
-    "KEY": "generator.factories",
-    "SEQUENCE": "generator.factories",
+    "Workload": "theodolite_generator.workload",
+    "Hierarchy": "theodolite_generator.workload",
+    "WorkloadError": "theodolite_generator.errors",
+    "JsonTemplate": "theodolite_generator.factories",
+    "AvroTemplate": "theodolite_generator.factories",
+    "Replay": "theodolite_generator.factories",
+    "Choice": "theodolite_generator.factories",
+    "Uniform": "theodolite_generator.factories",
+    "IntRange": "theodolite_generator.factories",
+    "EVENT_TIME": "theodolite_generator.factories",
+    "KEY": "theodolite_generator.factories",
+    "SEQUENCE": "theodolite_generator.factories",
     "SloSettings": "pytest_theodolite.core.evaluation",
     "SlopeThreshold": "pytest_theodolite.core.estimators",
     "Outcome": "pytest_theodolite.core.outcomes",

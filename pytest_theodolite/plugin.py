@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import xdist
 
-from generator import LoadGenerator, Workload
 from pytest_theodolite.engine import services
 from pytest_theodolite.engine.markers import GateSpecError, gate_spec
 from pytest_theodolite.engine.session import TheodoliteSession
@@ -39,6 +38,7 @@ from pytest_theodolite.infra.process import terminate_as_interrupt
 from pytest_theodolite.infra.spark.cluster import SparkCluster
 from pytest_theodolite.pull_request.experiment import CompareTarget, paired_experiments
 from pytest_theodolite.pull_request.worktree import RefWorktree
+from theodolite_generator import LoadGenerator, Workload
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

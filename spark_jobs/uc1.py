@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_jobs.common import (
+from .common import (
     DeploymentOptions,
     parse_power_records,
     read_kafka,

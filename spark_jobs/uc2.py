@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_jobs.common import (
+from .common import (
     STATISTICS_FIELDS,
     DeploymentOptions,
     epoch_millis,

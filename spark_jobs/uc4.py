@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from spark_jobs.common import (
+from .common import (
     LATE_ROWS_METRIC,
     RECORDS_METRIC,
     DeploymentOptions,

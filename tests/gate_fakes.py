@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from generator import Workload
 from pytest_theodolite.core.capacity import MicroBatch
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
@@ -37,6 +36,7 @@ from pytest_theodolite.engine.runner import new_writer
 from pytest_theodolite.engine.session import TheodoliteSession
 from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
 from pytest_theodolite.pull_request.paired import CHANGE, REF
+from theodolite_generator import Workload
 
 
 def _never_called(*args, **kwargs):

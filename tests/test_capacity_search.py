@@ -6,11 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.evaluation import SloSettings
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.outcomes import CapacityStatus, Outcome, StepStatus
-from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.search import Strategy, search_demand
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
@@ -27,6 +26,7 @@ from pytest_theodolite.engine.capacity_search import (
 )
 from pytest_theodolite.engine.markers import parse_threshold
 from pytest_theodolite.report.notes import capacity_note
+from theodolite_generator import Workload
 
 
 def fake_runner(resources=(1, 2, 3, 4), loads=(4000, 12000, 20000), max_duration_s=120.0):

@@ -9,14 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from pytest_theodolite.core.blind_spot import blind_spot, capacities
 from pytest_theodolite.core.cost import (
     SIGNIFICANCE,
     CostEstimate,
     CostToleranceError,
     PointCost,
-    blind_spot,
-    blind_spot_warning,
-    capacities,
     check_cost,
     cost_estimate,
     cost_from_series,
@@ -29,6 +27,7 @@ from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.outcomes import CostStatus, Outcome
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import LAG_TREND, SloVerdict
+from pytest_theodolite.report.notes import blind_spot_warning
 
 
 def samples(us_per_record: float, seconds: int = 30, rate: float = 4000, jitter: float = 0.0, seed: int = 1):

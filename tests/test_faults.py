@@ -19,7 +19,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from generator import Workload
 from pytest_theodolite.cli.analyse import main as theodolite_cli
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
 from pytest_theodolite.core.estimators import SlopeThreshold
@@ -32,7 +31,8 @@ from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.infra.spark import cgroups
 from pytest_theodolite.store.results import read_results, series_file_name
-from spark_jobs import uc1
+from theodolite_generator import Workload
+from theodolite_spark_jobs import uc1
 
 # they kill and starve processes and measure: under pytest-xdist nothing else may run beside them
 pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
@@ -244,9 +244,9 @@ def test_a_starved_generator_makes_the_sub_experiment_invalid(kafka_cluster, spa
 
 GATE = """
 import pytest
-from generator import Workload
+from theodolite_generator import Workload
 from pytest_theodolite.engine.runner import Benchmark
-from spark_jobs import uc1
+from theodolite_spark_jobs import uc1
 
 UC1 = Benchmark("uc1-ctrl-c", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
 

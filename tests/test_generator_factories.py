@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from generator import LoadGenerator, Workload, WorkloadError
-from generator.factories import (
+from theodolite_generator import LoadGenerator, Workload, WorkloadError
+from theodolite_generator.factories import (
     EVENT_TIME,
     KEY,
     SEQUENCE,

@@ -11,7 +11,7 @@ import psutil
 import pytest
 from kafka import KafkaConsumer
 
-from generator import ActivePowerRecord, LoadGenerator, SensorGroup, Workload, WorkloadError
+from theodolite_generator import ActivePowerRecord, LoadGenerator, SensorGroup, Workload, WorkloadError
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,7 @@ def test_records_have_the_schema_keys_timestamps_and_phases_of_the_workload(kafk
 def test_a_record_factorys_records_arrive_on_the_workloads_schedule(kafka_cluster):
     """The user's own records (a JsonTemplate) from 2 processes: their keys, event times and sequence numbers
     are the schedule's, and every acknowledged record is in the topic."""
-    from generator.factories import EVENT_TIME, KEY, SEQUENCE, Choice, JsonTemplate
+    from theodolite_generator.factories import EVENT_TIME, KEY, SEQUENCE, Choice, JsonTemplate
 
     topic = "gen-factory"
     kafka_cluster.create_topic(topic, partitions=2)
@@ -207,7 +207,7 @@ def test_cli_reports_the_achieved_rate_and_exits_0(kafka_cluster):
         [
             sys.executable,
             "-m",
-            "generator",
+            "theodolite_generator",
             "--bootstrap-servers",
             kafka_cluster.bootstrap_servers,
             "--topic",
@@ -235,7 +235,7 @@ def test_cli_refuses_unreachable_broker_with_exit_2_and_never_prints_client_sett
         [
             sys.executable,
             "-m",
-            "generator",
+            "theodolite_generator",
             "--bootstrap-servers",
             f"127.0.0.1:{_closed_port()}",
             "--topic",
@@ -326,8 +326,8 @@ def test_the_load_generator_fixture_starts_a_workload_and_stops_it_after_the_tes
     pytester.makepyfile(
         test_user=f"""
 import json, time
-from generator import Workload
-from generator.factories import JsonTemplate, KEY, EVENT_TIME
+from theodolite_generator import Workload
+from theodolite_generator.factories import JsonTemplate, KEY, EVENT_TIME
 
 def test_clicks(load_generator, kafka_cluster):
     kafka_cluster.create_topic("clicks", partitions=2)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from generator import (
+from theodolite_generator import (
     ActivePowerRecord,
     Hierarchy,
     LoadGenerator,
@@ -21,8 +21,8 @@ from generator import (
     encode_record,
     librdkafka_config,
 )
-from generator.records import record_prefix, value_suffix
-from generator.worker import WorkerPlan, _Errors, _ScheduledSender, poll_timeout_s
+from theodolite_generator.records import record_prefix, value_suffix
+from theodolite_generator.worker import WorkerPlan, _Errors, _ScheduledSender, poll_timeout_s
 
 # -- records ---------------------------------------------------------------------------------------------
 
@@ -217,7 +217,7 @@ def test_client_settings_map_to_librdkafka_and_never_show_in_repr():
 
 def test_the_generator_package_never_imports_pytest():
     code = (
-        "import sys, generator, generator.__main__, generator.producer; "
+        "import sys, theodolite_generator, theodolite_generator.__main__, theodolite_generator.producer; "
         "bad = [m for m in sys.modules if m == 'pytest' or m.startswith(('_pytest', 'pytest_theodolite'))]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -242,7 +242,7 @@ def test_cli_refusals_print_one_line_and_exit_2(args, words):
         [
             sys.executable,
             "-m",
-            "generator",
+            "theodolite_generator",
             "--bootstrap-servers",
             "127.0.0.1:1",
             "--topic",

@@ -19,7 +19,8 @@ from pytest_theodolite.cli.history import main
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.scalability import DemandResult, Metric
-from pytest_theodolite.store.results import ResultsWriter, environment_info, source_revision
+from pytest_theodolite.store.environment import environment_info, source_revision
+from pytest_theodolite.store.results import ResultsWriter
 
 
 def write_run(directory, started, commit, demand_1000, capacity_1=None, dirty=False):

@@ -2,10 +2,10 @@
 
 import pytest
 
-from generator import Workload
 from pytest_theodolite.core.job_contract import RUNNER_OPTIONS, SIGNATURE, JobContractError, contract_problems
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.session import TheodoliteSession
+from theodolite_generator import Workload
 
 
 def contract_job(

@@ -261,9 +261,9 @@ def test_ctrl_c_removes_the_container(pytester):
 
 GATE = """
 import pytest
-from generator import Workload
+from theodolite_generator import Workload
 from pytest_theodolite.engine.runner import Benchmark
-from spark_jobs import uc1
+from theodolite_spark_jobs import uc1
 
 UC1 = Benchmark("uc1-container", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
 

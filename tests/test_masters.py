@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_theodolite.core.errors import TheodoliteSetupError
-from pytest_theodolite.infra.spark import cluster as cluster_module
+from pytest_theodolite.infra.spark import executors as executors_module
 from pytest_theodolite.infra.spark import shipping
 from pytest_theodolite.infra.spark.cluster import SparkCluster
 from pytest_theodolite.infra.spark.masters import (
@@ -204,11 +204,15 @@ def test_the_jobs_files_are_shipped_and_the_drivers_path_left_as_it_was(monkeypa
 
 
 def test_a_jobs_package_is_zipped_with_its_modules_and_a_single_module_copied(tmp_path):
-    archive = shipping.job_archive("spark_jobs.uc1", tmp_path)
+    archive = shipping.job_archive("theodolite_spark_jobs.uc1", tmp_path)
     with zipfile.ZipFile(archive) as bundle:
         names = set(bundle.namelist())
-    assert archive.name == "spark_jobs.zip"
-    assert {"spark_jobs/__init__.py", "spark_jobs/uc1.py", "spark_jobs/common.py"} <= names
+    assert archive.name == "theodolite_spark_jobs.zip"
+    assert {
+        "theodolite_spark_jobs/__init__.py",
+        "theodolite_spark_jobs/uc1.py",
+        "theodolite_spark_jobs/common.py",
+    } <= names
     assert not [n for n in names if "__pycache__" in n or not n.endswith(".py")]
     module = tmp_path / "single" / "my_clicks_job.py"
     module.parent.mkdir()
@@ -267,7 +271,7 @@ def test_checkpoints_on_the_clusters_file_system_are_deleted_through_it(location
 
 
 def test_the_registration_hints_cover_every_kind():
-    assert set(cluster_module._REGISTRATION_HINTS) == set(MasterKind)
+    assert set(executors_module._REGISTRATION_HINTS) == set(MasterKind)
 
 
 DRIVER, OLD, NEW = "127.0.0.1:40000", "127.0.0.1:41000", "127.0.0.1:42000"
@@ -288,4 +292,4 @@ DRIVER, OLD, NEW = "127.0.0.1:40000", "127.0.0.1:41000", "127.0.0.1:42000"
 def test_an_executor_is_replaced_once_the_old_ones_block_manager_is_gone_and_the_new_one_has_its_port(
     ids, addresses, replaced
 ):
-    assert cluster_module.has_replaced("0", frozenset({DRIVER, OLD}), ids, frozenset(addresses)) is replaced
+    assert executors_module.has_replaced("0", frozenset({DRIVER, OLD}), ids, frozenset(addresses)) is replaced

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-import generator
 import pytest_theodolite
-import spark_jobs
+import theodolite_generator
+import theodolite_spark_jobs
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
 from pytest_theodolite.infra.maven import java_executable
@@ -39,7 +39,7 @@ MASTER, WORKERS = 0, (1, 2)
 
 GATE = """
 import pytest
-from generator import Workload
+from theodolite_generator import Workload
 from pytest_theodolite import Benchmark
 from clickjob.job import start_query
 
@@ -74,7 +74,8 @@ def _spark_env(network: HostNetwork, host: int, work: Path) -> dict[str, str]:
 def hosts(tmp_path):
     """The network, a master on host 0 and a one-core worker on hosts 1 and 2 (project packages hidden), and
     a broker on this process's address; all stopped and deleted afterwards."""
-    project_packages = [Path(module.__file__).parent for module in (spark_jobs, pytest_theodolite, generator)]
+    packages = (theodolite_spark_jobs, pytest_theodolite, theodolite_generator)
+    project_packages = [Path(module.__file__).parent for module in packages]
     spark_class = str(pyspark_home() / "bin" / "spark-class")
     with HostNetwork(hosts=3) as network:
         master_url = f"spark://{network.address(MASTER)}:7077"

@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from generator import Workload
 from pytest_theodolite.core.capacity import MicroBatch
 from pytest_theodolite.core.paired_cost import (
     MIN_JUDGED_PAIRS,
@@ -36,6 +35,7 @@ from pytest_theodolite.engine.backlog_read import (
     settled_batches,
 )
 from pytest_theodolite.report.paired import paired_read_note
+from theodolite_generator import Workload
 
 
 def test_batches_are_compared_by_number_so_what_falls_on_both_cancels():

@@ -16,9 +16,9 @@ from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
 from pytest_theodolite.engine.capacity_search import capacity_cost
 
 GATE_MODULE = """
-from generator import Workload
+from theodolite_generator import Workload
 from pytest_theodolite import Benchmark
-from spark_jobs import uc1
+from theodolite_spark_jobs import uc1
 
 UC1 = Benchmark("uc1-points", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=2)
 NOT_A_BENCHMARK = 42

@@ -16,8 +16,9 @@ from pytest_theodolite.core.batch_trends import (
     durations_beyond_bound,
 )
 from pytest_theodolite.core.estimators import TimeSeries, batch_aligned, lag_trend_estimate
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.protocol import MeasurementPlan, MeasurementProtocol, Phase, Stop, stop_of
+from pytest_theodolite.core.protocol import MeasurementProtocol, Phase, Stop, stop_of
 
 T0 = 1_700_000_000.0
 

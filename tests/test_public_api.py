@@ -16,7 +16,7 @@ def test_every_public_name_resolves_to_its_defining_module() -> None:
         value = getattr(pytest_theodolite, name)
         assert value is not None, name
     assert pytest_theodolite.Benchmark.__module__ == "pytest_theodolite.engine.benchmark"
-    assert pytest_theodolite.Workload.__module__ == "generator.workload"
+    assert pytest_theodolite.Workload.__module__ == "theodolite_generator.workload"
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
@@ -105,3 +105,63 @@ def test_an_old_module_whose_code_was_split_finds_each_name_in_its_new_home(old:
         assert getattr(module, name) is getattr(importlib.import_module(f"pytest_theodolite.{home}"), name)
     with pytest.raises(AttributeError, match="no attribute 'never_there'"):
         _ = module.never_there
+
+
+def plugin_private_attributes() -> set[str]:
+    """Every private method and attribute the plugin's classes define (``def _x``, ``_x: T``, ``self._x = ...``)."""
+    import ast
+    from pathlib import Path
+
+    names = set()
+    for path in Path(pytest_theodolite.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(node.name)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                names.add(node.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def private_names_used(source: str, private_attributes: set[str]) -> list[str]:
+    """The private names of the plugin a script reaches: imported (``from pytest_theodolite... import _x``) or
+    read off an object other than ``self``/``cls`` where the plugin defines that private name (``obj._x``)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_theodolite"):
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Attribute) and node.attr in private_attributes:
+            if not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"}):
+                found.append(f"{ast.unparse(node.value)}.{node.attr}")
+    return found
+
+
+def test_the_research_scripts_use_only_public_names_of_the_plugin() -> None:
+    """experiments/ is read as an example of the plugin's use: what it needs is public (or a documented
+    internal module's public name), so that an internal change cannot silently break a script."""
+    from pathlib import Path
+
+    scripts = sorted((Path(__file__).parent.parent / "experiments").glob("*.py"))
+    assert scripts
+    private = plugin_private_attributes()
+    assert (
+        "_batches" in private and "_jsc" not in private
+    )  # the protocol's own; pyspark's is not the plugin's
+    reached = {s.name: names for s in scripts if (names := private_names_used(s.read_text(), private))}
+    assert reached == {}
+
+
+def test_the_private_name_check_sees_imports_and_attributes() -> None:
+    source = (
+        "from pytest_theodolite.engine.services import _prepare, public\n"
+        "import sys\nsys._getframe()\nprotocol._batches\nself._ok\n"
+    )
+    used = private_names_used(source, {"_batches", "_ok"})
+    assert used == ["pytest_theodolite.engine.services._prepare", "protocol._batches"]

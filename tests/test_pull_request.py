@@ -19,7 +19,7 @@ JOBS = SCRIPTED_JOBS
 
 GATE = """
 import pytest
-from generator import Workload
+from theodolite_generator import Workload
 from jobs import start_query
 from pytest_theodolite.engine.runner import Benchmark
 

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
 
 JOB = '''
 """UC1 behind a module of this repository, so that each revision has its own version of it."""
-from spark_jobs import uc1
+from theodolite_spark_jobs import uc1
 
 VERSION = "{version}"
 
@@ -24,7 +24,7 @@ def start_query(spark, **options):
 
 GATE = """
 import pytest
-from generator import Workload
+from theodolite_generator import Workload
 from pytest_theodolite.engine.runner import Benchmark
 from myjobs import start_query
 

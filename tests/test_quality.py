@@ -26,7 +26,7 @@ JOBS = SCRIPTED_JOBS
 # the job in the repository, as pull-request mode requires (each side imports its own)
 GATE = """
 import pytest
-from generator import Workload
+from theodolite_generator import Workload
 from jobs import start_query
 from pytest_theodolite import Benchmark
 

@@ -27,9 +27,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
 
 GATE = """
 import pytest
-from generator import Workload
+from theodolite_generator import Workload
 from pytest_theodolite.engine.runner import Benchmark
-from spark_jobs import uc1
+from theodolite_spark_jobs import uc1
 
 UC1 = Benchmark("uc1-replicated", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=3)
 

@@ -538,7 +538,8 @@ def test_a_cost_check_without_an_interval_is_reported_as_not_made():
 
 
 def test_cost_junit_properties_give_both_figures_the_blind_spot_and_the_tolerance() -> None:
-    from pytest_theodolite.core.cost import BlindSpot, CostEstimate, PointCost
+    from pytest_theodolite.core.blind_spot import BlindSpot
+    from pytest_theodolite.core.cost import CostEstimate, PointCost
     from pytest_theodolite.report.junit import cost_junit_properties
 
     measured = PointCost(2, CostEstimate(41.25, 40.0, 42.5, 5))

@@ -11,7 +11,6 @@ import psutil
 import pytest
 from udf_job_package import PACKAGE, write_job_package
 
-from generator import Workload
 from pytest_theodolite.cli import analyse as analyse_cli
 from pytest_theodolite.core.contention import (
     INSTANCE_QUOTA,
@@ -28,7 +27,8 @@ from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.store.results import read_results, read_series
-from spark_jobs import uc1
+from theodolite_generator import Workload
+from theodolite_spark_jobs import uc1
 
 pytestmark = pytest.mark.integration
 
@@ -337,7 +337,7 @@ def test_a_backlog_read_in_legs_reads_each_on_a_new_executor_after_its_own_warm_
     kafka_cluster, spark_cluster, tmp_path, monkeypatch
 ):
     from pytest_theodolite.engine import backlog_read
-    from pytest_theodolite.infra.spark.cluster import executor_ids
+    from pytest_theodolite.infra.spark.executors import executor_ids
 
     replaced: list = []  # each replacement's executor ids before and after
     replace = backlog_read.replace_executor

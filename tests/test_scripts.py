@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.outcomes import Outcome
-from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.records import RepetitionRecord, SubExperimentRecord
 from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND, SloVerdict
 

@@ -209,7 +209,7 @@ def test_malformed_property_line_is_refused():
 def test_one_set_of_sasl_properties_serves_java_python_and_librdkafka_clients(mechanism, module):
     """Given as librdkafka does (sasl.username/password), Spark's Java client gets a JAAS config; given as
     Java does, kafka-python and librdkafka get the user and password out of it -- quotes included."""
-    from generator import librdkafka_config
+    from theodolite_generator import librdkafka_config
 
     password = 'p"w\\x'
     properties = {

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from generator import Workload
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
@@ -25,6 +24,7 @@ from pytest_theodolite.pull_request.sides import (
 )
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from pytest_theodolite.report.paired import paired_read_note
+from theodolite_generator import Workload
 
 
 def git(path: Path, *args: str) -> None:
@@ -316,7 +316,7 @@ py-modules = ["ejobs"]
 SIDES_OF_AN_EDITABLE_INSTALL = """
 import json, sys
 from pathlib import Path
-from generator import Workload
+from theodolite_generator import Workload
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
@@ -432,7 +432,7 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
 ):
     from pytest_theodolite.engine.backlog_read import BacklogPlan
     from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
-    from spark_jobs import uc1
+    from theodolite_spark_jobs import uc1
 
     if spark_cluster.max_instances < 2:
         pytest.skip("needs two instances at once (--theodolite-max-instances >= 2)")

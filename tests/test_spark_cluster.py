@@ -7,12 +7,8 @@ import pytest
 from kafka import KafkaProducer
 
 from pytest_theodolite.infra.spark import cgroups
-from pytest_theodolite.infra.spark.cluster import (
-    SparkCluster,
-    StandaloneCluster,
-    driver_jvm_pid,
-    registered_executors,
-)
+from pytest_theodolite.infra.spark.cluster import SparkCluster, StandaloneCluster
+from pytest_theodolite.infra.spark.executors import driver_jvm_pid, registered_executors
 
 pytestmark = pytest.mark.integration
 

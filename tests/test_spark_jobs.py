@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from pytest_theodolite.engine.monitor import all_progress
-from spark_jobs import uc1, uc2, uc3, uc4
+from theodolite_spark_jobs import uc1, uc2, uc3, uc4
 
 pytestmark = pytest.mark.integration
 

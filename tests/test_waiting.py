@@ -127,9 +127,9 @@ class BrokerThatKeepsTopics:
 
 
 def test_topics_that_cannot_be_deleted_are_named_in_a_warning_not_swallowed():
-    from generator import Workload
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
     from pytest_theodolite.engine.job import JobLauncher
+    from theodolite_generator import Workload
 
     broker = BrokerThatKeepsTopics()
     jobs = JobLauncher(

@@ -81,6 +81,7 @@ from pytest_theodolite.core.estimators import (
     lag_trend_estimate,
     trend_side,
 )
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.slo import batch_bound_side, batch_duration_interval
 
@@ -110,93 +111,6 @@ FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIN
 CERTAIN_STOPS = frozenset(
     {Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES, Stop.LAG_FALLING, Stop.BEYOND_BATCH_BOUND}
 )
-
-
-@dataclass(frozen=True)
-class MeasurementPlan:
-    """How long each phase may take; see the module docstring."""
-
-    warmup_s: float | None = None  # a fixed warm-up (Theodolite's protocol); None: until the job settled
-    prime_unlimited: bool = True
-    prime_batches: int = 3
-    max_prime_s: float = 30.0
-    settle_batches: int = 4
-    settle_tolerance: float = 0.2
-    #: the settling phase's bound, counted from the end of priming (up to twice that for few or long batches)
-    max_warmup_s: float = 90.0
-    min_duration_s: float = 20.0
-    max_duration_s: float = 120.0
-    #: how many of the newest batches the settling test judged steady the measurement begins with (0: it
-    #: begins after them, at the sample that ended the warm-up; results recorded before 2026-12-03 did so)
-    measure_settled_batches: int = 2
-    #: points of the fit before an interval may stop the measurement. Student's t allows 3, but three batches
-    #: whose durations change by equal steps lie on a line whatever comes next, and one degree of freedom then
-    #: gives an interval of no width: a "certain" verdict on three batches (docs/lab-notes/protocol.md,
-    #: 2026-12-04). Results recorded before kept 3.
-    min_points: int = 4
-    falling_behind_batches: int = 3  # 0: never stop early for growing batch durations
-    #: settling: a lag that falls certainly under the CPU limit ends the repetition as a certain PASS (a job
-    #: whose capacity lies below the load cannot shrink its lag; results recorded before 2026-12-04 waited)
-    pass_on_falling_lag: bool = True
-    #: with a batch bound, the last batches under the limit beyond it and not shortening end the repetition as a
-    #: certain FAIL (an adaptive warm-up only; results recorded before 2026-12-06 measured on)
-    fail_beyond_batch_bound: bool = True
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.warmup_s is not None and not (math.isfinite(self.warmup_s) and self.warmup_s >= 0):
-            problems.append(f"warm-up must be 'auto' or seconds >= 0, got {self.warmup_s}")
-        if not 0 < self.min_duration_s <= self.max_duration_s:
-            problems.append(
-                f"need 0 < duration <= max duration, got {self.min_duration_s:g} s and "
-                f"{self.max_duration_s:g} s"
-            )
-        if self.max_warmup_s <= 0 or self.max_prime_s < 0:
-            problems.append(
-                f"warm-up bounds must be positive, got max warm-up {self.max_warmup_s:g} s, "
-                f"max priming {self.max_prime_s:g} s"
-            )
-        if (
-            self.prime_batches < 1
-            or self.settle_batches < 2
-            or self.min_points < 3
-            or self.falling_behind_batches in (1, 2)
-            or self.falling_behind_batches < 0
-            or not 0 <= self.measure_settled_batches <= self.settle_batches
-        ):
-            problems.append(
-                "need prime_batches >= 1, settle_batches >= 2, min_points >= 3 and "
-                "falling_behind_batches 0 or >= 3, and 0 <= measure_settled_batches <= settle_batches"
-            )
-        if not 0 <= self.settle_tolerance < 1:
-            problems.append(f"settle tolerance must be in [0, 1), got {self.settle_tolerance}")
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    @property
-    def adaptive(self) -> bool:
-        return self.warmup_s is None
-
-    @property
-    def longest_s(self) -> float:
-        """The longest a repetition may take by these rules: priming, the settling phase at its stretched bound
-        (twice ``max_warmup_s``) and the measurement at ``max_duration_s`` -- twice over for an adaptive warm-up,
-        whose measurement may go back to settling once, the bound counted anew."""
-        if self.warmup_s is not None:
-            return self.max_prime_s + self.warmup_s + self.max_duration_s
-        return self.max_prime_s + 2 * (2 * self.max_warmup_s + self.max_duration_s)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MeasurementPlan:
-        """The plan a run recorded; one recorded before ``measure_settled_batches`` measured after them, one
-        recorded before ``pass_on_falling_lag`` waited for the batches to settle, and one recorded before
-        ``fail_beyond_batch_bound`` measured batches beyond the bound on."""
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        older = {"measure_settled_batches": 0, "pass_on_falling_lag": False, "fail_beyond_batch_bound": False}
-        return cls(**{**older, **known})
 
 
 @dataclass
@@ -295,7 +209,7 @@ class MeasurementProtocol:
             self.estimate, (self.measure_from_s, self._first_measured_batch) = falling
             self._finish(Stop.LAG_FALLING)
             return
-        limited = self._limited_durations()
+        limited = self.limited_durations()
         if batch_durations_settled(
             limited, self.plan.settle_batches, self.plan.settle_tolerance
         ) and not self._rising(self._first_limited_batch):
@@ -310,7 +224,7 @@ class MeasurementProtocol:
         not yet doubled (which already tells a job falling behind). Long batches get the time of
         ``2 x settle_batches`` of them at their median, up to that same twice, unless they already diverge: a
         start transient lasts batches, not seconds, and the settling test judges the last ``settle_batches``."""
-        limited = self._limited_durations()
+        limited = self.limited_durations()
         longest = 2 * self.plan.max_warmup_s
         if len(limited) < self.plan.settle_batches and not durations_doubled(limited):
             return longest
@@ -357,9 +271,20 @@ class MeasurementProtocol:
             return None
         return estimate, (start, ids[0])
 
-    def _limited_durations(self) -> list[float]:
+    def limited_batches(self) -> dict[int, float]:
+        """Batch id -> seconds of every batch finished under the CPU limit so far."""
         first = self._first_limited_batch if self._first_limited_batch is not None else 0
-        return [d for b, d in self._batches.items() if b >= first]
+        return {b: d for b, d in self._batches.items() if b >= first}
+
+    def measured_batches(self) -> dict[int, float]:
+        """Batch id -> seconds of every batch finished since the measurement began (none before it did)."""
+        if self._first_measured_batch is None:
+            return {}
+        return {b: d for b, d in self._batches.items() if b >= self._first_measured_batch}
+
+    def limited_durations(self) -> list[float]:
+        """The seconds of every batch finished under the CPU limit so far, oldest first."""
+        return list(self.limited_batches().values())
 
     def _rising(self, first_batch: float) -> bool:
         """The batches from `first_batch` on still lengthen faster than the lag-trend threshold allows
@@ -380,7 +305,7 @@ class MeasurementProtocol:
     def _failed_early(self) -> bool:
         """Ends the repetition as a FAIL its batches under the limit already tell (falling behind, or beyond the
         batch bound for good); whether it did."""
-        if self._falling_behind():
+        if self.falling_behind():
             self._finish(Stop.FALLING_BEHIND)
         elif self._beyond_batch_bound():
             self._finish(Stop.BEYOND_BATCH_BOUND)
@@ -391,14 +316,13 @@ class MeasurementProtocol:
             self.plan.fail_beyond_batch_bound
             and self.plan.adaptive
             and self.max_batch_s is not None
-            and durations_beyond_bound(
-                self._limited_durations(), self.max_batch_s, self.plan.settle_tolerance
-            )
+            and durations_beyond_bound(self.limited_durations(), self.max_batch_s, self.plan.settle_tolerance)
         )
 
-    def _falling_behind(self) -> bool:
-        """The falling-behind rule, once the batches under the limit grew beyond what a start transient does."""
-        limited = self._limited_durations()
+    def falling_behind(self) -> bool:
+        """The falling-behind rule, once the batches under the limit grew beyond what a start transient does
+        (a subclass may widen it: experiments/replay_protocol.py replays candidate rules)."""
+        limited = self.limited_durations()
         return batch_durations_growing(limited, self.plan.falling_behind_batches) and (
             not self.plan.adaptive or limited[-1] >= FALLING_BEHIND_GROWTH * min(limited)
         )
@@ -470,7 +394,7 @@ class MeasurementProtocol:
         if self.stop is None:
             return None
         if self.stop is Stop.NOT_SETTLED:
-            return durations_diverging(self._limited_durations())
+            return durations_diverging(self.limited_durations())
         return self.stop in CERTAIN_STOPS
 
     @property
@@ -484,7 +408,7 @@ class MeasurementProtocol:
     def failure_reason(self) -> str | None:
         """Why the repetition FAILs without a fitted trend, or None."""
         if self.stop is Stop.NOT_SETTLED:
-            limited = self._limited_durations()
+            limited = self.limited_durations()
             last = ", ".join(f"{d:.1f}" for d in limited[-self.plan.settle_batches :])
             if not limited:
                 why = "no micro-batch finished under the CPU limit"
@@ -505,13 +429,13 @@ class MeasurementProtocol:
             )
             return f"no steady state within the {self.plan.max_warmup_s:g} s warm-up bound{extended}: {why}"
         if self.stop is Stop.FALLING_BEHIND:
-            recent = [f"{d:.1f}" for d in self._limited_durations()[-self.plan.falling_behind_batches :]]
+            recent = [f"{d:.1f}" for d in self.limited_durations()[-self.plan.falling_behind_batches :]]
             return (
                 f"the job falls behind: each micro-batch took longer than the last ({', '.join(recent)} s), "
                 "as when the load exceeds what the instances process"
             )
         if self.stop is Stop.BEYOND_BATCH_BOUND:
-            recent = [f"{d:.1f}" for d in self._limited_durations()[-BEYOND_BOUND_BATCHES:]]
+            recent = [f"{d:.1f}" for d in self.limited_durations()[-BEYOND_BOUND_BATCHES:]]
             return (
                 f"micro-batches beyond the {self.max_batch_s:.3g} s batch bound for good: under the CPU limit they "
                 f"took {', '.join(recent)} s, each over {1 + self.plan.settle_tolerance:.1f}x the bound and not "

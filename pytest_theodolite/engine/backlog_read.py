@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator import Workload
 from pytest_theodolite.core.capacity import FULL_SHARE, MicroBatch
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.capacity_probe import (
@@ -41,7 +40,8 @@ from pytest_theodolite.engine.capacity_probe import (
 )
 from pytest_theodolite.engine.job import RunningJob
 from pytest_theodolite.engine.runner import ExperimentRunner
-from pytest_theodolite.infra.spark.cluster import executor_addresses, replace_executor
+from pytest_theodolite.infra.spark.executors import executor_addresses, replace_executor
+from theodolite_generator import Workload
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator import Workload
 from pytest_theodolite.core.evaluation import SloSettings
 from pytest_theodolite.core.job_contract import RUNNER_OPTIONS, check_contract
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE
-from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.search import Strategy, describe_strategy
+from theodolite_generator import Workload
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from generator import Workload
 from pytest_theodolite.core.capacity import (
     SERIES_CAPACITY_ID,
     SERIES_CAPACITY_MS,
@@ -44,7 +43,8 @@ from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.host_sampler import HostSampler
 from pytest_theodolite.engine.job import RunAborted, RunningJob
 from pytest_theodolite.engine.runner import ExperimentRunner
-from pytest_theodolite.infra.spark.cluster import driver_jvm_pid, executor_addresses
+from pytest_theodolite.infra.spark.executors import driver_jvm_pid, executor_addresses
+from theodolite_generator import Workload
 
 #: the job option that caps a micro-batch (the job passes it to its Kafka source as ``maxOffsetsPerTrigger``)
 BATCH_CAP_OPTION = "max_offsets_per_trigger"

@@ -14,7 +14,6 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from generator import Workload
 from pytest_theodolite.core.capacity import (
     CapacityEstimate,
     CapacityRule,
@@ -31,6 +30,7 @@ from pytest_theodolite.core.search import Step, Strategy
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan, measure_capacity
 from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.store.baseline import Baseline
+from theodolite_generator import Workload
 
 
 @dataclass(frozen=True)

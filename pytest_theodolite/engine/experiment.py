@@ -8,9 +8,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_theodolite.core.blind_spot import BlindSpot, blind_spot, capacities
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.certainty import to_confirm
-from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot, capacities
+from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.outcomes import StepStatus
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult, Metric

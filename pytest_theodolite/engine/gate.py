@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_theodolite.core.blind_spot import BlindSpot
 from pytest_theodolite.core.capacity import CapacityEstimate
-from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, BlindSpot, PointCost
+from pytest_theodolite.core.cost import RUN_TO_RUN_CV, SIGNIFICANCE, PointCost
 from pytest_theodolite.core.outcomes import UNMEASURED, StepStatus, Verdict, count_text
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings

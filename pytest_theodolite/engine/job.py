@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator import LoadGenerator, Workload, WorkloadError
 from pytest_theodolite.core.errors import TheodoliteLeakWarning
 from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.engine import monitor
@@ -28,6 +27,7 @@ from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark import shipping
 from pytest_theodolite.infra.spark.cluster import SparkCluster
 from pytest_theodolite.infra.waiting import poll_until, wait_until
+from theodolite_generator import LoadGenerator, Workload, WorkloadError
 
 RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
 

@@ -10,8 +10,8 @@ from typing import Any
 from pytest_theodolite.core.cost import parse_cost_tolerance
 from pytest_theodolite.core.estimators import SlopeThreshold
 from pytest_theodolite.core.evaluation import SloSettings
+from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE
-from pytest_theodolite.core.protocol import MeasurementPlan
 from pytest_theodolite.core.search import Strategy, parse_strategy
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from generator import RateSample
 from pytest_theodolite.core.contention import (
     SERIES_LIMITED_INSTANCE_CPU,
     HostUsage,
@@ -31,6 +30,7 @@ from pytest_theodolite.core.slo import GENERATOR_RATE, LAG_TREND
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.host_sampler import HOST_SERIES
 from pytest_theodolite.store.results import ResultsWriter, SeriesWriter
+from theodolite_generator import RateSample
 
 #: the monitor's series, one file each from the repetition's start
 SAMPLE_SERIES = (

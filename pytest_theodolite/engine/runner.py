@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator import Workload
 from pytest_theodolite.core.contention import HostUsage, SlowSampling
 from pytest_theodolite.core.estimators import TimeSeries
 from pytest_theodolite.core.evaluation import SloSettings, evaluate_repetition
@@ -34,8 +33,11 @@ from pytest_theodolite.engine.host_sampler import HostSampler
 from pytest_theodolite.engine.job import JobLauncher, RunAborted, RunningJob
 from pytest_theodolite.engine.recorder import RepetitionRecorder, RepetitionSamples
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
-from pytest_theodolite.infra.spark.cluster import SparkCluster, driver_jvm_pid, executor_addresses
-from pytest_theodolite.store.results import ResultsWriter, environment_info
+from pytest_theodolite.infra.spark.cluster import SparkCluster
+from pytest_theodolite.infra.spark.executors import driver_jvm_pid, executor_addresses
+from pytest_theodolite.store.environment import environment_info
+from pytest_theodolite.store.results import ResultsWriter
+from theodolite_generator import Workload
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def _spark_cluster(
     )
 
 
-def _prepare_driver_environment(settings: TheodoliteSettings) -> None:
+def prepare_driver_environment(settings: TheodoliteSettings) -> None:
     # pyspark reads these when it launches the driver JVM; without SPARK_LOCAL_IP Spark binds to the
     # machine's first non-loopback address, which a sandboxed CI machine may not route. A remote cluster's
     # executors must reach the driver on an address of theirs: there Spark (or --spark-driver-host) chooses.
@@ -158,7 +158,7 @@ def _prepare_driver_environment(settings: TheodoliteSettings) -> None:
 
 @contextmanager
 def open_spark(settings: TheodoliteSettings) -> Iterator[SparkCluster]:
-    _prepare_driver_environment(settings)
+    prepare_driver_environment(settings)
     if settings.spark_master != "standalone":
         yield _spark_cluster(settings, settings.spark_master)
         return
@@ -169,7 +169,7 @@ def open_spark(settings: TheodoliteSettings) -> Iterator[SparkCluster]:
 
 
 def shared_spark(settings: TheodoliteSettings, root: Path) -> SparkCluster:
-    _prepare_driver_environment(settings)
+    prepare_driver_environment(settings)
     if settings.spark_master != "standalone":
         return _spark_cluster(settings, settings.spark_master)
 

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from generator import Workload
 from pytest_theodolite.core.capacity import CapacityEstimate, predicted_pass
 from pytest_theodolite.core.certainty import to_confirm, uncertain_certificate, uncertain_regression
 from pytest_theodolite.core.cost import CostCheck, PointCost, point_cost
@@ -80,6 +79,7 @@ from pytest_theodolite.report.paired import PairedModeResult, PairedReadResult
 from pytest_theodolite.report.summary import CostFigure
 from pytest_theodolite.store.baseline import Baseline
 from pytest_theodolite.store.results import experiment_id
+from theodolite_generator import Workload
 
 #: how long the parent waits for one reading side's word before it looks at the other's
 READ_POLL_S = 0.25

@@ -29,7 +29,6 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from generator import Workload
 from pytest_theodolite.core.errors import TheodoliteSetupError
 from pytest_theodolite.core.job_contract import JobContractError
 from pytest_theodolite.core.records import SubExperimentRecord
@@ -43,6 +42,7 @@ from pytest_theodolite.infra.process import die_with_parent, interruptible_child
 from pytest_theodolite.infra.spark.cluster import SparkCluster
 from pytest_theodolite.infra.spark.shipping import EXECUTOR_PYTHONPATH
 from pytest_theodolite.infra.waiting import poll_until
+from theodolite_generator import Workload
 
 #: how long a side may take to start (interpreter, imports) before it counts as broken
 START_TIMEOUT_S = 120.0

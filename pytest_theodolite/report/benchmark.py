@@ -10,13 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_theodolite.core.blind_spot import BlindSpot
 from pytest_theodolite.core.capacity import CapacityEstimate
-from pytest_theodolite.core.cost import BlindSpot, PointCost, blind_spot_warning
+from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.judge.comparison import Comparison
 from pytest_theodolite.report.notes import (
     Calibrated,
     CapacityMeasured,
+    blind_spot_warning,
     bound_notes,
     calibration_note,
     capacity_note,

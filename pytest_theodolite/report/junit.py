@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pytest_theodolite.core.blind_spot import BlindSpot
 from pytest_theodolite.core.capacity import CapacityEstimate
-from pytest_theodolite.core.cost import BlindSpot, PointCost
+from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.judge.comparison import Comparison, PointComparison
 from pytest_theodolite.report.summary import CostFigure, points_of

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from pytest_theodolite.core.blind_spot import WIDE_BLIND_SPOT, BlindSpot
 from pytest_theodolite.core.capacity import CapacityEstimate
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.core.task_cpu import TaskCpuPerRecord
@@ -103,6 +104,19 @@ def offered_note(share: float, again: float | None) -> tuple[str, ...]:
             "allows: failing there too it is a regression, passing there not comparable"
         )
     return (note,)
+
+
+def blind_spot_warning(name: str, spots: Sequence[BlindSpot | None]) -> str | None:
+    """A sentence when every load of a gate sits far below the capacity of its demand."""
+    known = [spot for spot in spots if spot is not None]
+    if not known or len(known) < len(spots) or min(s.share for s in known) < WIDE_BLIND_SPOT:
+        return None
+    least = min(s.share for s in known)
+    return (
+        f"{name}: every load sits far below what its instances can take (at least +{least:.0%} headroom): its "
+        "demand cannot change until the job is that much dearer; move a load toward the capacity of its "
+        "demand or gate the CPU per record with cost_tolerance"
+    )
 
 
 def loads_text(loads: Sequence[int]) -> str:

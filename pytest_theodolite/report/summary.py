@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_theodolite.core.cost import BlindSpot, CostCheck, PointCost
+from pytest_theodolite.core.blind_spot import BlindSpot
+from pytest_theodolite.core.cost import CostCheck, PointCost
 from pytest_theodolite.core.outcomes import Outcome, Verdict, count_text
 from pytest_theodolite.core.records import SubExperimentRecord
 from pytest_theodolite.core.scalability import DemandResult

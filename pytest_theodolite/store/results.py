@@ -19,14 +19,10 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
-import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Self, TextIO
 
@@ -39,7 +35,7 @@ from pytest_theodolite.core.outcomes import Outcome
 from pytest_theodolite.core.records import SERIES_LAG, SubExperimentRecord, json_safe
 from pytest_theodolite.core.redaction import redact_secrets
 from pytest_theodolite.core.scalability import CapacityResult, DemandResult, Metric, SubExperiment
-from pytest_theodolite.store import host
+from pytest_theodolite.store.environment import environment_info
 
 FORMAT_VERSION = 2  # 2: raw CSVs in Theodolite's `labels,timestamp,value` shape (1: `timestamp,value`)
 SERIES_COLUMNS = (
@@ -106,57 +102,6 @@ class ExperimentResults:
     def points_with_lag(self) -> tuple[tuple[int, int], ...]:
         """(load, resources) of every sub-experiment with a lag-trend file, ascending."""
         return tuple(sorted({(k.load, k.resources) for k in self.raw_series if k.series == SERIES_LAG}))
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Secrets and environment
-# ------------------------------------------------------------------------------------------------------------
-
-
-def source_revision(directory: Path | None = None) -> dict[str, Any] | None:
-    """The git commit the measured code was checked out at, and whether the working tree differed from it (a
-    pull request's change, uncommitted): what ``python -m pytest_theodolite history`` lines runs up by. None
-    outside a git repository, or where git is missing."""
-    cwd = directory or Path.cwd()
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=30, check=False
-        )
-        if head.returncode != 0:
-            return None
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
-
-
-def environment_info(source_dir: Path | None = None) -> dict[str, Any]:
-    """Versions and machine facts worth keeping beside the numbers (no imports of the heavy packages), when
-    the run started and the revision of the source it measured (the git checkout `source_dir`, by default the
-    working directory, lies in)."""
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for distribution in ("pytest-theodolite", "pyspark", "kafka-python", "numpy", "pandas", "pytest"):
-        try:
-            versions[distribution] = metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            versions[distribution] = None
-    return {
-        "versions": versions,
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "cpu_count": os.cpu_count(),
-        "usable_cores": host.usable_cores(),
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        "revision": source_revision(source_dir),
-    }
 
 
 # ------------------------------------------------------------------------------------------------------------

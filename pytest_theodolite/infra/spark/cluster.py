@@ -30,6 +30,7 @@ from pytest_theodolite.infra.maven import java_executable
 from pytest_theodolite.infra.ports import LOOPBACK, free_port
 from pytest_theodolite.infra.process import ManagedProcess
 from pytest_theodolite.infra.spark import cgroups, masters
+from pytest_theodolite.infra.spark.executors import wait_for_executors
 from pytest_theodolite.infra.spark.jars import pyspark_home
 from pytest_theodolite.infra.spark.masters import ClusterAccess, MasterKind
 from pytest_theodolite.infra.waiting import wait_until
@@ -228,15 +229,6 @@ class StandaloneCluster:
         self.stop()
 
 
-def driver_jvm_pid(spark: Any) -> int | None:
-    """The process of the JVM a PySpark session's driver runs in (pyspark's gateway launched it), where this
-    process launched it; None for a remote driver (Spark Connect) or where pyspark does not say."""
-    gateway = getattr(getattr(spark, "sparkContext", None), "_gateway", None)
-    proc = getattr(gateway, "proc", None)
-    pid = getattr(proc, "pid", None)
-    return pid if isinstance(pid, int) else None
-
-
 @dataclass
 class SparkCluster:
     """What the ``spark_cluster`` fixture gives: sessions with a chosen number of executor instances."""
@@ -413,101 +405,3 @@ def _without_pyspark_sigint_handler(create):
         return create()
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def executor_addresses(spark) -> frozenset[str]:
-    """host:port of every block manager registered now, the driver's included: an executor that died and was
-    replaced by a new one shows as an address gone, even while the count is whole again."""
-    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
-    return frozenset(f"{info.host()}:{info.port()}" for info in infos)
-
-
-def executor_ids(spark) -> list[str]:
-    """The ids of the executors registered now, in the order they came."""
-    ids = spark.sparkContext._jsc.sc().getExecutorIds()
-    return sorted((ids.apply(i) for i in range(ids.size())), key=int)
-
-
-def replace_executor(spark, timeout_s: float = 60.0) -> None:
-    """Kill the application's only executor and wait until the cluster manager has launched another in its
-    place: a new JVM, on a worker of the manager's choice. Its running tasks are retried on the new one. Raises
-    TheodoliteSetupError where none registered within `timeout_s`."""
-    before = executor_ids(spark)
-    if len(before) != 1:
-        raise TheodoliteSetupError(
-            f"replacing an executor needs exactly one, the application has {len(before)}"
-        )
-    addresses_before = executor_addresses(spark)
-    spark.sparkContext._jsc.sc().killAndReplaceExecutor(before[0])
-    wait_until(
-        lambda: has_replaced(before[0], addresses_before, executor_ids(spark), executor_addresses(spark)),
-        timeout_s=timeout_s,
-        interval_s=0.05,
-        error=TheodoliteSetupError,
-        what=lambda: f"no executor replaced executor {before[0]} within {timeout_s:.0f} s",
-    )
-
-
-def has_replaced(
-    executor: str, addresses_before: frozenset[str], ids: list[str], addresses: frozenset[str]
-) -> bool:
-    """Whether one executor other than `executor` is registered (`ids`) and the block managers (`addresses`,
-    the driver's and one executor's) are the driver's and the new one's. The scheduler forgets a killed
-    executor before the block manager master does: for a while `executor`'s block manager is still listed,
-    and an address taken then would be reported lost a moment later. Until a new block manager has its port
-    it shows at port 0."""
-    return (
-        executor not in ids
-        and len(ids) == 1
-        and len(addresses) == 2
-        and not addresses_before <= addresses  # the killed executor's address is gone
-        and not any(a.endswith(":0") for a in addresses)
-    )
-
-
-def registered_executors(spark) -> int:
-    """Executors registered with the driver (the driver itself is listed too, hence the -1)."""
-    return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-
-
-def wait_for_executors(
-    spark, instances: int, timeout_s: float, kind: MasterKind = MasterKind.MANAGED
-) -> None:
-    """Wait until `instances` executors registered, then check that no more did: a gate that measured r
-    instances on more would report a demand the job does not have."""
-    wait_until(
-        lambda: registered_executors(spark) >= instances,
-        timeout_s=timeout_s,
-        interval_s=0.05,
-        error=TheodoliteSetupError,
-        what=lambda: (
-            f"Only {registered_executors(spark)} of {instances} Spark executors registered within "
-            f"{timeout_s:.0f} s. {_REGISTRATION_HINTS[kind]}"
-        ),
-    )
-    registered = registered_executors(spark)
-    if registered != instances:
-        raise TheodoliteSetupError(
-            f"The {kind.value} cluster gave {registered} Spark executors where {instances} were asked for: a "
-            "gate measures exactly that many instances. Check that nothing else sizes the application "
-            "(spark-defaults.conf: spark.executor.instances, dynamic allocation) and that each executor "
-            "has one core."
-        )
-
-
-_REGISTRATION_HINTS = {
-    MasterKind.MANAGED: "Check that the cluster has enough free one-core workers and memory.",
-    MasterKind.LOCAL_CLUSTER: "Check that this machine has the memory for that many executor JVMs.",
-    MasterKind.STANDALONE: (
-        "Check that the master has that many free cores on its workers, and that the workers can reach this "
-        "driver (--spark-driver-host: an address of this machine the workers can connect to)."
-    ),
-    MasterKind.KUBERNETES: (
-        "Check the executor pods (kubectl get pods -l spark-role=executor): an image that cannot be pulled, "
-        "a namespace quota, or a driver address the pods cannot reach (--spark-driver-host)."
-    ),
-    MasterKind.YARN: (
-        "Check the application in YARN's ResourceManager: the queue's free vcores and memory, and that the "
-        "NodeManagers can reach this driver (--spark-driver-host)."
-    ),
-}
