@@ -251,6 +251,9 @@ class FakeSpark:
     def sessions_held(self) -> Iterator[None]:
         yield
 
+    def check_executor_python(self, modules=()) -> None:
+        """Scripted: no executor runs a Python worker."""
+
 
 def scripted_sides(session, benchmark, settings, testbed, target):
     """Pull-request mode's experiment with scripted sides (pull_request.experiment.paired_experiments' place)."""

@@ -119,3 +119,18 @@ def test_the_runner_passes_every_contract_keyword_on_every_run():
     assert runner(secured).job_options(topics)["kafka_options"] == {
         "kafka.security.protocol": "SASL_PLAINTEXT"
     }
+
+
+def test_a_jobs_packages_are_what_it_imports_but_the_standard_library_and_its_own():
+    from pytest_theodolite.core.job_contract import imported_packages
+
+    source = (
+        "from __future__ import annotations\nimport json, os.path\nimport pandas as pd\n"
+        "from pyspark.sql import functions as F\nfrom myjobs.common import x\nfrom . import sibling\n"
+        "def udf():\n    import pyarrow.compute\n"
+    )
+    assert imported_packages(source, own="myjobs") == ("pandas", "pyspark", "pyarrow")
+    # a benchmark reads its job's module: here this test module's own imports
+    packages = Benchmark("t", contract_job, lambda keys: Workload(keys=keys)).job_packages()
+    assert {"pytest", "theodolite_generator", "pytest_theodolite"} <= set(packages)
+    assert "test_job_contract" not in packages

@@ -5,7 +5,9 @@ check -- without a cluster: the session builder is recorded, the executors scrip
 from __future__ import annotations
 
 import os
+import sys
 import zipfile
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 import pytest
@@ -293,3 +295,54 @@ def test_an_executor_is_replaced_once_the_old_ones_block_manager_is_gone_and_the
     ids, addresses, replaced
 ):
     assert executors_module.has_replaced("0", frozenset({DRIVER, OLD}), ids, frozenset(addresses)) is replaced
+
+
+class ScriptedExecutor:
+    """A session whose one executor answers the Python probe: with `answer`, or by running it here."""
+
+    def __init__(self, answer=None):
+        self.answer = answer
+        self.sparkContext = self
+
+    def parallelize(self, data, slices):
+        self.data = data
+        return self
+
+    def map(self, function):
+        self.function = function
+        return self
+
+    def collect(self):
+        return [self.answer] if self.answer is not None else [self.function(x) for x in self.data]
+
+
+def test_the_executors_python_is_probed_in_their_own_worker():
+    version, executable, missing = executors_module.executor_python(
+        ScriptedExecutor(), ["json", "no_such_package_of_theirs"]
+    )
+    assert version == f"{sys.version_info.major}.{sys.version_info.minor}" and executable == sys.executable
+    assert missing == ["no_such_package_of_theirs"]
+
+
+def test_executors_on_another_python_or_without_the_jobs_packages_are_a_setup_error():
+    ours = f"{sys.version_info.major}.{sys.version_info.minor}"
+    executors_module.check_executor_python(ScriptedExecutor((ours, "/usr/bin/python3", [])), ["pandas"])
+    with pytest.raises(TheodoliteSetupError) as other:
+        executors_module.check_executor_python(ScriptedExecutor(("3.8", "/usr/bin/python3", [])), [])
+    assert f"the executors run Python 3.8 (/usr/bin/python3), this driver Python {ours}" in str(other.value)
+    assert "set PYSPARK_PYTHON" in str(other.value)
+    with pytest.raises(TheodoliteSetupError, match=r"\(/opt/py/bin/python\) cannot import pandas, pyarrow"):
+        executors_module.check_executor_python(
+            ScriptedExecutor((ours, "/opt/py/bin/python", ["pandas", "pyarrow"])), ["pandas", "pyarrow"]
+        )
+
+
+def test_only_clusters_not_started_here_have_their_executors_python_checked(monkeypatch):
+    sessions = []
+    for master, kind in (("spark://m:7077", MasterKind.STANDALONE), ("local-cluster[2,1,1024]", None)):
+        cluster = SparkCluster(master, max_instances=2, jars=[], kind=kind or MasterKind.LOCAL_CLUSTER)
+        monkeypatch.setattr(
+            cluster, "session", lambda **kw: sessions.append(kw) or nullcontext(ScriptedExecutor())
+        )
+        cluster.check_executor_python(["json"])
+    assert [s["app_name"] for s in sessions] == ["theodolite-executor-python"]  # the standalone master's only

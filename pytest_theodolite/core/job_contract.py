@@ -99,3 +99,19 @@ def check_contract(name: str, start_query: Callable[..., Any], passed: Iterable[
 
 def _listed(names: list[str]) -> str:
     return ", ".join(names)
+
+
+def imported_packages(source: str, own: str = "") -> tuple[str, ...]:
+    """The top-level packages a job's module imports (absolute imports, at any depth of its code), without the
+    standard library's and its own package `own`: what its executors' Python must be able to import."""
+    import ast
+    import sys
+
+    names: dict[str, None] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(dict.fromkeys(alias.name.partition(".")[0] for alias in node.names))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names[node.module.partition(".")[0]] = None
+    skipped = {*sys.stdlib_module_names, "__future__", own}
+    return tuple(name for name in names if name not in skipped)

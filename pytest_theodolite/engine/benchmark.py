@@ -3,12 +3,13 @@ demand or capacity search, as results record them."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_theodolite.core.evaluation import SloSettings
-from pytest_theodolite.core.job_contract import RUNNER_OPTIONS, check_contract
+from pytest_theodolite.core.job_contract import RUNNER_OPTIONS, check_contract, imported_packages
 from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE
 from pytest_theodolite.core.search import Strategy, describe_strategy
@@ -34,6 +35,17 @@ class Benchmark:
         """Every keyword the runner passes the job on every run: the contract's (core/job_contract.py), the
         benchmark's job options and its extra topics."""
         return tuple(dict.fromkeys((*RUNNER_OPTIONS, *self.job_options, *self.extra_topics)))
+
+    def job_packages(self) -> tuple[str, ...]:
+        """The packages the job's module imports besides its own and the standard library
+        (job_contract.imported_packages); none where its source cannot be read."""
+        module = inspect.getmodule(self.start_query)
+        try:
+            source = inspect.getsource(module) if module is not None else ""
+        except (OSError, TypeError):
+            return ()
+        own = (getattr(module, "__name__", "") or "").partition(".")[0]
+        return imported_packages(source, own)
 
     def check_job(self) -> None:
         """Refuse a job whose ``start_query`` cannot take `job_keywords` (JobContractError, with the

@@ -55,6 +55,8 @@ class TheodoliteSession:
     calibration: Calibration | None = None
     #: given to every experiment (the plugin calls the pytest_theodolite_sub_experiment hook with it)
     on_sub_experiment: SubExperimentListener | None = None
+    #: the package sets the executors' Python was checked for (SparkCluster.check_executor_python)
+    executor_python_checked: set[tuple[str, ...]] = field(default_factory=set)
 
     def calibrate(self) -> Calibration:
         if self.calibration is None:
@@ -133,6 +135,10 @@ class TheodoliteSession:
                 )
             return existing
         benchmark.check_job()  # before the calibration: a job that cannot run costs no minute
+        packages = benchmark.job_packages()
+        if packages not in self.executor_python_checked:  # a cluster not started here: its nodes' Python
+            self.spark.check_executor_python(packages)
+            self.executor_python_checked.add(packages)
         calibration = self.calibrate()
         testbed = {
             **self.testbed,

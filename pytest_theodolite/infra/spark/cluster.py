@@ -30,7 +30,7 @@ from pytest_theodolite.infra.maven import java_executable
 from pytest_theodolite.infra.ports import LOOPBACK, free_port
 from pytest_theodolite.infra.process import ManagedProcess
 from pytest_theodolite.infra.spark import cgroups, masters
-from pytest_theodolite.infra.spark.executors import wait_for_executors
+from pytest_theodolite.infra.spark.executors import check_executor_python, wait_for_executors
 from pytest_theodolite.infra.spark.jars import pyspark_home
 from pytest_theodolite.infra.spark.masters import ClusterAccess, MasterKind
 from pytest_theodolite.infra.waiting import wait_until
@@ -310,6 +310,14 @@ class SparkCluster:
     def _cpu(self, instance_cpu: float | str | None) -> float | None:
         """``"default"``: the cluster's own instance CPU; otherwise the given one."""
         return self.instance_cpu if isinstance(instance_cpu, str) else instance_cpu
+
+    def check_executor_python(self, modules: Sequence[str] = ()) -> None:
+        """On a cluster the plugin did not start, one executor's Python checked against this driver's (version,
+        `modules` importable: executors.check_executor_python); those it starts run this Python already."""
+        if self.kind.started_here:
+            return
+        with self.session(instances=1, instance_cpu=None, app_name="theodolite-executor-python") as spark:
+            check_executor_python(spark, modules)
 
     @contextmanager
     def session(

@@ -3,6 +3,7 @@ them to register, replacing one, and the driver JVM's own process."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pytest_theodolite.core.errors import TheodoliteSetupError
@@ -115,3 +116,40 @@ _REGISTRATION_HINTS = {
         "NodeManagers can reach this driver (--spark-driver-host)."
     ),
 }
+
+
+def executor_python(spark: Any, modules: Sequence[str]) -> tuple[str, str, list[str]]:
+    """What one executor's Python worker is: its version (``3.11``), its interpreter, and which of `modules`
+    it cannot import."""
+
+    def probe(_: object) -> tuple[str, str, list[str]]:
+        import importlib.util
+        import sys
+
+        missing = [name for name in modules if importlib.util.find_spec(name) is None]
+        return f"{sys.version_info.major}.{sys.version_info.minor}", sys.executable, missing
+
+    [answer] = spark.sparkContext.parallelize([0], 1).map(probe).collect()
+    version, executable, missing = answer
+    return str(version), str(executable), list(missing)
+
+
+def check_executor_python(spark: Any, modules: Sequence[str]) -> None:
+    """Refuse, at setup, executors whose Python is another version than this driver's or cannot import one of
+    `modules` (what the job imports): every task with a Python worker would fail mid-measurement instead, and
+    each point read as ERRORED."""
+    import sys
+
+    driver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    version, executable, missing = executor_python(spark, modules)
+    problems = []
+    if version != driver:
+        problems.append(f"the executors run Python {version} ({executable}), this driver Python {driver}")
+    if missing:
+        problems.append(f"the executors' Python ({executable}) cannot import {', '.join(missing)}")
+    if problems:
+        raise TheodoliteSetupError(
+            "; ".join(problems)
+            + ". Install the same Python and the job's packages on the cluster's nodes, or set PYSPARK_PYTHON, where "
+            "pytest runs, to a Python at a path every node has (the driver tells the executors which to run)"
+        )
