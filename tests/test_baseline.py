@@ -697,6 +697,43 @@ def test_a_calibration_that_is_not_a_positive_number_is_refused(tmp_path: Path) 
         load_baseline(tmp_path / "uc1.json")
 
 
+def test_the_cpu_a_calibration_ran_on_is_recorded_and_read_before_any_inference(tmp_path: Path) -> None:
+    """A gate of unlimited instances on a cluster that can limit them calibrates at the reference CPU: its
+    baseline says so, and a run of the same gate on the same testbed compares with it (it never did before)."""
+    from dataclasses import replace
+
+    from pytest_theodolite.engine.calibration import (
+        REFERENCE_CPU,
+        Calibration,
+        baseline_reference_cpu,
+        calibration_mismatch,
+    )
+
+    made = make_baseline({1000: 1})
+    unlimited = replace(made, testbed=replace(made.testbed, instance_cpu=None))
+    recorded = replace(
+        unlimited,
+        testbed=replace(
+            unlimited.testbed,
+            calibration_rows_per_s=300000.0,
+            calibration_instance_cpu=REFERENCE_CPU,
+            calibration_cpu_recorded=True,
+        ),
+    )
+    read = load_baseline(write_baseline(tmp_path / "uc1.json", recorded))
+    assert read == recorded and baseline_reference_cpu(read) == REFERENCE_CPU
+    same_testbed = Calibration(300000.0, 0.1, REFERENCE_CPU)
+    assert calibration_mismatch(300000.0, same_testbed, baseline_reference_cpu(read)) is None
+    # an unlimited calibration is recorded too, as null, and read as such
+    whole_cores = replace(recorded, testbed=replace(recorded.testbed, calibration_instance_cpu=None))
+    path = write_baseline(tmp_path / "uc1.json", whole_cores)
+    assert '"calibration_instance_cpu": null' in path.read_text()
+    assert baseline_reference_cpu(load_baseline(path)) is None
+    # a baseline from before the key: inferred from its instances, as it was
+    legacy = replace(recorded, testbed=replace(recorded.testbed, calibration_cpu_recorded=False))
+    assert baseline_reference_cpu(load_baseline(write_baseline(tmp_path / "uc1.json", legacy))) is None
+
+
 @pytest.mark.parametrize(
     "baseline_rate, measured_rate, baseline_cpu, expected",
     [

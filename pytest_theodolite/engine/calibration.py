@@ -71,8 +71,11 @@ def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 4) -> Ca
 
 
 def baseline_reference_cpu(baseline: Any) -> float | None:
-    """The CPU the reference job ran on where `baseline` (a store.baseline.Baseline) was calibrated: a limited
-    testbed calibrates on REFERENCE_CPU, an unlimited one on whole cores (None)."""
+    """The CPU the reference job ran on where `baseline` (a store.baseline.Baseline) was calibrated: as recorded;
+    for a baseline that did not record it, REFERENCE_CPU where its instances were limited, else whole cores (None)
+    -- which misread a baseline of unlimited instances calibrated on a cluster that can limit them."""
+    if baseline.testbed.calibration_cpu_recorded:
+        return baseline.testbed.calibration_instance_cpu
     return REFERENCE_CPU if baseline.testbed.instance_cpu is not None else None
 
 

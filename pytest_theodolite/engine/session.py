@@ -145,6 +145,7 @@ class TheodoliteSession:
             "instance_cpu": settings.instance_cpu if self.spark.limits_instance_cpu else None,
             "calibration_rows_per_s": round(calibration.rows_per_s),
             "calibration_cpu_us_per_row": calibration.cpu_us_per_row,
+            "calibration_instance_cpu": calibration.instance_cpu,
         }
         if self.start_experiment is not None:
             started = self.start_experiment(self, benchmark, settings, testbed)

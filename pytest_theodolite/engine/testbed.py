@@ -35,4 +35,6 @@ def testbed(
         calibration_cpu_us_per_row=None
         if calibration.cpu_us_per_row is None
         else round(calibration.cpu_us_per_row, 4),
+        calibration_instance_cpu=calibration.instance_cpu,
+        calibration_cpu_recorded=True,
     )

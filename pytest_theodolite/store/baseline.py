@@ -26,7 +26,7 @@ from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.redaction import redact_secrets
 from pytest_theodolite.core.scalability import DemandResult
 from pytest_theodolite.store.results import write_atomically
-from pytest_theodolite.store.testbed import CALIBRATION_KEYS, TESTBED_KEYS, Testbed
+from pytest_theodolite.store.testbed import CALIBRATION_CPU_KEY, CALIBRATION_KEYS, TESTBED_KEYS, Testbed
 
 FORMAT_VERSION: Final = 1
 BASELINE_DIR: Final = "baselines"
@@ -336,7 +336,7 @@ def _parse_cost(document: Any, demand: Mapping[int, int | None], fail: Any) -> d
 def _parse_testbed(document: Any, fail: Any) -> Testbed:
     if not isinstance(document, dict):
         raise fail(f"testbed is {_json_type(document)}, expected an object")
-    _check_keys(document, TESTBED_KEYS, "testbed.", fail, optional=(*CALIBRATION_KEYS, "extra"))
+    _check_keys(document, TESTBED_KEYS, "testbed.", fail, optional=(*CALIBRATION_KEYS, CALIBRATION_CPU_KEY, "extra"))
     extra = document.get("extra", {})
     if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
         raise fail(
@@ -375,6 +375,10 @@ def _parse_testbed(document: Any, fail: Any) -> Testbed:
         calibration_cpu_us_per_row=positive_or_null("calibration_cpu_us_per_row", "not calibrated")
         if "calibration_cpu_us_per_row" in document
         else None,
+        calibration_instance_cpu=positive_or_null(CALIBRATION_CPU_KEY, "unlimited")
+        if CALIBRATION_CPU_KEY in document
+        else None,
+        calibration_cpu_recorded=CALIBRATION_CPU_KEY in document,
         extra=extra,
     )
 

@@ -32,6 +32,11 @@ class Testbed:
     calibration_rows_per_s: float | None = None
     #: the reference job's CPU microseconds per row (calibration.py), the cost figure's yardstick; None: unknown
     calibration_cpu_us_per_row: float | None = None
+    #: the CPU per instance the calibration ran on (None: unlimited), where recorded: a calibration runs limited
+    #: wherever the cluster can limit it, whatever the benchmark's own instance CPU
+    calibration_instance_cpu: float | None = None
+    #: whether `calibration_instance_cpu` was recorded (baselines before 2026-12-07 did not: calibration.py infers it)
+    calibration_cpu_recorded: bool = False
     #: facts a conftest adds with the ``pytest_theodolite_testbed`` hook (e.g. the CI runner type); compared
     #: like the other fields: a difference is named beside the verdict
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -61,6 +66,8 @@ class Testbed:
     def to_dict(self) -> dict[str, Any]:
         keys = TESTBED_KEYS + tuple(key for key in CALIBRATION_KEYS if getattr(self, key) is not None)
         document = {key: getattr(self, key) for key in keys}
+        if self.calibration_cpu_recorded:
+            document[CALIBRATION_CPU_KEY] = self.calibration_instance_cpu
         if self.extra:
             document["extra"] = dict(sorted(self.extra.items()))
         return document
@@ -142,6 +149,8 @@ TESTBED_KEYS: Final = (
 
 
 CALIBRATION_KEYS: Final = ("calibration_rows_per_s", "calibration_cpu_us_per_row")
+#: written where recorded, also as null (an unlimited calibration): Testbed.calibration_instance_cpu
+CALIBRATION_CPU_KEY: Final = "calibration_instance_cpu"
 
 
 TESTBED_FIELDS: Final = (
