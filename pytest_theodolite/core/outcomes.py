@@ -66,6 +66,37 @@ def instances_text(value: int | None, explain_none: bool = False) -> str:
     return count_text(value, "instance")
 
 
+class Phase(str, enum.Enum):
+    """Where a repetition's measurement protocol is (core/protocol.py)."""
+
+    PRIMING = "priming"
+    SETTLING = "settling"
+    MEASURING = "measuring"
+    DONE = "done"
+
+
+class Stop(str, enum.Enum):
+    """Why a repetition's measurement ended (core/protocol.py)."""
+
+    CERTAIN = "certain"  # the slope's interval lay wholly on one side of the threshold
+    MAX_DURATION = "max-duration"  # the bound was reached with the interval straddling the threshold
+    NOT_SETTLED = "not-settled"  # batch durations still falling when the warm-up bound was reached
+    NO_BATCHES = "no-batches"  # too few micro-batches finished in the longest measurement to fit a trend
+    FALLING_BEHIND = "falling-behind"  # every micro-batch markedly longer than the one before
+    LAG_FALLING = "lag-falling"  # settling: the lag fell certainly under the CPU limit, a backlog worked off
+    BEYOND_BATCH_BOUND = "beyond-batch-bound"  # batches under the limit beyond the bound, not shortening
+
+
+#: stops whose repetition FAILs without a fitted trend
+FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIND, Stop.BEYOND_BATCH_BOUND})
+#: stops whose verdict is certain: the interval lay on one side of the threshold, or the batches show a job
+#: that does not keep up. ``max-duration`` (the point estimate decided) is not; ``not-settled`` is only where
+#: the batches under the limit at least doubled (``MeasurementProtocol.certain``).
+CERTAIN_STOPS = frozenset(
+    {Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES, Stop.LAG_FALLING, Stop.BEYOND_BATCH_BOUND}
+)
+
+
 class StepStatus(enum.StrEnum):
     """What one x (a load for demand, a resource amount for capacity) came to in a search (search.Step.status)."""
 

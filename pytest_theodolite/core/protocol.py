@@ -56,7 +56,6 @@ Nothing here talks to Kafka or Spark: the runner feeds samples and applies the C
 
 from __future__ import annotations
 
-import enum
 import math
 import statistics
 from collections.abc import Sequence
@@ -82,35 +81,8 @@ from pytest_theodolite.core.estimators import (
     trend_side,
 )
 from pytest_theodolite.core.measurement_plan import MeasurementPlan
-from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.outcomes import CERTAIN_STOPS, FAILING_STOPS, Outcome, Phase, Stop
 from pytest_theodolite.core.slo import batch_bound_side, batch_duration_interval
-
-
-class Phase(str, enum.Enum):
-    PRIMING = "priming"
-    SETTLING = "settling"
-    MEASURING = "measuring"
-    DONE = "done"
-
-
-class Stop(str, enum.Enum):
-    CERTAIN = "certain"  # the slope's interval lay wholly on one side of the threshold
-    MAX_DURATION = "max-duration"  # the bound was reached with the interval straddling the threshold
-    NOT_SETTLED = "not-settled"  # batch durations still falling when the warm-up bound was reached
-    NO_BATCHES = "no-batches"  # too few micro-batches finished in the longest measurement to fit a trend
-    FALLING_BEHIND = "falling-behind"  # every micro-batch markedly longer than the one before
-    LAG_FALLING = "lag-falling"  # settling: the lag fell certainly under the CPU limit, a backlog worked off
-    BEYOND_BATCH_BOUND = "beyond-batch-bound"  # batches under the limit beyond the bound, not shortening
-
-
-#: stops whose repetition FAILs without a fitted trend
-FAILING_STOPS = frozenset({Stop.NOT_SETTLED, Stop.NO_BATCHES, Stop.FALLING_BEHIND, Stop.BEYOND_BATCH_BOUND})
-#: stops whose verdict is certain: the interval lay on one side of the threshold, or the batches show a job
-#: that does not keep up. ``max-duration`` (the point estimate decided) is not; ``not-settled`` is only where
-#: the batches under the limit at least doubled (``MeasurementProtocol.certain``).
-CERTAIN_STOPS = frozenset(
-    {Stop.CERTAIN, Stop.FALLING_BEHIND, Stop.NO_BATCHES, Stop.LAG_FALLING, Stop.BEYOND_BATCH_BOUND}
-)
 
 
 @dataclass
@@ -273,14 +245,14 @@ class MeasurementProtocol:
 
     def limited_batches(self) -> dict[int, float]:
         """Batch id -> seconds of every batch finished under the CPU limit so far."""
-        first = self._first_limited_batch if self._first_limited_batch is not None else 0
-        return {b: d for b, d in self._batches.items() if b >= first}
+        return self._batches_from(self._first_limited_batch if self._first_limited_batch is not None else 0)
 
     def measured_batches(self) -> dict[int, float]:
         """Batch id -> seconds of every batch finished since the measurement began (none before it did)."""
-        if self._first_measured_batch is None:
-            return {}
-        return {b: d for b, d in self._batches.items() if b >= self._first_measured_batch}
+        return {} if self._first_measured_batch is None else self._batches_from(self._first_measured_batch)
+
+    def _batches_from(self, first: int) -> dict[int, float]:
+        return {b: d for b, d in self._batches.items() if b >= first}
 
     def limited_durations(self) -> list[float]:
         """The seconds of every batch finished under the CPU limit so far, oldest first."""
