@@ -134,3 +134,25 @@ def test_a_jobs_packages_are_what_it_imports_but_the_standard_library_and_its_ow
     packages = Benchmark("t", contract_job, lambda keys: Workload(keys=keys)).job_packages()
     assert {"pytest", "theodolite_generator", "pytest_theodolite"} <= set(packages)
     assert "test_job_contract" not in packages
+
+
+def test_a_pandas_udf_job_without_pyarrow_is_told_which_extra_installs_it():
+    from pytest_theodolite.core.outcomes import Outcome
+    from pytest_theodolite.engine.job import JobLauncher, RunAborted, RunningJob
+    from pytest_theodolite.infra.kafka.admin import KafkaCluster
+
+    def needs_arrow(spark, **options):
+        raise ImportError("PyArrow >= 11.0.0 must be installed; however, it was not found.")
+
+    benchmark = Benchmark("t", needs_arrow, lambda keys: Workload(keys=keys))
+    jobs = JobLauncher(
+        benchmark, ExperimentSettings(loads=(1,), resources=(1,)), KafkaCluster("127.0.0.1:9"), None
+    )  # type: ignore[arg-type]
+    job = RunningJob("r", {"input": "i", "output": "o"})
+    with pytest.raises(RunAborted) as aborted:
+        jobs.restart_query(job, {})
+    assert aborted.value.outcome is Outcome.ERRORED
+    assert aborted.value.reason == (
+        "the job did not start: ImportError: PyArrow >= 11.0.0 must be installed; however, it was not found. "
+        "(a job with pandas UDFs needs pyarrow: pip install 'pytest-theodolite[pandas-udf]')"
+    )

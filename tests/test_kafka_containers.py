@@ -87,6 +87,18 @@ def test_the_image_tag_names_the_kafka_version_and_changes_with_the_recipe(monke
     assert kafka_tag("4.1.1") != tag
 
 
+def test_without_the_docker_extra_the_provider_says_which_command_installs_it(monkeypatch):
+    from pytest_theodolite.infra.kafka.containers import start_kafka_container
+
+    monkeypatch.setitem(sys.modules, "testcontainers.core.container", None)  # as if not installed
+    with pytest.raises(TheodoliteSetupError) as refused:
+        start_kafka_container(None)
+    assert str(refused.value) == (
+        "--kafka testcontainers needs the testcontainers.core.container package, which is not installed: "
+        "pip install 'pytest-theodolite[docker]'"
+    )
+
+
 def test_no_docker_engine_is_one_clear_line(pytester, monkeypatch):
     pytester.makepyfile(
         "def test_needs_kafka(kafka_cluster):\n    pass\n\ndef test_not_reached():\n    pass\n"

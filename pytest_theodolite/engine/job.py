@@ -29,6 +29,9 @@ from pytest_theodolite.infra.spark.cluster import SparkCluster
 from pytest_theodolite.infra.waiting import poll_until, wait_until
 from theodolite_generator import LoadGenerator, Workload, WorkloadError
 
+#: what a job with pandas UDFs needs beyond the plugin's own dependencies
+PANDAS_UDF_EXTRA = "a job with pandas UDFs needs pyarrow: pip install 'pytest-theodolite[pandas-udf]'"
+
 RECORDS_METRIC = "records"  # the observation the bundled jobs publish (spark_jobs.common.RECORDS_METRIC)
 
 
@@ -300,9 +303,10 @@ class JobLauncher:
                 **job.options,
             )
         except Exception as exc:  # the job's own error, reported in the verdict
+            first_line = str(exc).splitlines()[0] if str(exc) else ""
+            hint = f" ({PANDAS_UDF_EXTRA})" if "pyarrow" in first_line.lower() else ""
             raise RunAborted(
-                Outcome.ERRORED,
-                f"the job did not start: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                Outcome.ERRORED, f"the job did not start: {type(exc).__name__}: {first_line}{hint}"
             ) from None
 
     def restart_query(self, job: RunningJob, query_options: Mapping[str, Any]) -> None:

@@ -336,7 +336,9 @@ def _parse_cost(document: Any, demand: Mapping[int, int | None], fail: Any) -> d
 def _parse_testbed(document: Any, fail: Any) -> Testbed:
     if not isinstance(document, dict):
         raise fail(f"testbed is {_json_type(document)}, expected an object")
-    _check_keys(document, TESTBED_KEYS, "testbed.", fail, optional=(*CALIBRATION_KEYS, CALIBRATION_CPU_KEY, "extra"))
+    _check_keys(
+        document, TESTBED_KEYS, "testbed.", fail, optional=(*CALIBRATION_KEYS, CALIBRATION_CPU_KEY, "extra")
+    )
     extra = document.get("extra", {})
     if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
         raise fail(

@@ -20,11 +20,26 @@ from pytest_theodolite.infra.kafka.embedded import READY_LINE, SINGLE_NODE_SETTI
 from pytest_theodolite.infra.kafka.image import broker_environment, ensure_kafka_image
 from pytest_theodolite.infra.ports import LOOPBACK, free_port
 
-__all__ = ["docker_engine_problem", "kafka_container", "start_kafka_container"]
+__all__ = ["docker_engine_problem", "kafka_container", "missing_docker_client", "start_kafka_container"]
 
 CLIENT_PORT = 9092  # inside the container
 #: a label on every container this provider starts, so that one left behind is easy to find
 LABEL = "pytest-theodolite.kafka"
+
+
+#: what --kafka testcontainers needs beyond the plugin's own dependencies
+DOCKER_EXTRA = "pip install 'pytest-theodolite[docker]'"
+
+
+def missing_docker_client() -> str | None:
+    """The Docker and testcontainers clients' import error, in a sentence with the command that installs them;
+    None where both import."""
+    try:
+        import docker  # noqa: F401
+        import testcontainers.core.container  # noqa: F401
+    except ImportError as exc:
+        return f"--kafka testcontainers needs the {exc.name} package, which is not installed: {DOCKER_EXTRA}"
+    return None
 
 
 def docker_engine_problem() -> str | None:
@@ -115,6 +130,8 @@ def start_kafka_container(
     """Start a broker container; return the testcontainers container and its bootstrap address.
 
     ``image`` None builds (once) and runs the image of this package (image.py)."""
+    if (missing := missing_docker_client()) is not None:
+        raise TheodoliteSetupError(missing)
     problem = docker_engine_problem()
     if problem is not None:
         raise TheodoliteSetupError(
