@@ -571,3 +571,28 @@ def test_a_cost_read_both_as_measured_and_divided_shows_both_readings() -> None:
     assert properties["theodolite.cpu_change_divided.8000"] == "-0.089"
     figure = PointCost(2, CostEstimate(44.9, 42.4, 47.3, 5), 0.88)
     assert cost_text(point, figure).endswith("(+25%; -9% divided)")
+
+
+def test_a_recorded_baseline_says_which_cpu_per_instance_a_comparison_needs(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from pytest_theodolite.report.benchmark import StoredModeResult, stored_mode_report
+    from pytest_theodolite.report.formats import render_summary
+
+    def recorded(instance_cpu: float | None) -> StoredModeResult:
+        baseline = replace(BASELINE, testbed=replace(BASELINE_TESTBED, instance_cpu=instance_cpu))
+        return StoredModeResult("uc1", COMPARISON, MEASURED, baseline, tmp_path, {}, {}, {}, recording=True)
+
+    limited = stored_mode_report(recorded(0.5)).notes
+    assert "baseline recorded with 0.5 CPU per instance: a run compares with it only where its instances" in (
+        " ".join(limited)
+    )
+    unlimited = stored_mode_report(recorded(None)).notes
+    assert any(note.startswith("baseline recorded with unlimited CPU per instance") for note in unlimited)
+    # not said where nothing was recorded; every summary format renders the same result
+    plain = stored_mode_report(replace(recorded(0.5), recording=False)).notes
+    assert not any("baseline recorded with" in note for note in plain)
+    rendered = render_summary([recorded(0.5)])
+    assert set(rendered) == {"lines", "markdown", "benchmarks"}
+    assert any("baseline recorded with 0.5 CPU" in line for line in rendered["lines"])
+    assert "baseline recorded with 0.5 CPU" in rendered["markdown"]

@@ -23,6 +23,7 @@ from pytest_theodolite.report.notes import (
     calibration_note,
     capacity_note,
     offered_note,
+    recording_note,
 )
 from pytest_theodolite.report.plot import PlotDependencyMissing, capacity_plot, scalability_plot
 from pytest_theodolite.report.summary import BenchmarkReport
@@ -70,6 +71,8 @@ def stored_mode_report(result: StoredModeResult) -> BenchmarkReport:
         notes = (str(exc),)
     if result.comparison.improvements and not result.recording:
         notes += ("lower the baseline with --theodolite-update-baselines",)
+    if result.recording and baseline is not None:
+        notes += (recording_note(baseline.testbed.instance_cpu),)
     notes += bound_notes(measured) + offered_note(result.offered_share, result.regression_share)
     if result.paired_cost_asked:
         notes += (

@@ -66,6 +66,21 @@ def capacity_note(measurements: Mapping[int, CapacityMeasured]) -> str:
     return f"capacity per instance count, measured directly ({seconds:.0f} s): " + "; ".join(parts)
 
 
+def recording_note(instance_cpu: float | None) -> str:
+    """What a freshly recorded baseline needs of the runs that compare with it: the same CPU per instance."""
+    if instance_cpu is None:
+        return (
+            "baseline recorded with unlimited CPU per instance: a run whose instances are CPU-limited (a gate's "
+            "instance_cpu on a cluster that limits it, e.g. as root) is not comparable with it; record it where "
+            "the gates run"
+        )
+    return (
+        f"baseline recorded with {instance_cpu:g} CPU per instance: a run compares with it only where its "
+        "instances are limited so too -- a cluster that can limit them (as root, with the cgroup cpu "
+        "controller: docs/cpu-limits.md); elsewhere it is not comparable"
+    )
+
+
 def bound_notes(measured: DemandResult, reference: str = "baseline") -> tuple[str, ...]:
     """What '<=N' and '>N' in a table mean, where a load's search stopped at a pass at the reference's demand,
     or at a FAIL there on a testbed that cannot judge a higher demand."""
