@@ -324,17 +324,34 @@ def test_the_executors_python_is_probed_in_their_own_worker():
     assert missing == ["no_such_package_of_theirs"]
 
 
-def test_executors_on_another_python_or_without_the_jobs_packages_are_a_setup_error():
+def test_executors_on_another_python_are_a_setup_error_and_missing_packages_a_warning():
+    from pytest_theodolite.core.errors import TheodoliteSetupWarning
+
     ours = f"{sys.version_info.major}.{sys.version_info.minor}"
     executors_module.check_executor_python(ScriptedExecutor((ours, "/usr/bin/python3", [])), ["pandas"])
     with pytest.raises(TheodoliteSetupError) as other:
         executors_module.check_executor_python(ScriptedExecutor(("3.8", "/usr/bin/python3", [])), [])
     assert f"the executors run Python 3.8 (/usr/bin/python3), this driver Python {ours}" in str(other.value)
     assert "set PYSPARK_PYTHON" in str(other.value)
-    with pytest.raises(TheodoliteSetupError, match=r"\(/opt/py/bin/python\) cannot import pandas, pyarrow"):
+    # a job that runs wholly in the JVM never imports its module's packages on the executors: named, not refused
+    with pytest.warns(
+        TheodoliteSetupWarning, match=r"\(/opt/py/bin/python\) cannot import pandas, pyarrow, which"
+    ):
         executors_module.check_executor_python(
             ScriptedExecutor((ours, "/opt/py/bin/python", ["pandas", "pyarrow"])), ["pandas", "pyarrow"]
         )
+
+
+class NoPythonOnExecutors(ScriptedExecutor):
+    def collect(self):
+        raise RuntimeError('Cannot run program "python3": error=2, No such file or directory\n\tat java...')
+
+
+def test_executors_that_cannot_start_python_are_a_setup_error_with_sparks_reason():
+    with pytest.raises(
+        TheodoliteSetupError, match=r'could not run this driver\'s Python \(Cannot run program "python3"'
+    ):
+        executors_module.check_executor_python(NoPythonOnExecutors(), [])
 
 
 def test_only_clusters_not_started_here_have_their_executors_python_checked(monkeypatch):

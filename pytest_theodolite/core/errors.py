@@ -12,3 +12,8 @@ class TheodoliteLeakWarning(UserWarning):  # shown by default, unlike ResourceWa
     """Something a run made could not be removed (a topic on the cluster, a cgroup): it is left behind.
 
     The message names what is left and how to remove it by hand; the run's verdicts are not affected."""
+
+
+class TheodoliteSetupWarning(UserWarning):
+    """A part the benchmarks may need looks missing, where that cannot be told before a job runs (a package the
+    job imports that the executors lack, while the job may never import it there)."""

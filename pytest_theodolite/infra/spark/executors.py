@@ -3,10 +3,11 @@ them to register, replacing one, and the driver JVM's own process."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.core.errors import TheodoliteSetupError, TheodoliteSetupWarning
 from pytest_theodolite.infra.spark.masters import MasterKind
 from pytest_theodolite.infra.waiting import wait_until
 
@@ -134,22 +135,39 @@ def executor_python(spark: Any, modules: Sequence[str]) -> tuple[str, str, list[
     return str(version), str(executable), list(missing)
 
 
+#: what each problem's message ends with: how the executors get a Python that serves the job
+EXECUTOR_PYTHON_FIX = (
+    "Install the same Python and the job's packages on the cluster's nodes, or set PYSPARK_PYTHON, where pytest "
+    "runs, to a Python at a path every node has (the driver tells the executors which to run)"
+)
+
+
 def check_executor_python(spark: Any, modules: Sequence[str]) -> None:
-    """Refuse, at setup, executors whose Python is another version than this driver's or cannot import one of
-    `modules` (what the job imports): every task with a Python worker would fail mid-measurement instead, and
-    each point read as ERRORED."""
+    """Refuse, at setup, executors that cannot run this driver's Python (another version, or none that starts):
+    every task with a Python worker would fail mid-measurement instead, each point ERRORED. Packages of
+    `modules` (what the job's module imports) they cannot import are named in a warning, not refused: a job
+    that runs wholly in the JVM never imports them there."""
     import sys
 
     driver = f"{sys.version_info.major}.{sys.version_info.minor}"
-    version, executable, missing = executor_python(spark, modules)
-    problems = []
-    if version != driver:
-        problems.append(f"the executors run Python {version} ({executable}), this driver Python {driver}")
-    if missing:
-        problems.append(f"the executors' Python ({executable}) cannot import {', '.join(missing)}")
-    if problems:
+    try:
+        version, executable, missing = executor_python(spark, modules)
+    except Exception as exc:  # py4j and pyspark raise many types; the executors' Python did not answer
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TheodoliteSetupError(
-            "; ".join(problems)
-            + ". Install the same Python and the job's packages on the cluster's nodes, or set PYSPARK_PYTHON, where "
-            "pytest runs, to a Python at a path every node has (the driver tells the executors which to run)"
+            f"the executors could not run this driver's Python ({first[:300]}). {EXECUTOR_PYTHON_FIX}"
+        ) from None
+    if version != driver:
+        raise TheodoliteSetupError(
+            f"the executors run Python {version} ({executable}), this driver Python {driver}. "
+            f"{EXECUTOR_PYTHON_FIX}"
+        )
+    if missing:
+        warnings.warn(
+            TheodoliteSetupWarning(
+                f"the executors' Python ({executable}) cannot import {', '.join(missing)}, which the job's module "
+                "imports: a job that runs Python there (UDFs, foreachBatch) fails at its first micro-batch. "
+                f"{EXECUTOR_PYTHON_FIX}"
+            ),
+            stacklevel=2,
         )
