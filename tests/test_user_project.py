@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -66,9 +67,16 @@ def test_labels_scale(theodolite_gate):
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    """Run `args`; its exit code, wall time and summary go to this test's output (``-rP`` shows them)."""
+    started = time.monotonic()
+    done = subprocess.run(
         args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
+    summary = done.stdout.partition("theodolite: scalability gates")[2].strip()
+    print(
+        f"$ {' '.join(args[1:])}: exit {done.returncode} after {time.monotonic() - started:.0f} s\n{summary}"
+    )
+    return done
 
 
 @pytest.fixture(scope="module")
