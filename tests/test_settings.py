@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_theodolite.core.redaction import REDACTED, redact_secrets
-from pytest_theodolite.engine.settings import SettingsError, build
+from pytest_theodolite.engine.settings import SettingsError, TheodoliteSettings, build
 from pytest_theodolite.infra.kafka import client_properties
 
 
@@ -129,7 +129,7 @@ def test_cluster_settings_reach_the_settings_object():
 
 def test_the_topic_settings_name_a_gates_topics_on_the_cluster():
     """--kafka-topic-prefix names the topics a gate creates; --kafka-topics replaces them with existing ones."""
-    from pytest_theodolite.engine.services import _gate_topics
+    from pytest_theodolite.engine.kafka_providers import gate_topics as _gate_topics
     from pytest_theodolite.infra.kafka.admin import KafkaCluster
 
     prefixed = _gate_topics(KafkaCluster("127.0.0.1:1"), build({"--kafka-topic-prefix": "gate."}.get, [], {}))
@@ -275,3 +275,14 @@ def test_client_properties_and_results_redact_the_same_secrets(name):
         == redact_secrets(properties)
         == {name: REDACTED, "bootstrap.servers": "b:9092", "keys": "100"}
     )
+
+
+def test_each_kafka_provider_is_chosen_by_the_name_kafka_takes_in_one_place():
+    from pytest_theodolite.engine.kafka_providers import PROVIDERS, kafka_provider
+    from pytest_theodolite.engine.settings import KAFKA_PROVIDERS
+
+    assert tuple(PROVIDERS) == KAFKA_PROVIDERS  # the names --kafka offers, each with its provider
+    for name in KAFKA_PROVIDERS:
+        chosen = kafka_provider(TheodoliteSettings(kafka_provider=name, kafka_bootstrap="h:9"))
+        assert chosen.name == name
+    assert [p.name for p in PROVIDERS.values() if p.starts_broker] == ["embedded", "testcontainers"]

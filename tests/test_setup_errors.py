@@ -2,6 +2,7 @@
 
 import socket
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -97,7 +98,7 @@ def test_unreachable_external_bootstrap():
         with pytest.raises(
             TheodoliteSetupError, match=rf"No Kafka broker answered at 127.0.0.1:{port} within 2 s"
         ):
-            services.external_kafka(settings)
+            services.shared_kafka(settings, Path("/nonexistent"))  # external: nothing shared, reached
 
 
 def test_cluster_ids_never_start_with_a_dash(monkeypatch):

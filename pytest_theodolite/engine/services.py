@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from pytest_theodolite.engine.kafka_providers import kafka_provider
 from pytest_theodolite.engine.settings import TheodoliteSettings
-from pytest_theodolite.infra.kafka.admin import KafkaCluster, wait_for_metadata
-from pytest_theodolite.infra.kafka.containers import kafka_container, start_kafka_container
-from pytest_theodolite.infra.kafka.embedded import EmbeddedKafka
+from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.shared import SharedRecord, acquire
 from pytest_theodolite.infra.spark import cgroups
 from pytest_theodolite.infra.spark.cluster import SparkCluster, StandaloneCluster, standalone_session_conf
@@ -22,90 +21,16 @@ from pytest_theodolite.infra.spark.jars import connector_jars
 from pytest_theodolite.infra.spark.masters import MasterKind
 
 
-def _gate_topics(cluster: KafkaCluster, settings: TheodoliteSettings) -> KafkaCluster:
-    """The cluster with the gate topics' prefix and replication settings of `settings`."""
-    cluster.topic_prefix = settings.kafka_topic_prefix
-    cluster.replication_factor = settings.kafka_replication_factor
-    cluster.min_insync_replicas = settings.kafka_min_insync_replicas
-    cluster.fixed_topics = dict(settings.kafka_topics)
-    return cluster
-
-
 @contextmanager
 def open_kafka(settings: TheodoliteSettings) -> Iterator[KafkaCluster]:
-    if settings.kafka_provider == "testcontainers":
-        with kafka_container(
-            settings.kafka_image, settings.cache_dir, max(120.0, settings.kafka_timeout_s)
-        ) as cluster:
-            yield _gate_topics(cluster, settings)
-        return
-    if settings.kafka_provider == "external":
-        cluster = external_kafka(settings)
-    else:
-        broker = EmbeddedKafka(
-            port=settings.kafka_port,
-            cache_dir=settings.cache_dir,
-            start_timeout_s=max(120.0, settings.kafka_timeout_s),
-        )
-        broker.start()
-        assert broker.process is not None
-        cluster = KafkaCluster(
-            broker.bootstrap_servers, provider="embedded", local_pids=(broker.process.pid,)
-        )
-        cluster.broker = broker  # type: ignore[attr-defined]  # lets tests see the broker process
-    try:
-        yield _gate_topics(cluster, settings)
-    finally:
-        cluster.close()
-        if settings.kafka_provider == "embedded":
-            broker.stop()
-
-
-def external_kafka(settings: TheodoliteSettings) -> KafkaCluster:
-    assert settings.kafka_bootstrap, "settings.build() checks that external has a bootstrap address"
-    wait_for_metadata(settings.kafka_bootstrap, settings.kafka_timeout_s, settings.kafka_properties)
-    return _gate_topics(
-        KafkaCluster(settings.kafka_bootstrap, provider="external", properties=settings.kafka_properties),
-        settings,
-    )
+    """The Kafka cluster `settings` ask for, for this pytest process (engine/kafka_providers.py)."""
+    with kafka_provider(settings).open(settings) as cluster:
+        yield cluster
 
 
 def shared_kafka(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
-    if settings.kafka_provider == "external":  # nothing of ours to share: each worker reaches it itself
-        return external_kafka(settings)
-    if settings.kafka_provider == "testcontainers":
-        return _shared_kafka_container(settings, root)
-
-    def start() -> SharedRecord:
-        broker = EmbeddedKafka(
-            port=settings.kafka_port,
-            cache_dir=settings.cache_dir,
-            work_dir=root / "kafka",
-            die_with_parent=False,
-        ).start()
-        assert broker.process is not None
-        return SharedRecord(
-            info={"bootstrap_servers": broker.bootstrap_servers},
-            process_groups=[broker.process.pid],
-            paths=[str(root / "kafka")],
-        )
-
-    record = acquire(root, "kafka", start)
-    cluster = KafkaCluster(
-        record.info["bootstrap_servers"], provider="embedded", local_pids=tuple(record.process_groups)
-    )
-    return _gate_topics(cluster, settings)
-
-
-def _shared_kafka_container(settings: TheodoliteSettings, root: Path) -> KafkaCluster:
-    def start() -> SharedRecord:
-        container, bootstrap = start_kafka_container(
-            settings.kafka_image, settings.cache_dir, max(120.0, settings.kafka_timeout_s)
-        )
-        return SharedRecord(info={"bootstrap_servers": bootstrap}, containers=[container.get_container_id()])
-
-    record = acquire(root, "kafka", start)
-    return _gate_topics(KafkaCluster(record.info["bootstrap_servers"], provider="testcontainers"), settings)
+    """The Kafka cluster the workers of one pytest-xdist run share."""
+    return kafka_provider(settings).shared(settings, root)
 
 
 def cpu_limit_note(settings: TheodoliteSettings) -> str:

@@ -8,6 +8,7 @@ import pytest
 import xdist
 
 from pytest_theodolite.engine import services
+from pytest_theodolite.engine.kafka_providers import kafka_provider
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.kafka.version import KAFKA_VERSION
 from pytest_theodolite.store import host
@@ -31,7 +32,7 @@ def report_header(config: pytest.Config, settings: TheodoliteSettings) -> list[s
         f"{platform.platform(terse=True)}; "
         f"instance CPU: {services.cpu_limit_note(settings)}",
     ]
-    if not settings.spark_kind.started_here or settings.kafka_provider == "external":
+    if not settings.spark_kind.started_here or not kafka_provider(settings).starts_broker:
         lines.append(f"theodolite: cluster: {cluster_note(settings)}")
     # pytest registers the session as a plugin named "session"; xdist's checks take a session or a request
     if xdist.is_xdist_controller(config.pluginmanager.get_plugin("session")):
