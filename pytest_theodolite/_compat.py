@@ -46,12 +46,14 @@ MOVED_MODULES = {
 }
 #: old modules whose names now live in more than the module above: where else to look, in order
 SPLIT_MODULES = {
-    "baseline": ("store.testbed", "judge.comparison", "core.outcomes"),
-    "gates": ("engine.markers", "engine.experiment", "engine.testbed", "report.progress"),
-    "protocol": ("core.batch_trends",),
-    "results": ("core.records",),
-    "runner": ("engine.benchmark",),
+    "baseline": ("store.testbed", "judge.comparison", "core.outcomes", "report.notes"),
+    "cost": ("core.blind_spot", "report.notes"),
+    "gates": ("engine.markers", "engine.experiment", "engine.testbed", "report.progress", "report.notes"),
+    "protocol": ("core.batch_trends", "core.measurement_plan", "core.outcomes"),
+    "results": ("core.records", "store.environment"),
+    "runner": ("engine.benchmark", "engine.job", "engine.recorder"),
     "slo": ("core.estimators", "core.evaluation", "core.outcomes"),
+    "spark.cluster": ("infra.spark.executors",),
 }
 PACKAGE = "pytest_theodolite"
 

@@ -83,15 +83,35 @@ SPLIT_NAMES = {
         "load_baseline": "store.baseline",
         "Testbed": "store.testbed",
         "compare": "judge.comparison",
+        "offered_note": "report.notes",
     },
     "gates": {
         "TheodoliteSession": "engine.session",
         "gate_spec": "engine.markers",
         "testbed": "engine.testbed",
+        "calibration_note": "report.notes",
     },
-    "results": {"read_results": "store.results", "RepetitionRecord": "core.records"},
-    "runner": {"ExperimentRunner": "engine.runner", "ExperimentSettings": "engine.benchmark"},
-    "protocol": {"MeasurementProtocol": "core.protocol", "DIVERGENCE_BATCHES": "core.batch_trends"},
+    "results": {
+        "read_results": "store.results",
+        "RepetitionRecord": "core.records",
+        "environment_info": "store.environment",
+    },
+    "runner": {
+        "ExperimentRunner": "engine.runner",
+        "ExperimentSettings": "engine.benchmark",
+        "RunningJob": "engine.job",
+    },
+    "protocol": {
+        "MeasurementProtocol": "core.protocol",
+        "DIVERGENCE_BATCHES": "core.batch_trends",
+        "MeasurementPlan": "core.measurement_plan",
+    },
+    "cost": {
+        "check_cost": "core.cost",
+        "blind_spot": "core.blind_spot",
+        "blind_spot_warning": "report.notes",
+    },
+    "spark.cluster": {"SparkCluster": "infra.spark.cluster", "executor_addresses": "infra.spark.executors"},
 }
 
 
