@@ -230,6 +230,7 @@ def theodolite(
             testbed(theodolite_settings, spark_cluster, None, extra=extra).to_dict(),
             on_sub_experiment=sub_experiment_hook(request.config),
             start_experiment=start_experiment,
+            calibration_store=(theodolite_settings.cache_dir, theodolite_settings.calibration_max_age_s),
         )
         stack.callback(session.close)
         state.session = session

@@ -155,7 +155,67 @@ def test_a_users_project_records_gates_and_compares_with_the_installed_wheel(ins
     assert gated.returncode in (0, 1), gated.stdout[-3000:] + gated.stderr[-3000:]
     assert "theodolite: scalability gates" in gated.stdout and "labels:" in gated.stdout, gated.stdout[-3000:]
 
-    (project / "myjob.py").write_text(JOB.format(rounds=40))  # a dearer record, uncommitted
-    compared = run([*pytest_run, "--theodolite-compare-ref=main"], project, env, 1200)
-    assert compared.returncode in (0, 1), compared.stdout[-3000:] + compared.stderr[-3000:]
-    assert "[REF main (" in compared.stdout and "[change]" in compared.stdout, compared.stdout[-3000:]
+    job_file = project / "myjob.py"
+    job_file.write_text(JOB.format(rounds=40))  # a dearer record, uncommitted
+    compared = run(
+        [
+            *pytest_run,
+            "--theodolite-compare-ref=main",
+            # REF measured at every load even where the change's pass certifies it, and the paired read on
+            # (the marker turns it off for the stored-mode runs, which do not use it): what is checked here
+            "--theodolite-exact-demand=true",
+            "--theodolite-paired-cost=true",
+        ],
+        project,
+        env,
+        1200,
+    )
+    check_pull_request_run(compared, project, job_file)
+
+
+def check_pull_request_run(compared: subprocess.CompletedProcess[str], project: Path, job_file: Path) -> None:
+    """Both sides measured, compared and reported, each from its own tree and the same place in it, the paired
+    read reported (or why not), and the REF worktree gone afterwards -- whichever verdict the host gives."""
+    output = compared.stdout
+    assert compared.returncode in (0, 1), output[-3000:] + compared.stderr[-3000:]
+    commit = subprocess.run(
+        ["git", "-C", str(project), "rev-parse", "--short=7", "HEAD"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    label = f"REF main ({commit})"
+    for line in (
+        f"theodolite: labels [{label}] load=200 instances=",
+        "theodolite: labels [change] load=200 instances=",
+        f"load | {label} | change | verdict",
+    ):
+        assert line in output, f"{line!r} not in the output:\n{output[-3000:]}"
+    results = project / "results"
+    # both sides read their backlogs at once, and the figure was reported (or why not)
+    assert "both sides reading a backlog at once" in output, output[-3000:]
+    paired = json.loads((results / "labels_paired_cost.json").read_text())
+    assert paired["load"] == 200 and (paired["comparison"] is None) != (paired["problem"] is None), paired
+    # where both reads were stopped as a certain pass, each read at least the pairs it was stopped after
+    stopped = paired["stopped_certain_after_pairs"]
+    if stopped is not None:
+        assert all(len(read["batches"]) >= stopped >= 6 for read in paired["sides"].values()), paired
+    job_files = {}
+    for side in ("ref", "change"):  # each side's raw series and results, as a single-revision run keeps them
+        assert sorted((results / side).glob("explabels_200_*_lag-trend_0.csv")), side
+        document = json.loads((results / side / "explabels_results.json").read_text())
+        job_files[side] = Path(document["settings"]["testbed"]["job_file"])
+    # each side measured its own version of the job, from the same place in its tree
+    assert job_files["change"] == job_file.resolve()
+    [tree] = [
+        d
+        for d in job_files["ref"].parents
+        if d.name == "tree" and d.parent.name.startswith("theodolite-ref-")
+    ]
+    assert job_files["ref"].relative_to(tree) == Path("myjob.py")
+    assert not job_files["ref"].exists()  # the worktree was removed
+    worktrees = subprocess.run(
+        ["git", "-C", str(project), "worktree", "list"], check=True, capture_output=True, text=True
+    ).stdout
+    assert worktrees.strip().count("\n") == 0, worktrees
+    assert "ROUNDS = 40" in job_file.read_text()  # the working tree keeps its uncommitted change

@@ -11,10 +11,17 @@ reported as not comparable (exit code 7), never as a regression.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import platform
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
+
+from pytest_theodolite.store.calibrations import recent_calibration, remember_calibration
 
 #: cores of the one instance the reference job runs on (where the cluster can limit it)
 REFERENCE_CPU = 0.25
@@ -33,11 +40,20 @@ class Calibration:
     #: compilation still going on only ever adds CPU); unlike rows/s, CPU time hardly changes with what else
     #: the host runs; None where it cannot be read
     cpu_us_per_row: float | None = None
+    #: seconds since an earlier run on this testbed measured it; None: measured by this run
+    reused_after_s: float | None = None
 
     def describe(self) -> str:
         cpu = "unlimited" if self.instance_cpu is None else f"{self.instance_cpu:g} CPU"
         per_row = "" if self.cpu_us_per_row is None else f", {self.cpu_us_per_row:.2f} CPU us per row"
-        return f"{self.rows_per_s:,.0f} rows/s on one {cpu} instance (spread {self.spread:.0%}{per_row})"
+        reused = (
+            ""
+            if self.reused_after_s is None
+            else f"; measured {self.reused_after_s / 60:.0f} min ago by an earlier run on this testbed"
+        )
+        return (
+            f"{self.rows_per_s:,.0f} rows/s on one {cpu} instance (spread {self.spread:.0%}{per_row}{reused})"
+        )
 
 
 def reference_job(spark: Any, offset: int, rows: int) -> float:
@@ -49,8 +65,15 @@ def reference_job(spark: Any, offset: int, rows: int) -> float:
     return rows / (time.perf_counter() - started)
 
 
-def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 4) -> Calibration:
-    """Measure this testbed (about 15 s): one instance, two runs without the CPU limit to load classes and
+#: rows of one run of the reference job, and the timed runs of a calibration
+REFERENCE_ROWS = 1_000_000
+REFERENCE_REPEATS = 4
+
+
+def calibrate(
+    spark_cluster: Any, rows: int = REFERENCE_ROWS, repeats: int = REFERENCE_REPEATS
+) -> Calibration:
+    """Measure this testbed (half a minute): one instance, two runs without the CPU limit to load classes and
     JIT-compile (as the gates prime their jobs), then `repeats` timed runs under the limit."""
     cpu = REFERENCE_CPU if spark_cluster.can_limit_cpu else None
     offsets = itertools.count(1)
@@ -68,6 +91,48 @@ def calibrate(spark_cluster: Any, rows: int = 1_000_000, repeats: int = 4) -> Ca
                 cpu_per_row.append((after - before) / rows * 1e6)
     best = max(runs)
     return Calibration(best, (best - min(runs)) / best, cpu, min(cpu_per_row) if cpu_per_row else None)
+
+
+#: what a calibration stored between runs keeps (not whether it was itself reused)
+_STORED_FIELDS = tuple(f.name for f in fields(Calibration) if f.name != "reused_after_s")
+#: a stored calibration is reused by later runs up to this age (seconds). One session already judges its last
+#: point against a calibration taken before its first -- about 14 minutes for the four shipped gates -- so a
+#: calibration that old is what a long run relies on anyway; 0 measures it in every run
+DEFAULT_MAX_AGE_S = 900.0
+
+
+def calibration_key(testbed: Mapping[str, Any], can_limit_cpu: bool) -> str:
+    """What makes two runs' calibrations interchangeable: this host, its cores and memory, the Spark cluster
+    (kind or URL), pyspark, Python, the facts a conftest adds, whether instances can be CPU-limited, and the
+    reference job's own size. The Kafka provider does not enter: the reference job reads no Kafka."""
+    identity = {
+        "host": platform.node(),
+        **{key: testbed.get(key) for key in ("cores", "memory_gib", "spark_master", "pyspark_version")},
+        "python": platform.python_version(),
+        "extra": dict(testbed.get("extra") or {}),
+        "can_limit_cpu": can_limit_cpu,
+        "reference": [REFERENCE_CPU, REFERENCE_ROWS, REFERENCE_REPEATS],
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def calibrate_or_reuse(
+    spark_cluster: Any, testbed: Mapping[str, Any], cache_dir: Path, max_age_s: float
+) -> Calibration:
+    """This testbed's calibration stored by an earlier run at most `max_age_s` ago, else a new one (stored for
+    the next run)."""
+    key = calibration_key(testbed, spark_cluster.can_limit_cpu)
+    found = recent_calibration(cache_dir, key, max_age_s, time.time())
+    if found is not None:
+        stored, age = found
+        try:
+            return replace(Calibration(**{name: stored[name] for name in _STORED_FIELDS}), reused_after_s=age)
+        except (KeyError, TypeError):
+            pass  # written by another version: measure afresh
+    measured = calibrate(spark_cluster)
+    stored_fields = {name: value for name, value in asdict(measured).items() if name in _STORED_FIELDS}
+    remember_calibration(cache_dir, key, stored_fields, time.time())
+    return measured
 
 
 def baseline_reference_cpu(baseline: Any) -> float | None:

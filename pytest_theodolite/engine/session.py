@@ -19,6 +19,7 @@ from pytest_theodolite.engine.calibration import (
     Calibration,
     baseline_reference_cpu,
     calibrate,
+    calibrate_or_reuse,
     calibration_mismatch,
     speed_ratio,
 )
@@ -57,10 +58,16 @@ class TheodoliteSession:
     on_sub_experiment: SubExperimentListener | None = None
     #: the package sets the executors' Python was checked for (SparkCluster.check_executor_python)
     executor_python_checked: set[tuple[str, ...]] = field(default_factory=set)
+    #: where calibrations are kept between runs, and up to what age one is reused; None: calibrate here
+    calibration_store: tuple[Path, float] | None = None
 
     def calibrate(self) -> Calibration:
         if self.calibration is None:
-            self.calibration = calibrate(self.spark)
+            if self.calibration_store is None:
+                self.calibration = calibrate(self.spark)
+            else:
+                cache_dir, max_age_s = self.calibration_store
+                self.calibration = calibrate_or_reuse(self.spark, self.testbed, cache_dir, max_age_s)
         return self.calibration
 
     def point_cost(self, experiment: BenchmarkExperiment, load: int) -> PointCost | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_theodolite.engine.calibration import DEFAULT_MAX_AGE_S
 from pytest_theodolite.engine.markers import MARKER_HELP
 from pytest_theodolite.infra.kafka import client_properties
 from pytest_theodolite.infra.maven import default_cache_dir
@@ -57,6 +58,8 @@ class TheodoliteSettings:
     max_instances: int = 4
     instance_cpu: float | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
+    #: a testbed calibration an earlier run stored is reused up to this age (engine/calibration.py); 0: never
+    calibration_max_age_s: float = DEFAULT_MAX_AGE_S
     results_dir: Path = Path("theodolite-results")
     baselines_dir: Path = Path("baselines")
     update_baselines: bool = False
@@ -174,7 +177,19 @@ OPTIONS: list[tuple[str, str, str, str]] = [
         "CPU cores per instance, e.g. 0.25, enforced "
         "with cgroups where the process may create them (empty: unlimited)",
     ),
-    ("--theodolite-cache-dir", "theodolite_cache_dir", "", "where Maven-resolved jars are cached"),
+    (
+        "--theodolite-cache-dir",
+        "theodolite_cache_dir",
+        "",
+        "where Maven-resolved jars and testbed calibrations are kept",
+    ),
+    (
+        "--theodolite-calibration-max-age",
+        "theodolite_calibration_max_age",
+        f"{DEFAULT_MAX_AGE_S:g}",
+        "seconds an earlier run's testbed calibration on this host (same cluster, Spark and Python) is reused "
+        "instead of measuring it again (about half a minute); 0: calibrate in every run",
+    ),
     (
         "--theodolite-results",
         "theodolite_results",
@@ -386,6 +401,13 @@ def build(
         cache_dir=Path(text("--theodolite-cache-dir")).expanduser()
         if text("--theodolite-cache-dir")
         else default_cache_dir(),
+        calibration_max_age_s=_number(
+            text("--theodolite-calibration-max-age"),
+            "--theodolite-calibration-max-age",
+            float,
+            low=0,
+            high=86400,
+        ),
         results_dir=rootdir / Path(text("--theodolite-results")).expanduser(),
         baselines_dir=rootdir / Path(text("--theodolite-baselines")).expanduser(),
         update_baselines=update_baselines,
