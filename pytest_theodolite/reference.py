@@ -16,6 +16,7 @@ from pytest_theodolite import hookspec, plugin
 from pytest_theodolite.engine.markers import GATE_DEFAULTS, MARKER_HELP
 from pytest_theodolite.engine.settings import GATE_OPTIONS, OPTIONS
 from pytest_theodolite.glue.options import COMMAND_LINE_ONLY, EXCLUSIVE_MARKER, INI_ONLY
+from pytest_theodolite.report.junit import JUNIT_PROPERTIES
 
 GENERATED = "<!-- made by `python -m pytest_theodolite reference --write docs/reference`; do not edit -->"
 
@@ -26,6 +27,71 @@ def _cell(text: str) -> str:
 
 def _code(value: Any) -> str:
     return f"`{value}`" if value not in ("", None) else ""
+
+
+#: every environment variable of the user's the plugin reads (tests/test_reference_docs.py finds each one the
+#: package names in its source here): (name, meaning)
+ENVIRONMENT_VARIABLES: list[tuple[str, str]] = [
+    ("THEODOLITE_KAFKA_BOOTSTRAP", "the external cluster's address, where `--kafka-bootstrap` is not given"),
+    (
+        "THEODOLITE_KAFKA_<NAME>",
+        "the client property `<name>` of an external cluster, e.g. `THEODOLITE_KAFKA_SASL_PASSWORD` sets "
+        "`sasl.password`: secrets belong here, never printed or written",
+    ),
+    (
+        "THEODOLITE_CACHE_DIR",
+        "where Maven-resolved jars, the Kafka image's files and testbed calibrations are kept, where "
+        "`--theodolite-cache-dir` is not given (default: `$XDG_CACHE_HOME/pytest-theodolite`)",
+    ),
+    ("XDG_CACHE_HOME", "the cache directory's parent (default: `~/.cache`)"),
+    (
+        "JAVA_HOME",
+        "the JDK (17 or newer) the broker, Spark's master, workers and executors run on (default: `java` on "
+        "`PATH`)",
+    ),
+    (
+        "PYSPARK_PYTHON",
+        "the executors' Python; where unset, the executors of a cluster the plugin starts run the interpreter "
+        "that runs pytest, and on a cluster it reaches their Python is checked against it at setup",
+    ),
+    (
+        "SPARK_HOME",
+        "set for the master, workers and executors the plugin starts (the installed pyspark); where it names "
+        "another Spark, the executors' Python workers keep its archives off their path",
+    ),
+    (
+        "PYTHONPATH",
+        "kept on the executors' path after the folders the job and the generator were imported from; in "
+        "pull-request mode REF's tree comes first on its side",
+    ),
+    (
+        "SPARK_LOCAL_IP",
+        "the address the driver binds to on a cluster started here (default: `127.0.0.1`, which a sandboxed "
+        "CI machine always routes)",
+    ),
+    ("HADOOP_CONF_DIR", "`--spark-master yarn`: the cluster's configuration (or `YARN_CONF_DIR`)"),
+    (
+        "YARN_CONF_DIR",
+        "`--spark-master yarn`: the cluster's configuration, where `HADOOP_CONF_DIR` is not set",
+    ),
+    (
+        "THEODOLITE_DEBIAN_MIRROR",
+        "the Debian mirror the Kafka image built for `--kafka testcontainers` installs from (default: the one "
+        "apt uses)",
+    ),
+    ("GITHUB_STEP_SUMMARY", "where set, the gates' Markdown summary is appended to that file"),
+    (
+        "THEODOLITE_RESULTS_URL",
+        "the link to the raw results in the `--theodolite-pr-comment` file (default: the GitHub Actions run, from "
+        "`GITHUB_SERVER_URL`, `GITHUB_REPOSITORY` and `GITHUB_RUN_ID`)",
+    ),
+    (
+        "GITHUB_SERVER_URL",
+        "with `GITHUB_REPOSITORY` and `GITHUB_RUN_ID`: the default `THEODOLITE_RESULTS_URL`",
+    ),
+    ("GITHUB_REPOSITORY", "see `GITHUB_SERVER_URL`"),
+    ("GITHUB_RUN_ID", "see `GITHUB_SERVER_URL`"),
+]
 
 
 def options_page() -> str:
@@ -61,21 +127,8 @@ def options_page() -> str:
     lines += [f"| `{flag}` | {_cell(text)} |" for flag, _, text in COMMAND_LINE_ONLY]
     lines += ["", "## Ini file only", "", "| ini key | meaning |", "|---|---|"]
     lines += [f"| `{key}` | {_cell(text)} |" for key, text in INI_ONLY]
-    lines += [
-        "",
-        "## Environment",
-        "",
-        "| variable | meaning |",
-        "|---|---|",
-        "| `THEODOLITE_KAFKA_BOOTSTRAP` | the external cluster's address, where `--kafka-bootstrap` is not given |",
-        "| `THEODOLITE_KAFKA_<NAME>` | the client property `<name>` of an external cluster, e.g. "
-        "`THEODOLITE_KAFKA_SASL_PASSWORD` sets `sasl.password`: secrets belong here, never printed or written |",
-        "| `THEODOLITE_DEBIAN_MIRROR` | the Debian mirror the Kafka image built for `--kafka testcontainers` installs "
-        "from (default: the one apt uses) |",
-        "| `GITHUB_STEP_SUMMARY` | where set, the gates' Markdown summary is appended to that file |",
-        "| `THEODOLITE_RESULTS_URL` | the link to the raw results in the `--theodolite-pr-comment` file (default: the "
-        "GitHub Actions run, from `GITHUB_SERVER_URL`, `GITHUB_REPOSITORY` and `GITHUB_RUN_ID`) |",
-    ]
+    lines += ["", "## Environment", "", "| variable | meaning |", "|---|---|"]
+    lines += [f"| `{name}` | {_cell(text)} |" for name, text in ENVIRONMENT_VARIABLES]
     return "\n".join(lines) + "\n"
 
 
@@ -137,8 +190,24 @@ def hooks_page(module: ModuleType = hookspec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def junit_page() -> str:
+    lines = [
+        GENERATED,
+        "# JUnit properties",
+        "",
+        "With `--junitxml`, each gate point's test case carries these properties (CI test reports show them;",
+        "`<load>` is a gate load in records/s, `<r>` an instance count).",
+        "",
+        "| property | value |",
+        "|---|---|",
+    ]
+    lines += [f"| `{name}` | {_cell(text)} |" for name, text in JUNIT_PROPERTIES.items()]
+    return "\n".join(lines) + "\n"
+
+
 PAGES = {
     "options.md": options_page,
+    "junit.md": junit_page,
     "markers.md": markers_page,
     "fixtures.md": fixtures_page,
     "hooks.md": hooks_page,

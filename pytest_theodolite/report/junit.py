@@ -12,6 +12,46 @@ from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.judge.comparison import Comparison, PointComparison
 from pytest_theodolite.report.summary import CostFigure, points_of
 
+#: every JUnit property a gate point records (docs/reference/junit.md is made from it; <load> is a gate load in
+#: records/s, <r> an instance count): name -> meaning
+JUNIT_PROPERTIES: dict[str, str] = {
+    "theodolite.benchmark": "the benchmark's name",
+    "theodolite.demand.<load>": "the measured demand, in instances; `none` where no instance count up to the "
+    "most the gate may use met the SLOs; `unmeasured` where a sub-experiment errored or was invalid",
+    "theodolite.demand_at_most.<load>": "`true` where fewer instances were not run: the demand is at most that",
+    "theodolite.demand_above.<load>": "the most instances that failed where more were not run: the demand is higher",
+    "theodolite.baseline.<load>": "the stored baseline's demand, `none`, or `missing` (a load it does not have)",
+    "theodolite.verdict.<load>": "pass, improvement, regression, unmeasured, new-load, not-comparable or "
+    "cost-regression",
+    "theodolite.tolerance": "the instances a demand may rise above the baseline's before it is a regression",
+    "theodolite.testbed": "how this run's testbed differs from the baseline's, where it does",
+    "theodolite.one_sided.<load>": "why a verdict holds on a testbed the calibration reads not comparable",
+    "theodolite.cpu_us_per_record.<load>": "CPU microseconds per record at the demand (with `.low` and `.high`, "
+    "its interval, where it has one)",
+    "theodolite.baseline_cpu_us_per_record.<load>": "the baseline's figure (with `.low` and `.high`)",
+    "theodolite.cpu_change.<load>": "the CPU per record's change against the baseline's (0.1: 10 % dearer); in "
+    "pull-request mode against REF's",
+    "theodolite.cpu_change_divided.<load>": "that change with each figure divided by its testbed calibration's "
+    "CPU per reference row (across hosts)",
+    "theodolite.cost_not_judged.<load>": "why the CPU per record's change was not judged",
+    "theodolite.cost_tolerance": "how far the CPU per record may rise before it is a cost regression",
+    "theodolite.blind_spot.<load>": "how much dearer the job could become before its demand changes (0.5: 50 %)",
+    "theodolite.blind_spot_source.<load>": "what that blind spot was read from",
+    "theodolite.capacity.<r>": "the capacity strategy's capacity of r instances, records/s (with `.low` and "
+    "`.high` where the instances did not take all that was offered, else `.lower_bound` = 1: at least that)",
+    "theodolite.compare_ref": "pull-request mode: the revision compared with",
+    "theodolite.ref.<load>": "pull-request mode: REF's demand (`theodolite.demand.<load>` is the change's)",
+    "theodolite.ref_at_least.<load>": "`true` where REF failed below it and was not run there",
+    "theodolite.ref_expected.<load>": "`true` where REF was not run at this load: its value is the demand "
+    "expected there",
+    "theodolite.cpu_us_per_record.<side>.<load>": "pull-request mode: each side's (`ref`, `change`) CPU per record",
+    "theodolite.baseline_verdict.<load>": "pull-request mode: the change's verdict against the stored baseline",
+    "theodolite.paired_cost_change": "pull-request mode: the change's task CPU per record over REF's from the "
+    "paired read (0.1: 10 % dearer)",
+    "theodolite.unmeasured": "the load of a point without a verdict (unmeasured or not comparable: exit code 7)",
+    "theodolite.regression": "the load of a point that is a regression or cost regression",
+}
+
 
 def paired_junit_properties(
     load: int,
