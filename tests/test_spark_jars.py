@@ -26,7 +26,12 @@ def test_the_connector_matches_spark_and_scala():
 
 def test_a_release_maven_cannot_resolve_falls_back_to_the_nearest_of_its_minor_line_and_says_so():
     from pytest_theodolite.core.errors import TheodoliteSetupError
-    from pytest_theodolite.infra.spark.jars import ConnectorVersionWarning, connector_jars, nearest_releases
+    from pytest_theodolite.infra.spark.jars import (
+        ConnectorVersionWarning,
+        connector_jars,
+        kafka_connector,
+        nearest_releases,
+    )
 
     assert nearest_releases("4.2.1") == ["4.2.1", "4.2.0"]
     assert nearest_releases("4.1.0.dev1") == ["4.1.0.dev1"]
@@ -47,8 +52,33 @@ def test_a_release_maven_cannot_resolve_falls_back_to_the_nearest_of_its_minor_l
         "spark-sql-kafka-0-10_2.13-4.2.0.jar"
     ]  # slf4j-api: pyspark ships it
 
+    with pytest.warns(ConnectorVersionWarning):
+        connector = kafka_connector(spark_version="4.2.3", resolve=maven_serving_up_to_4_2_0)
+    assert (connector.version, connector.pyspark_version, connector.exact) == ("4.2.0", "4.2.3", False)
+    exact = kafka_connector(spark_version="4.2.0", resolve=maven_serving_up_to_4_2_0)
+    assert exact.exact and exact.version == "4.2.0"
+
     def maven_serving_nothing(coordinates, cache_dir):
         raise TheodoliteSetupError(f"Maven could not resolve {coordinates[0]}")
 
     with pytest.raises(TheodoliteSetupError, match=r"could not resolve .*:4\.2\.3$"):  # the exact release's
         connector_jars(spark_version="4.2.3", resolve=maven_serving_nothing)
+
+
+def test_a_fallback_connector_is_a_fact_of_the_testbed_every_result_and_baseline_records(tmp_path: Path):
+    """Recorded beside the numbers, and named beside a verdict against a baseline of the exact release."""
+    from pytest_theodolite.engine.settings import TheodoliteSettings
+    from pytest_theodolite.engine.testbed import testbed
+    from pytest_theodolite.infra.spark.cluster import SparkCluster
+
+    def cluster(fallback):
+        return SparkCluster("spark://x:7077", 2, [], connector_fallback=fallback)
+
+    settings = TheodoliteSettings(cache_dir=tmp_path)
+    fell_back = testbed(settings, cluster("4.2.0"), None, extra={"runner": "ci"})
+    assert fell_back.extra == {"runner": "ci", "kafka_connector": "4.2.0"}
+    assert fell_back.to_dict()["extra"]["kafka_connector"] == "4.2.0"
+    exact = testbed(settings, cluster(None), None, extra={"runner": "ci"})
+    assert "kafka_connector" not in exact.extra
+    [difference] = exact.differences(fell_back)
+    assert (difference.baseline, difference.measured) == ("kafka_connector unset", "kafka_connector 4.2.0")

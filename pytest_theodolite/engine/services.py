@@ -17,7 +17,7 @@ from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.shared import SharedRecord, acquire
 from pytest_theodolite.infra.spark import cgroups
 from pytest_theodolite.infra.spark.cluster import SparkCluster, StandaloneCluster, standalone_session_conf
-from pytest_theodolite.infra.spark.jars import connector_jars
+from pytest_theodolite.infra.spark.jars import kafka_connector
 from pytest_theodolite.infra.spark.masters import MasterKind
 
 
@@ -57,10 +57,12 @@ def _spark_cluster(
     groups: list[cgroups.CpuLimitedGroup] | None = None,
     work_dir: Path | None = None,
 ) -> SparkCluster:
+    connector = kafka_connector(settings.cache_dir)
     return SparkCluster(
         master_url=master_url,
         max_instances=settings.max_instances,
-        jars=connector_jars(settings.cache_dir),
+        jars=connector.jars,
+        connector_fallback=None if connector.exact else connector.version,
         instance_cpu=settings.instance_cpu,
         instance_groups=list(groups or []),  # a copy: the cluster's own list is cleared on stop
         # only where the plugin started the workers (in `work_dir`): a remote cluster's Python may not have

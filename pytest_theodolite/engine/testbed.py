@@ -26,7 +26,11 @@ def testbed(
         spark_master=settings.spark_master,
         instance_cpu=instance_cpu if spark.limits_instance_cpu else None,
     )
-    current = replace(current, extra=dict(extra or {}))
+    facts = dict(extra or {})
+    if spark.connector_fallback is not None:
+        # named beside every verdict against a baseline measured with the exact connector (a testbed difference)
+        facts.setdefault("kafka_connector", spark.connector_fallback)
+    current = replace(current, extra=facts)
     if calibration is None:
         return current
     return replace(

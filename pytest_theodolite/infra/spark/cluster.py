@@ -249,6 +249,9 @@ class SparkCluster:
     access: ClusterAccess = field(default_factory=ClusterAccess)
     #: where jobs' checkpoints go (infra/spark/shipping.py); None: a temporary directory of this machine
     checkpoint_root: str | None = None
+    #: the release of the Kafka connector in `jars` where it is not the installed pyspark's (infra/spark/jars.py:
+    #: the nearest one Maven resolved); None: the same release
+    connector_fallback: str | None = None
     #: where a run's temporary files go on this machine (its checkpoint where `checkpoint_root` is None): the
     #: plugin's own cluster's directory, removed once its executors are gone -- an executor still exiting may
     #: write a state file after its run removed them; None: the system's temporary directory

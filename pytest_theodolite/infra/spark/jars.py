@@ -11,6 +11,7 @@ import os
 import re
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_theodolite.core.errors import TheodoliteSetupError
@@ -62,11 +63,33 @@ def nearest_releases(spark_version: str) -> list[str]:
     return [f"{major}.{minor}.{p}" for p in range(patch, -1, -1)]
 
 
+@dataclass(frozen=True)
+class KafkaConnector:
+    """The Kafka connector's jars, less those pyspark ships, and the release they are of."""
+
+    jars: list[Path]
+    version: str
+    pyspark_version: str
+
+    @property
+    def exact(self) -> bool:
+        return self.version == self.pyspark_version
+
+
 def connector_jars(
     cache_dir: Path | None = None,
     spark_version: str | None = None,
     resolve: Callable[[list[str], Path | None], list[Path]] = maven.resolve,
 ) -> list[Path]:
+    """The jars of :func:`kafka_connector`."""
+    return kafka_connector(cache_dir, spark_version, resolve).jars
+
+
+def kafka_connector(
+    cache_dir: Path | None = None,
+    spark_version: str | None = None,
+    resolve: Callable[[list[str], Path | None], list[Path]] = maven.resolve,
+) -> KafkaConnector:
     """The Kafka connector's jars for pyspark `spark_version` (the installed one by default), less those pyspark
     ships. Where Maven cannot resolve that exact release (a repository or mirror that does not serve it yet),
     the nearest earlier release of the same minor line that resolves, with a warning that names both and the
@@ -92,7 +115,9 @@ def connector_jars(
                 stacklevel=2,
             )
         shipped = {_artifact(j.name) for j in jars_dir.glob("*.jar")}
-        return [jar for jar in resolved if _artifact(jar.name) not in shipped]
+        return KafkaConnector(
+            [jar for jar in resolved if _artifact(jar.name) not in shipped], candidate, version
+        )
     assert first_error is not None
     raise first_error
 
