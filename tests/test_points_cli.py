@@ -31,10 +31,26 @@ def topics_only(spark, *, bootstrap_servers, input_topic, output_topic, checkpoi
 OLD_JOB = Benchmark("old", topics_only, lambda keys: Workload(keys=keys))
 """
 
+GATE_TEST = """
+import pytest
+from points_gate import UC1
+
+
+@pytest.mark.theodolite(UC1, loads=[200, 400], resources=[1, 2], duration=8, max_duration=30, max_warmup=30,
+                        threshold="20%")
+def test_uc1(theodolite_gate):
+    theodolite_gate.check()
+
+
+def test_not_a_gate():
+    pass
+"""
+
 
 @pytest.fixture
 def gate_dir(tmp_path, monkeypatch):
     (tmp_path / "points_gate.py").write_text(GATE_MODULE)
+    (tmp_path / "test_points_gate.py").write_text(GATE_TEST)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
@@ -57,11 +73,72 @@ def gate_dir(tmp_path, monkeypatch):
         (["points_gate:OLD_JOB", "--point", "100:1"], "cannot take kafka_options, max_offsets_per_trigger"),
         (["points_gate:UC1"], "nothing to measure: give --point LOAD:INSTANCES or --capacity INSTANCES"),
         (["points_gate:UC1", "--capacity", "1"], "--capacity needs --load LOAD"),
+        (["test_points_gate.py::test_not_a_gate", "--point", "1:1"], "has no @pytest.mark.theodolite"),
+        (["test_points_gate.py::test_nothing", "--point", "1:1"], "has no test 'test_nothing'"),
+        (["no_such_file.py::test_uc1", "--point", "1:1"], "is not a file"),
+        (
+            ["points_gate:UC1", "--point", "100:2", "--theodolite-max-instances", "1"],
+            "raise it or measure fewer",
+        ),
+        (["points_gate:UC1", "--point", "100:1", "--kafka", "nowhere"], "is not a Kafka provider"),
     ],
 )
 def test_bad_input_is_a_clear_error_before_anything_starts(gate_dir, argv, message, capsys):
     assert points.main(argv) == points.EXIT_BAD_INPUT
     assert message in capsys.readouterr().err
+
+
+def plan(argv, rootdir):
+    return points.plan_points(points._build_parser().parse_args(argv), rootdir)
+
+
+def test_a_gate_test_gives_its_marker_overridden_by_the_ini_file_overridden_by_set(gate_dir):
+    (gate_dir / "pyproject.toml").write_text(
+        "[tool.pytest.ini_options]\ntheodolite_threshold = '10%'\ntheodolite_duration = '12'\n"
+        "theodolite_spark_master = 'local-cluster'\ntheodolite_max_instances = '3'\n"
+    )
+    planned = plan(["test_points_gate.py::test_uc1", "--point", "300:1", "--set", "duration=9"], gate_dir)
+    settings = planned.spec.settings
+    assert planned.spec.benchmark.name == "uc1-points"
+    assert settings.loads == (300,) and settings.resources == (1,)  # the points', not the marker's
+    assert settings.plan is not None and settings.plan.max_warmup_s == 30  # the marker's
+    assert settings.slo.lag_trend_threshold.relative_to_load == 0.10  # the ini file's over the marker's 20%
+    assert settings.duration_s == 9  # --set over the ini file's
+    assert planned.infra.spark_master == "local-cluster" and planned.infra.max_instances == 3
+    assert planned.ini_file == gate_dir / "pyproject.toml"
+    # the command line over the ini file, for the cluster too
+    planned = plan(
+        [
+            "points_gate:UC1",
+            "--point",
+            "300:2",
+            "--spark-master",
+            "standalone",
+            "--theodolite-instance-cpu",
+            "0.5",
+        ],
+        gate_dir,
+    )
+    assert planned.infra.spark_master == "standalone" and planned.spec.settings.instance_cpu == 0.5
+
+
+def test_without_an_ini_file_a_benchmark_gets_the_defaults_and_as_many_instances_as_its_points(gate_dir):
+    planned = plan(["points_gate:UC1", "--point", "300:2", "--capacity", "3"], gate_dir)
+    assert planned.ini_file is None
+    assert planned.infra.kafka_provider == "embedded" and planned.infra.max_instances == 3
+
+
+def test_pytest_ini_comes_before_pyproject_as_pytest_reads_them(tmp_path):
+    from pytest_theodolite.cli.project import read_ini
+
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\ntheodolite_kafka = 'external'\n")
+    assert read_ini(tmp_path) == (tmp_path / "pyproject.toml", {"theodolite_kafka": "external"})
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntheodolite_max_instances = 2\n")
+    assert read_ini(tmp_path) == (tmp_path / "pytest.ini", {"theodolite_max_instances": "2"})
+    (tmp_path / "pytest.ini").unlink()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")  # no pytest table: not pytest's file
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\ntheodolite_kafka_properties =\n  a=1\n  b=2\n")
+    assert read_ini(tmp_path) == (tmp_path / "setup.cfg", {"theodolite_kafka_properties": "a=1\nb=2"})
 
 
 def test_points_and_settings_are_parsed_as_the_marker_takes_them():
@@ -145,14 +222,16 @@ def test_a_point_named_again_is_its_next_repetition_and_its_row_shows_that_run_a
 @pytest.mark.theodolite_exclusive  # it measures: nothing may run beside it under pytest-xdist
 def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
     """Which verdict is reached depends on the host; that each point was measured, printed and its raw
-    series kept, and that nothing is left running, does not."""
+    series kept, and that nothing is left running, does not. The gate's marker and the project's ini keys
+    give the settings, as a pytest run of the project has them."""
+    (gate_dir / "pytest.ini").write_text("[pytest]\ntheodolite_max_instances = 1\n")
     done = subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest_theodolite",
             "points",
-            "points_gate:UC1",
+            "test_points_gate.py::test_uc1",  # the gate's marker: duration 8, max_warmup 30, threshold 20%
             "--point",
             "200:1",
             "--capacity",
@@ -162,11 +241,7 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
             "--load",
             "6000",
             "--set",
-            "duration=8",
-            "--set",
             "max_duration=20",
-            "--set",
-            "max_warmup=30",
             "--results",
             str(tmp_path / "results"),
         ],
@@ -176,6 +251,7 @@ def test_points_measures_and_reports_each_point(gate_dir, tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert f"points: the ini keys of {gate_dir / 'pytest.ini'}" in done.stdout
     assert "theodolite: uc1-points load=200 instances=1: " in done.stdout
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 200 | 1 | ")]
     assert row.split(" | ")[2] in {"pass", "fail", "invalid", "errored"}, textwrap.shorten(done.stdout, 2000)

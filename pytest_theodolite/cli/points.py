@@ -1,10 +1,12 @@
-"""``python -m pytest_theodolite points MODULE:BENCHMARK --point LOAD:INSTANCES ...``: where should a gate's loads
-go? Runs the chosen (load, instances) sub-experiments of any benchmark under the gates' own protocol -- with the
-marker's settings, changed by ``--set KEY=VALUE`` in the marker's own words -- on an embedded broker and a local
-Spark cluster, prints each as it ends (the line a gate prints), then a table: the verdict, the lag slope's
-interval against its threshold, how the measurement ended, the CPU per record, the instances' share of their
-CPU, and the median micro-batch. A point whose interval ends near its threshold, or whose instances spend
-nearly all their CPU, is at a capacity edge: its verdict flips between runs, and a gate should not use it.
+"""``python -m pytest_theodolite points PATH::TEST --point LOAD:INSTANCES ...``: where should a gate's loads
+go? Runs the chosen (load, instances) sub-experiments of a gate's benchmark under the gates' own protocol -- with
+the gate's marker's settings, overridden by the project's ini keys, overridden by ``--set KEY=VALUE`` in the
+marker's own words (``MODULE:BENCHMARK`` names a benchmark without a gate) -- on the Kafka and Spark a pytest run
+of the project would use (its ini keys; ``--kafka``, ``--spark-master`` ... as for pytest), prints each as it
+ends (the line a gate prints), then a table: the verdict, the lag slope's interval against its threshold, how the
+measurement ended, the CPU per record, the instances' share of their CPU, and the median micro-batch. A point
+whose interval ends near its threshold, or whose instances spend nearly all their CPU, is at a capacity edge:
+its verdict flips between runs, and a gate should not use it.
 
 ``--capacity INSTANCES ...`` measures those instance counts' capacities instead or as well -- the records/s
 each sustains, with its interval, as the capacity strategy measures them, offered the keys of ``--load`` (by
@@ -26,10 +28,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from pytest_theodolite.cli.project import ProjectInputError, gate_marker, read_ini
 from pytest_theodolite.core.cost import PointCost
 from pytest_theodolite.core.job_contract import JobContractError
 from pytest_theodolite.core.records import SERIES_BATCH_DURATION, SubExperimentRecord
@@ -38,10 +41,17 @@ from pytest_theodolite.core.slo import LAG_TREND
 from pytest_theodolite.engine.benchmark import Benchmark
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
 from pytest_theodolite.engine.capacity_search import CapacitySearch
-from pytest_theodolite.engine.markers import GateSpecError, gate_spec
+from pytest_theodolite.engine.markers import GateSpec, GateSpecError, gate_spec
 from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.engine.services import open_kafka, open_spark
-from pytest_theodolite.engine.settings import TheodoliteSettings
+from pytest_theodolite.engine.settings import (
+    GATE_OPTION_KEYS,
+    OPTIONS,
+    SettingsError,
+    TheodoliteSettings,
+    build,
+    ini_name,
+)
 from pytest_theodolite.report.progress import progress_line
 from pytest_theodolite.store.results import read_series
 
@@ -207,7 +217,10 @@ def _build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "benchmark", metavar="MODULE:BENCHMARK", help="the Benchmark your gate's marker takes"
+        "benchmark",
+        metavar="GATE",
+        help="a gate test, PATH::TEST (its marker's settings, then the project's ini keys, then --set), or "
+        "MODULE:BENCHMARK, the Benchmark a gate's marker takes (the ini keys, then --set)",
     )
     parser.add_argument(
         "--point",
@@ -248,7 +261,92 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="where the raw series go (default: a new temporary directory)",
     )
+    cluster = parser.add_argument_group(
+        "where Kafka and Spark come from", "as for pytest; unset: the project's ini key, then the default"
+    )
+    for flag, ini, _, help_text in OPTIONS:
+        if flag not in NOT_FOR_POINTS:
+            help_text = f"{help_text} [ini: {ini}]".replace("%", "%%")
+            cluster.add_argument(flag, dest=ini, default=None, metavar="VALUE", help=help_text)
     return parser
+
+
+#: options of a gate run that mean nothing to `points` (it keeps its raw series in --results and judges nothing)
+NOT_FOR_POINTS = (
+    "--theodolite-results",
+    "--theodolite-baselines",
+    "--theodolite-isolation",
+    "--theodolite-compare-ref",
+    "--theodolite-calibration-max-age",
+)
+
+
+def project_settings(
+    args: argparse.Namespace, ini: Mapping[str, str], instance_counts: set[int]
+) -> TheodoliteSettings:
+    """Where Kafka and Spark come from: the command line, else the project's ini key, else the default -- as a
+    pytest run of the project would have them; at most as many instances as the points ask for, unless set."""
+
+    def get(flag: str) -> str | None:
+        ini_key = ini_name(flag)
+        value = getattr(args, ini_key, None)
+        return ini.get(ini_key) if value is None else value
+
+    settings = build(get, (ini.get("theodolite_kafka_properties") or "").splitlines(), rootdir=Path.cwd())
+    if get("--theodolite-max-instances") in (None, ""):
+        return replace(settings, max_instances=max(instance_counts))
+    if settings.max_instances < max(instance_counts):
+        raise PointsInputError(
+            f"--theodolite-max-instances is {settings.max_instances}, and the points ask for "
+            f"{max(instance_counts)} instances: raise it or measure fewer"
+        )
+    return settings
+
+
+@dataclass(frozen=True)
+class PointsPlan:
+    """What ``points`` measures, with which gate settings, on which Kafka and Spark."""
+
+    spec: GateSpec
+    infra: TheodoliteSettings
+    capacity_load: int
+    ini_file: Path | None
+
+
+def plan_points(args: argparse.Namespace, rootdir: Path) -> PointsPlan:
+    """The gate settings as a gate run of the project takes them -- the marker, overridden by the project's ini
+    keys and --theodolite-instance-cpu, overridden by --set -- and the cluster options (command line, else ini)."""
+    ini_file, ini = read_ini(rootdir)
+    given: Mapping[str, Any] = dict(args.settings)
+    if "::" in args.benchmark:
+        gate = gate_marker(args.benchmark, rootdir)
+        marker = {k: v for k, v in gate.kwargs.items() if k not in ("loads", "resources")}
+        marker_args = gate.args
+    else:
+        marker, marker_args = {}, (load_benchmark(args.benchmark, rootdir),)
+    if {"loads", "resources"} & set(given):
+        raise PointsInputError(
+            "the points name the loads and instances: --point LOAD:INSTANCES or --capacity INSTANCES, not --set"
+        )
+    if not args.points and not args.capacities:
+        raise PointsInputError("nothing to measure: give --point LOAD:INSTANCES or --capacity INSTANCES")
+    if args.capacities and args.load is None and not args.points:
+        raise PointsInputError("--capacity needs --load LOAD: the load whose keys the generator offers")
+    capacity_load = args.load or max((load for load, _ in args.points), default=0)
+    loads = {load for load, _ in args.points} | ({capacity_load} if args.capacities else set())
+    instance_counts = {instances for _, instances in args.points} | set(args.capacities)
+    infra = project_settings(args, ini, instance_counts)
+    overrides = {
+        **{key: ini[f"theodolite_{key}"] for key in GATE_OPTION_KEYS if ini.get(f"theodolite_{key}")},
+        **infra.gate_overrides,
+    }
+    spec = gate_spec(
+        marker_args,
+        {**marker, **given, "loads": sorted(loads), "resources": sorted(instance_counts)},
+        {key: value for key, value in overrides.items() if key not in given},
+    )
+    spec.benchmark.check_job()
+    return PointsPlan(spec, infra, capacity_load, ini_file)
 
 
 def main(
@@ -258,29 +356,15 @@ def main(
     stderr = stderr or sys.stderr
     args = _build_parser().parse_args(argv)
     try:
-        benchmark = load_benchmark(args.benchmark, Path(os.getcwd()))
-        marker: Mapping[str, Any] = dict(args.settings)
-        if {"loads", "resources"} & set(marker):
-            raise PointsInputError(
-                "the points name the loads and instances: --point LOAD:INSTANCES or --capacity INSTANCES, not --set"
-            )
-        if not args.points and not args.capacities:
-            raise PointsInputError("nothing to measure: give --point LOAD:INSTANCES or --capacity INSTANCES")
-        if args.capacities and args.load is None and not args.points:
-            raise PointsInputError("--capacity needs --load LOAD: the load whose keys the generator offers")
-        capacity_load = args.load or max((load for load, _ in args.points), default=0)
-        loads = {load for load, _ in args.points} | ({capacity_load} if args.capacities else set())
-        instance_counts = {instances for _, instances in args.points} | set(args.capacities)
-        spec = gate_spec(
-            (benchmark,), {**marker, "loads": sorted(loads), "resources": sorted(instance_counts)}, {}
-        )
-        spec.benchmark.check_job()
-    except (PointsInputError, GateSpecError, JobContractError) as exc:
+        plan = plan_points(args, Path(os.getcwd()))
+    except (PointsInputError, GateSpecError, JobContractError, ProjectInputError, SettingsError) as exc:
         stderr.write(f"points: {exc}\n")
         return EXIT_BAD_INPUT
+    spec, infra, capacity_load = plan.spec, plan.infra, plan.capacity_load
     settings = spec.settings
     results = args.results or Path(tempfile.mkdtemp(prefix="theodolite-points-"))
-    infra = TheodoliteSettings(max_instances=max(instance_counts))
+    if plan.ini_file is not None:
+        stdout.write(f"points: the ini keys of {plan.ini_file}\n")
     rows, capacity_rows = [], []
     with open_kafka(infra) as kafka, open_spark(infra) as spark:
         writer = new_writer(results, "points", spec.benchmark, settings, Metric.DEMAND, {})
