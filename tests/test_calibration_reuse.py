@@ -34,8 +34,8 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> CountingCalibration:
     return counting
 
 
-def cluster(can_limit_cpu: bool = True) -> SimpleNamespace:
-    return SimpleNamespace(can_limit_cpu=can_limit_cpu)
+def cluster(limits_instance_cpu: bool = True) -> SimpleNamespace:
+    return SimpleNamespace(limits_instance_cpu=limits_instance_cpu)
 
 
 def test_a_second_run_on_the_same_testbed_reuses_the_first_runs_calibration(tmp_path: Path, measured) -> None:
@@ -100,3 +100,49 @@ def test_an_unreadable_or_foreign_file_is_measured_over(tmp_path: Path, measured
     calibrate_or_reuse(cluster(), TESTBED, tmp_path, 1e30)
     assert measured.runs == 1
     assert json.loads(path.read_text())["calibration"]["rows_per_s"] == 300_001.0
+
+
+class RecordingCluster:
+    """What calibrate() asks of a cluster: the sessions it opens and the limits it sets."""
+
+    def __init__(self, *, can_limit_cpu: bool, limits_instance_cpu: bool) -> None:
+        self.can_limit_cpu = can_limit_cpu
+        self.limits_instance_cpu = limits_instance_cpu
+        self.sessions: list[float | None] = []
+        self.limits: list[float | None] = []
+
+    def session(self, instances: int, instance_cpu: float | None, app_name: str):
+        from contextlib import nullcontext
+
+        self.sessions.append(instance_cpu)
+        return nullcontext(object())
+
+    def limit_instances(self, cpu: float | None) -> None:
+        self.limits.append(cpu)
+
+    def instance_cpu_seconds(self) -> float | None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("can_limit", "limits", "session_cpu", "set_limits", "recorded"),
+    [
+        # the plugin's cgroups: primed at full speed, then limited inside the session
+        pytest.param(True, True, [None], [0.25], 0.25, id="cgroups"),
+        # Kubernetes: the pod's limit is fixed when it starts, so the session starts limited -- and a baseline of
+        # limited instances compares with what it records
+        pytest.param(False, True, [0.25], [], 0.25, id="pod limits"),
+        # a cluster that limits nothing (standalone without cgroups, YARN)
+        pytest.param(False, False, [None], [None], None, id="unlimited"),
+    ],
+)
+def test_the_calibration_runs_under_the_limit_wherever_the_cluster_limits_its_instances(
+    monkeypatch, can_limit, limits, session_cpu, set_limits, recorded
+) -> None:
+    monkeypatch.setattr(
+        calibration_module, "reference_job", lambda spark, offset, rows: 1000.0 + offset / rows
+    )
+    cluster = RecordingCluster(can_limit_cpu=can_limit, limits_instance_cpu=limits)
+    measured = calibration_module.calibrate(cluster)
+    assert cluster.sessions == session_cpu and cluster.limits == set_limits
+    assert measured.instance_cpu == recorded

@@ -73,15 +73,23 @@ REFERENCE_REPEATS = 4
 def calibrate(
     spark_cluster: Any, rows: int = REFERENCE_ROWS, repeats: int = REFERENCE_REPEATS
 ) -> Calibration:
-    """Measure this testbed (half a minute): one instance, two runs without the CPU limit to load classes and
-    JIT-compile (as the gates prime their jobs), then `repeats` timed runs under the limit."""
-    cpu = REFERENCE_CPU if spark_cluster.can_limit_cpu else None
+    """Measure this testbed (half a minute): one instance, two runs to load classes and JIT-compile (without the
+    CPU limit where it can be lifted, as the gates prime their jobs), then `repeats` timed runs under the limit --
+    on every cluster that limits its instances, so that a baseline of limited instances compares with it."""
+    # under the limit the instances run with wherever they are limited: lifted and set inside the session by
+    # the plugin's cgroups; fixed for the session's lifetime by a cluster that limits its pods (Kubernetes)
+    limited_from_start = spark_cluster.limits_instance_cpu and not spark_cluster.can_limit_cpu
+    cpu = REFERENCE_CPU if spark_cluster.limits_instance_cpu else None
     offsets = itertools.count(1)
-    with spark_cluster.session(instances=1, instance_cpu=None, app_name="theodolite-calibration") as spark:
-        # class loading and JIT at full speed, as the gates prime their jobs; then the limit
+    session_cpu = cpu if limited_from_start else None
+    with spark_cluster.session(
+        instances=1, instance_cpu=session_cpu, app_name="theodolite-calibration"
+    ) as spark:
+        # class loading and JIT, at full speed where the limit can be lifted (as the gates prime their jobs)
         for _ in range(2):
             reference_job(spark, next(offsets) * rows, rows)
-        spark_cluster.limit_instances(cpu)
+        if not limited_from_start:
+            spark_cluster.limit_instances(cpu)
         runs, cpu_per_row = [], []
         for _ in range(repeats):
             before = spark_cluster.instance_cpu_seconds()
@@ -101,16 +109,16 @@ _STORED_FIELDS = tuple(f.name for f in fields(Calibration) if f.name != "reused_
 DEFAULT_MAX_AGE_S = 900.0
 
 
-def calibration_key(testbed: Mapping[str, Any], can_limit_cpu: bool) -> str:
+def calibration_key(testbed: Mapping[str, Any], limited: bool) -> str:
     """What makes two runs' calibrations interchangeable: this host, its cores and memory, the Spark cluster
-    (kind or URL), pyspark, Python, the facts a conftest adds, whether instances can be CPU-limited, and the
+    (kind or URL), pyspark, Python, the facts a conftest adds, whether the instances are CPU-limited, and the
     reference job's own size. The Kafka provider does not enter: the reference job reads no Kafka."""
     identity = {
         "host": platform.node(),
         **{key: testbed.get(key) for key in ("cores", "memory_gib", "spark_master", "pyspark_version")},
         "python": platform.python_version(),
         "extra": dict(testbed.get("extra") or {}),
-        "can_limit_cpu": can_limit_cpu,
+        "limited": limited,
         "reference": [REFERENCE_CPU, REFERENCE_ROWS, REFERENCE_REPEATS],
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -121,7 +129,7 @@ def calibrate_or_reuse(
 ) -> Calibration:
     """This testbed's calibration stored by an earlier run at most `max_age_s` ago, else a new one (stored for
     the next run)."""
-    key = calibration_key(testbed, spark_cluster.can_limit_cpu)
+    key = calibration_key(testbed, spark_cluster.limits_instance_cpu)
     found = recent_calibration(cache_dir, key, max_age_s, time.time())
     if found is not None:
         stored, age = found
