@@ -62,6 +62,10 @@ def pytest_configure(config: pytest.Config) -> None:
             update_baselines=config.getoption("theodolite_update_baselines"),
             rootdir=config.rootpath,
             job_options=config.getoption("theodolite_job_options"),
+            spark_conf=[
+                *config.getini("theodolite_spark_conf"),
+                *config.getoption("theodolite_spark_conf_options"),
+            ],
         )
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-theodolite: {exc}") from None

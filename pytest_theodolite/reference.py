@@ -69,6 +69,14 @@ ENVIRONMENT_VARIABLES: list[tuple[str, str]] = [
         "the address the driver binds to on a cluster started here (default: `127.0.0.1`, which a sandboxed "
         "CI machine always routes)",
     ),
+    (
+        "SPARK_REMOTE",
+        "refused when a session starts (as `SPARK_CONNECT_MODE_ENABLED`, `SPARK_API_MODE=connect`, and "
+        "`spark.remote` or `spark.api.mode=connect` in a Spark setting): a Spark Connect client cannot choose how "
+        "many executors run its queries",
+    ),
+    ("SPARK_CONNECT_MODE_ENABLED", "refused, see `SPARK_REMOTE`"),
+    ("SPARK_API_MODE", "`connect` is refused, see `SPARK_REMOTE`"),
     ("HADOOP_CONF_DIR", "`--spark-master yarn`: the cluster's configuration (or `YARN_CONF_DIR`)"),
     (
         "YARN_CONF_DIR",

@@ -245,6 +245,7 @@ class FakeSpark:
         default_factory=lambda: not os.environ.get("SCRIPTED_UNLIMITED_CLUSTER")
     )
     master_url: str = "spark://scripted:7077"
+    connector_fallback: str | None = None  # the exact Kafka connector of the installed pyspark
     max_instances: int = field(default_factory=lambda: int(os.environ.get("SCRIPTED_MAX_INSTANCES", "4")))
 
     @contextmanager

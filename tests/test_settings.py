@@ -286,3 +286,102 @@ def test_each_kafka_provider_is_chosen_by_the_name_kafka_takes_in_one_place():
         chosen = kafka_provider(TheodoliteSettings(kafka_provider=name, kafka_bootstrap="h:9"))
         assert chosen.name == name
     assert [p.name for p in PROVIDERS.values() if p.starts_broker] == ["embedded", "testcontainers"]
+
+
+def test_session_spark_settings_come_from_the_ini_file_then_the_command_line(pytester):
+    """The ini key's lines first, then each --spark-conf (a later one wins); the executors' number and size and
+    Spark Connect are refused with what to do; the registration wait is a setting."""
+    pytester.makeini(
+        "[pytest]\ntheodolite_spark_conf =\n    spark.yarn.queue=gates\n    spark.driver.port=7078\n"
+    )
+    pytester.makeconftest(
+        """
+import pytest
+from pytest_theodolite.plugin import SETTINGS_KEY
+
+@pytest.hookimpl(trylast=True)  # after the plugin's, which builds the settings
+def pytest_configure(config):
+    settings = config.stash[SETTINGS_KEY]
+    print("conf", dict(settings.spark_conf), "wait", settings.spark_register_timeout_s)
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "-s",
+        "--spark-conf",
+        "spark.driver.port=7079",
+        "--spark-conf=spark.jars=/opt/hadoop-aws.jar",
+        "--spark-register-timeout",
+        "300",
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "conf {'spark.yarn.queue': 'gates', 'spark.driver.port': '7079', 'spark.jars': '/opt/hadoop-aws.jar'}"
+            " wait 300.0"
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        (["spark.executor.instances=8"], "sets spark.executor.instances: how many executors"),
+        (["spark.cores.max=2"], "sets spark.cores.max"),
+        (["spark.remote=sc://host:15002"], "spark.remote=sc://host:15002 asks for a Spark Connect session"),
+        (["spark.api.mode=connect"], "spark.api.mode=connect asks for a Spark Connect session"),
+        (["queue=gates"], "is not KEY=VALUE with a Spark key"),
+    ],
+)
+def test_a_session_spark_setting_that_would_size_the_executors_or_connect_is_refused(entries, message):
+    with pytest.raises(SettingsError, match=message):
+        build({}.get, [], environ={}, spark_conf=entries)
+
+
+def test_a_gates_spark_conf_is_refused_the_same_way():
+    from pytest_theodolite import Benchmark
+    from pytest_theodolite.engine.markers import GateSpecError, gate_spec
+    from theodolite_generator import Workload
+
+    def job(spark, *, bootstrap_servers, input_topic, output_topic, checkpoint_dir, **options):
+        pass
+
+    benchmark = Benchmark("b", job, lambda keys: Workload(keys=keys))
+    for conf, message in (
+        ({"spark.executor.cores": "2"}, "the gate's spark_conf sets spark.executor.cores"),
+        ({"spark.api.mode": "Connect"}, "asks for a Spark Connect session"),
+    ):
+        with pytest.raises(GateSpecError, match=message):
+            gate_spec((benchmark,), {"loads": [100], "spark_conf": conf}, {})
+    spec = gate_spec((benchmark,), {"loads": [100], "spark_conf": {"spark.sql.shuffle.partitions": 8}}, {})
+    assert spec.settings.spark_conf == {"spark.sql.shuffle.partitions": "8"}
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [{"SPARK_REMOTE": "sc://h:15002"}, {"SPARK_CONNECT_MODE_ENABLED": "1"}, {"SPARK_API_MODE": "connect"}],
+)
+def test_the_environment_asking_for_spark_connect_is_named(environ):
+    from pytest_theodolite.infra.spark.masters import connect_requested
+
+    [(name, value)] = environ.items()
+    assert connect_requested({}, environ) == f"the environment variable {name}={value}"
+    assert connect_requested({}, {"SPARK_API_MODE": "classic"}) is None
+
+
+def test_a_users_jars_come_after_the_kafka_connectors_and_connect_is_refused_before_a_jvm_starts(monkeypatch):
+    from pathlib import Path
+
+    from pytest_theodolite.core.errors import TheodoliteSetupError
+    from pytest_theodolite.infra.spark.cluster import SparkCluster, session_jars
+
+    connector = [Path("/cache/spark-sql-kafka.jar"), Path("/cache/kafka-clients.jar")]
+    assert session_jars(connector, {}) == "/cache/spark-sql-kafka.jar,/cache/kafka-clients.jar"
+    assert session_jars(connector, {"spark.jars": "/opt/a.jar, /opt/b.jar"}).endswith(
+        "kafka-clients.jar,/opt/a.jar,/opt/b.jar"
+    )
+    monkeypatch.setenv("SPARK_REMOTE", "sc://somewhere:15002")
+    cluster = SparkCluster("spark://nowhere:7077", 1, connector)
+    with pytest.raises(
+        TheodoliteSetupError, match="SPARK_REMOTE=sc://somewhere:15002 asks for a Spark Connect"
+    ):
+        with cluster.session(instances=1):
+            pass

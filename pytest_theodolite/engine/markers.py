@@ -14,6 +14,7 @@ from pytest_theodolite.core.measurement_plan import MeasurementPlan
 from pytest_theodolite.core.paired_cost import PAIRED_COST_TOLERANCE
 from pytest_theodolite.core.search import Strategy, parse_strategy
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.infra.spark.masters import MasterError, check_session_conf
 
 #: a gate's settings when neither the marker, the ini file nor the command line gives them. A gate judges in
 #: steady state and measures until its verdict is certain (protocol.py): the job is primed without the CPU
@@ -216,7 +217,7 @@ def gate_spec(
             paired_cost=_paired_cost(values["paired_cost"], pull_request),
             paired_cost_tolerance=paired_cost_tolerance,
             ref_below=_flag(values["ref_below"], "ref_below"),
-            spark_conf=dict(values["spark_conf"] or {}),
+            spark_conf=_spark_conf(values["spark_conf"]),
             instance_cpu=None if values["instance_cpu"] in (None, "") else float(values["instance_cpu"]),
         )
     except GateSpecError:
@@ -228,6 +229,15 @@ def gate_spec(
     if extra:
         benchmark = replace(benchmark, job_options={**benchmark.job_options, **extra})
     return GateSpec(benchmark, settings, tolerance, cost_tolerance)
+
+
+def _spark_conf(value: Any) -> dict[str, str]:
+    conf = {str(key): str(setting) for key, setting in dict(value or {}).items()}
+    try:
+        check_session_conf(conf, "the gate's spark_conf")
+    except MasterError as exc:
+        raise GateSpecError(str(exc)) from None
+    return conf
 
 
 def _warmup(value: Any) -> float | None:

@@ -67,7 +67,11 @@ def _spark_cluster(
         instance_groups=list(groups or []),  # a copy: the cluster's own list is cleared on stop
         # only where the plugin started the workers (in `work_dir`): a remote cluster's Python may not have
         # the plugin
-        base_conf=standalone_session_conf(work_dir) if work_dir is not None else {},
+        base_conf={
+            **(standalone_session_conf(work_dir) if work_dir is not None else {}),
+            **settings.spark_conf,
+        },
+        register_timeout_s=settings.spark_register_timeout_s,
         kind=settings.spark_kind,
         access=settings.spark_access,
         checkpoint_root=settings.checkpoint_root,

@@ -19,6 +19,7 @@ from pytest_theodolite.infra.spark.masters import (
     MasterError,
     MasterKind,
     check_access,
+    check_session_conf,
     master_kind,
 )
 from pytest_theodolite.store import host
@@ -71,6 +72,10 @@ class TheodoliteSettings:
     gate_overrides: Mapping[str, str] = field(default_factory=dict)
     #: benchmark name -> job options that override the benchmark's own (--theodolite-job-option)
     job_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Spark settings of every session, the calibration's too (--spark-conf, ini theodolite_spark_conf)
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    #: how long a session waits for its executors to register before it is a setup error
+    spark_register_timeout_s: float = 120.0
 
     @property
     def manages_spark(self) -> bool:
@@ -163,6 +168,13 @@ OPTIONS: list[tuple[str, str, str, str]] = [
         "ROLE=TOPIC,...: existing topics to use instead of creating and deleting topics (a cluster that lets "
         "the gates create none), e.g. input=gates.in,output=gates.out; their records are deleted before and "
         "after each repetition",
+    ),
+    (
+        "--spark-register-timeout",
+        "theodolite_spark_register_timeout",
+        "120",
+        "seconds a session waits for its executors to register before the point is a setup error (a cluster "
+        "that starts executors slowly, or a queue that admits the application late)",
     ),
     (
         "--theodolite-max-instances",
@@ -271,6 +283,20 @@ def parse_job_options(entries: list[str]) -> dict[str, dict[str, Any]]:
     return options
 
 
+def parse_spark_conf(entries: list[str]) -> dict[str, str]:
+    """``["spark.yarn.queue=gates"]`` -> ``{"spark.yarn.queue": "gates"}`` (a later entry wins)."""
+    conf: dict[str, str] = {}
+    for entry in entries:
+        key, equals, value = entry.strip().partition("=")
+        if not (equals and key.strip().startswith("spark.")):
+            raise SettingsError(
+                f"--spark-conf / theodolite_spark_conf {entry!r} is not KEY=VALUE with a Spark key, e.g. "
+                "spark.yarn.queue=gates"
+            )
+        conf[key.strip()] = value.strip()
+    return conf
+
+
 def parse_topic_roles(text: str) -> dict[str, str]:
     """``"input=gates.in,output=gates.out"`` -> ``{"input": "gates.in", "output": "gates.out"}``."""
     roles: dict[str, str] = {}
@@ -297,6 +323,7 @@ def build(
     update_baselines: bool = False,
     rootdir: Path = Path("."),
     job_options: list[str] | None = None,
+    spark_conf: list[str] | None = None,
 ) -> TheodoliteSettings:
     """``get(flag)`` returns the command-line value, or the ini value, or the default (in that order)."""
 
@@ -370,6 +397,11 @@ def build(
             f"--theodolite-isolation / {ini_name('--theodolite-isolation')} = {isolation!r} is not "
             f"an isolation mode; choose one of {', '.join(ISOLATION_MODES)}"
         )
+    session_conf = parse_spark_conf(spark_conf or [])
+    try:
+        check_session_conf(session_conf, "--spark-conf / theodolite_spark_conf")
+    except MasterError as exc:
+        raise SettingsError(str(exc)) from None
     compare_ref = text("--theodolite-compare-ref") or None
     if compare_ref and update_baselines:
         raise SettingsError(
@@ -419,6 +451,10 @@ def build(
             if v not in (None, "")
         },
         job_options=parse_job_options(job_options or []),
+        spark_conf=session_conf,
+        spark_register_timeout_s=_number(
+            text("--spark-register-timeout"), "--spark-register-timeout", float, low=1, high=3600
+        ),
     )
 
 

@@ -32,10 +32,22 @@ COMMAND_LINE_ONLY: list[tuple[str, str, str]] = [
         "write the run's verdict and each benchmark's table as one Markdown comment into FILE, for a workflow "
         "to post on the pull request (docs/github-actions.md)",
     ),
+    (
+        "--spark-conf",
+        "theodolite_spark_conf_options",
+        "a Spark setting of every session, KEY=VALUE, e.g. spark.yarn.queue=gates (repeatable; after the ini "
+        "key theodolite_spark_conf, before a gate's spark_conf): ports, queues, pod templates, storage "
+        "credentials; spark.jars is added to the Kafka connector's jars; the executors' number and size stay the "
+        "gate's",
+    ),
 ]
 
 #: ini keys without a command-line option: (key, help)
 INI_ONLY: list[tuple[str, str]] = [
+    (
+        "theodolite_spark_conf",
+        "Spark settings of every session, one KEY=VALUE a line (as --spark-conf, which adds to them)",
+    ),
     (
         "theodolite_kafka_properties",
         "client properties of an external cluster, one key=value a line (put secrets in "
@@ -72,15 +84,11 @@ def add_options(parser: pytest.Parser) -> None:
             help=_argparse(f"{help_text} [ini: theodolite_{key}; overrides the marker]"),
         )
         parser.addini(f"theodolite_{key}", help_text, default="")
-    job_option, update, comment = COMMAND_LINE_ONLY
-    group.addoption(
-        job_option[0],
-        dest=job_option[1],
-        action="append",
-        default=[],
-        metavar="BENCHMARK:KEY=VALUE",
-        help=_argparse(job_option[2]),
-    )
+    job_option, update, comment, spark_conf = COMMAND_LINE_ONLY
+    for (flag, dest, help_text), metavar in ((job_option, "BENCHMARK:KEY=VALUE"), (spark_conf, "KEY=VALUE")):
+        group.addoption(
+            flag, dest=dest, action="append", default=[], metavar=metavar, help=_argparse(help_text)
+        )
     group.addoption(update[0], dest=update[1], action="store_true", default=False, help=_argparse(update[2]))
     group.addoption(comment[0], dest=comment[1], default=None, metavar="FILE", help=_argparse(comment[2]))
     for key, help_text in INI_ONLY:

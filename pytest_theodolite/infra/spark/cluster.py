@@ -352,16 +352,22 @@ class SparkCluster:
         if SparkSession.getActiveSession() is not None:
             raise RuntimeError("another SparkSession is still active in this process; stop it first")
         cpu = self._cpu(instance_cpu)
+        chosen = {**self.base_conf, **(conf or {})}
+        connect = masters.connect_requested(chosen, os.environ)
+        if connect:
+            raise TheodoliteSetupError(
+                f"{connect} asks for a Spark Connect session, whose client cannot choose how many executors run "
+                "its queries -- an instance count is what a gate measures: remove it (unset the variable)"
+            )
         settings = {
             **DEFAULT_SESSION_CONF,
             **masters.access_settings(self.kind, self.access),
-            **self.base_conf,
-            **(conf or {}),
+            **chosen,
             # how many instances, and how big, is what the gate measures: no setting of a job overrides it
             **masters.sizing_settings(self.kind, instances, cpu),
             "spark.master": self.master_for(instances),
             "spark.app.name": app_name,
-            "spark.jars": ",".join(str(j) for j in self.jars),
+            "spark.jars": session_jars(self.jars, chosen),
         }
         builder = SparkSession.builder
         for key, value in settings.items():
@@ -383,6 +389,13 @@ class SparkCluster:
             finally:
                 sys.path[:] = driver_path
                 spark.stop()
+
+
+def session_jars(connector_jars: Sequence[Path], conf: Mapping[str, str]) -> str:
+    """``spark.jars`` of a session: the Kafka connector's, then the user's own (--spark-conf spark.jars=..., a
+    gate's spark_conf), e.g. a checkpoint store's client."""
+    own = [jar.strip() for jar in conf.get("spark.jars", "").split(",") if jar.strip()]
+    return ",".join([str(jar) for jar in connector_jars] + own)
 
 
 @contextmanager

@@ -65,6 +65,55 @@ def master_kind(master: str) -> MasterKind:
     )
 
 
+#: what the plugin sets on every session, since an instance count is what a gate measures: no setting of the
+#: user's may change it (sizing_settings; spark.jars is appended to, infra/spark/cluster.py)
+SIZING_KEYS = (
+    "spark.master",
+    "spark.app.name",
+    "spark.executor.cores",
+    "spark.executor.instances",
+    "spark.cores.max",
+    "spark.dynamicAllocation.enabled",
+    "spark.kubernetes.executor.request.cores",
+    "spark.kubernetes.executor.limit.cores",
+)
+#: environment variables that turn pyspark's SparkSession.builder into a Spark Connect client
+CONNECT_VARIABLES = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+
+
+def connect_requested(conf: Mapping[str, str], environ: Mapping[str, str]) -> str | None:
+    """What asks for a Spark Connect session -- which cannot size its executors -- in `conf` or `environ`, or
+    None."""
+    if conf.get("spark.remote"):
+        return f"spark.remote={conf['spark.remote']}"
+    if str(conf.get("spark.api.mode", "")).lower() == "connect":
+        return "spark.api.mode=connect"
+    for name in CONNECT_VARIABLES:
+        if environ.get(name):
+            return f"the environment variable {name}={environ[name]}"
+    if environ.get("SPARK_API_MODE", "").lower() == "connect":
+        return "the environment variable SPARK_API_MODE=connect"
+    return None
+
+
+def check_session_conf(conf: Mapping[str, str], where: str, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse Spark settings of the user's (`where` names them: --spark-conf, a gate's spark_conf) that would size
+    the executors or turn the session into a Spark Connect client, with what to do instead."""
+    sizing = sorted(set(conf) & set(SIZING_KEYS))
+    if sizing:
+        raise MasterError(
+            f"{where} sets {', '.join(sizing)}: how many executors of what size run is what a gate measures, and "
+            "the plugin sets it (the marker's resources, --theodolite-max-instances, instance_cpu); remove it"
+        )
+    connect = connect_requested(conf, environ or {})
+    if connect:
+        raise MasterError(
+            f"{where}: {connect} asks for a Spark Connect session, whose client cannot choose how many executors "
+            "run its queries -- an instance count is what a gate measures. Remove it (unset the variable) and "
+            "point --spark-master at the cluster's master (spark://..., k8s://..., yarn)"
+        )
+
+
 @dataclass(frozen=True)
 class ClusterAccess:
     """What a cluster the plugin did not start needs from this side."""
