@@ -200,14 +200,24 @@ def test_the_paired_read_runs_by_default_and_a_dearer_change_fails_every_load_wh
     assert "task CPU per record, change over REF" not in off.stdout.str()
 
 
-def test_a_cluster_of_one_instance_reads_no_backlog_by_default_and_says_why(project, monkeypatch):
+def test_a_paired_read_that_gave_no_figure_is_no_pass_and_says_what_to_change(project, monkeypatch):
+    """Never green without the mode's sensitive reading: a cluster of one instance reads no backlog, and the
+    demands that passed are not comparable (exit 7) with the reason; paired_cost=false judges the demand alone."""
     monkeypatch.setenv("SCRIPTED_PAIRED_COST", "1.15")
     monkeypatch.setenv("SCRIPTED_MAX_INSTANCES", "1")
     result = project.runpytest("--theodolite-compare-ref", "main")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(skipped=3)
+    assert result.ret == 7
     result.stdout.fnmatch_lines(
-        ["*task CPU per record (*): not measured: it needs two instances at once, one per side*"]
+        [
+            "*the paired read gave no figure to judge (it needs two instances at once*raise "
+            "--theodolite-max-instances to 2 or more), and a pass needs it*paired_cost=false*",
+            "*task CPU per record (*): not measured: it needs two instances at once, one per side*",
+        ]
     )
+    demand_alone = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-paired-cost=false")
+    demand_alone.assert_outcomes(passed=3)
+    assert demand_alone.ret == 0
 
 
 def test_that_slowdown_fails_against_ref_by_default_where_no_paired_read_judges_the_cost(

@@ -308,6 +308,35 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
 
 
 @pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it
+def test_a_job_that_ignores_the_batch_cap_stops_the_read_at_once_and_is_told_how_to_take_it(
+    kafka_cluster, spark_cluster, tmp_path
+):
+    """A job that takes max_offsets_per_trigger and never applies it reads its backlog in one batch: the read
+    stops at that batch, saying how to apply the cap, instead of ending with nothing measured."""
+    from pytest_theodolite.engine.backlog_read import BacklogPlan, read_backlog
+    from pytest_theodolite.engine.job import RunAborted
+
+    def uncapped(spark, *, max_offsets_per_trigger=None, **options):
+        return uc1.start_query(spark, **options)  # the cap taken, never passed on
+
+    settings = ExperimentSettings(loads=(500,), resources=(1,), instance_cpu=0.25)
+    benchmark = Benchmark("uc1-uncapped", uncapped, lambda keys: Workload(keys=keys), input_partitions=2)
+    writer = new_writer(tmp_path, "1", benchmark, settings, Metric.DEMAND, testbed={"cores": 2})
+    runner = ExperimentRunner(benchmark, settings, kafka_cluster, spark_cluster, writer)
+    plan = BacklogPlan(
+        batch_records=500, fill_factor=40.0, fill_s=6.0, min_fill_s=2.0, warm_batches=1, batches=3
+    )
+    started = time.monotonic()
+    with pytest.raises(
+        RunAborted,
+        match=r"above the cap of 500: the job ignores max_offsets_per_trigger.*"
+        r"pass it to the Kafka source as maxOffsetsPerTrigger",
+    ):
+        read_backlog(runner, 500, plan)
+    assert time.monotonic() - started < 90  # at its first batches, not after the read's max_read_s
+
+
+@pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it
 def test_a_backlog_read_whose_backlog_runs_out_ends_then_and_says_so(kafka_cluster, spark_cluster, tmp_path):
     from pytest_theodolite.engine.backlog_read import BacklogPlan, read_backlog
 

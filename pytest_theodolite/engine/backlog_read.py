@@ -31,14 +31,16 @@ from typing import Any
 from pytest_theodolite.core.capacity import FULL_SHARE, MicroBatch
 from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.capacity_probe import (
+    BATCH_CAP_HINT,
     BATCH_CAP_OPTION,
     EventLogTail,
     batches_of,
+    check_capped,
     check_running,
     event_log_conf,
     read_task_cpu,
 )
-from pytest_theodolite.engine.job import RunningJob
+from pytest_theodolite.engine.job import RunAborted, RunningJob
 from pytest_theodolite.engine.runner import ExperimentRunner
 from pytest_theodolite.infra.spark.executors import executor_addresses, replace_executor
 from theodolite_generator import Workload
@@ -358,6 +360,10 @@ def read_backlog(
                 check_running(job, executors)
                 progresses = monitor.all_progress(job.query)
                 batches.update(batches_of(progresses, input_topic))
+                try:  # at its first batch: a job that ignores the cap reads the whole backlog in one
+                    check_capped(batches.values(), plan.batch_records, 0.0)
+                except RunAborted as exc:
+                    raise RunAborted(exc.outcome, f"{exc.reason}; {BATCH_CAP_HINT}") from None
                 if progresses:
                     lag = lag_behind(end_offsets, progresses[-1], input_topic)
                 full = full_batches(batches, plan.batch_records, filled_at)

@@ -100,8 +100,9 @@ MARKER_HELP: dict[str, str] = {
     "warm-up (e.g. 0); None: not checked",
     "paired_cost": "pull-request mode: both revisions also read a backlog at the same time, each on one "
     "instance, and the change's task CPU per record over REF's, batch by batch, fails the gate beyond "
-    "paired_cost_tolerance where significant; auto (the default): wherever two instances exist; false: "
-    "not read (about 4-6 minutes less per benchmark)",
+    "paired_cost_tolerance where significant; a load whose demand passed needs its figure (none: not comparable, "
+    "exit 7); auto (the default): in pull-request mode; false: not read, the demand judged alone (about 4-6 "
+    "minutes less per benchmark)",
     "paired_cost_tolerance": "how far the paired read's figure (paired_cost) may rise before it fails the gate, "
     "where significant (e.g. 7%); off: reported only. Its own, whatever cost_tolerance says: the paired read's "
     "noise is a few per cent where the CPU per offered record's may be tens",

@@ -157,6 +157,9 @@ class PairedPoint:
     instance_cpu: float | None = None
     #: the benchmark's paired backlog read, judged (``paired_cost``); None where none was read
     paired_cost: CostCheck | None = None
+    #: why the paired read that was asked for gave no figure to judge (None: it gave one, or none was asked for):
+    #: a pass needs that reading
+    paired_unread: str | None = None
 
     def demand(self, side: str) -> MeasuredDemand:
         point = self.sides[side]
@@ -189,6 +192,9 @@ class PairedPoint:
             and self.paired_cost.status == CostStatus.REGRESSION
         ):
             return replace(compared, verdict=Verdict.COST_REGRESSION, cost=self.paired_cost)
+        if compared.verdict in (Verdict.PASS, Verdict.IMPROVEMENT) and self.paired_unread is not None:
+            # never green without the mode's sensitive reading: no verdict (exit 7), and what to change
+            return replace(compared, verdict=Verdict.NOT_COMPARABLE, reason=self.paired_unread)
         return compared
 
     def uncertain(self, tolerance: int, reference_label: str = "REF") -> str | None:
@@ -335,6 +341,7 @@ class PairedExperiment:
                     self._capacity_costs(sides),
                     self.settings.instance_cpu,
                     self.paired_cost_check(),
+                    self.paired_unread(),
                 ),
                 tolerance,
             )
@@ -518,6 +525,21 @@ class PairedExperiment:
                 f"({self.confirmation.problem})",
             )
         return check_paired_cost_twice(self.paired_cost, self.confirmation.cost, tolerance)
+
+    def paired_unread(self) -> str | None:
+        """Why the paired read asked for (``paired_cost``) gave nothing to judge, with what to change; None where
+        it gave a figure, or none was asked for."""
+        if not self.settings.paired_cost:
+            return None
+        check = self.paired_cost_check()
+        if check is not None and check.status != CostStatus.NOT_COMPARED:
+            return None
+        why = self.paired_cost_problem or (check.reason if check is not None else "it was not read")
+        return (
+            f"the paired read gave no figure to judge ({why}), and a pass needs it: change what it names (the "
+            "loads, the instance CPU, the job's use of max_offsets_per_trigger), or judge the demand alone with "
+            "paired_cost=false"
+        )
 
     def _first_check(self) -> CostCheck | None:
         """The first read's figure against the tolerance; None unread."""

@@ -36,6 +36,7 @@ from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead, read_backlog
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement, ProbePlan, measure_capacity
+from pytest_theodolite.engine.job import RunAborted
 from pytest_theodolite.engine.runner import ExperimentRunner, PhaseTimings, new_writer
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.process import die_with_parent, interruptible_child
@@ -268,6 +269,8 @@ def serve(connection: Connection, spec: SideSpec) -> None:
                     record = runner.run_sub_experiment(load, resources)
                 timings = {k: v for k, v in runner.timings.items() if k[:2] == (load, resources)}
                 connection.send(("record", record, timings))
+            except RunAborted as exc:  # a read the job made impossible: its reason says what to change
+                connection.send(("error", exc.reason))
             except Exception:
                 connection.send(("error", traceback.format_exc()))
     except (
