@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from pytest_theodolite.glue.gate import (
     GateState,
     TheodoliteGate,
     finish_session,
+    instances_needed,
     mark_gate_points,
     measure_gate_point,
     measurement_lock,
@@ -126,12 +128,15 @@ def spark_cluster(
 ) -> Iterator[SparkCluster]:
     """Spark with up to ``--theodolite-max-instances`` one-core executors: ``with spark_cluster.session(instances=r)
     as spark:`` gives a SparkSession with exactly ``r`` registered executors and the Kafka connector."""
+    # as many workers as the session's gates ask for (the most instances of any), not the maximum
+    needed = request.config.stash[STATE_KEY].instances_needed
+    settings = theodolite_settings if needed is None else replace(theodolite_settings, max_instances=needed)
     if xdist.is_xdist_worker(request):
         yield start_or_stop(
-            request, lambda: services.shared_spark(theodolite_settings, tmp_path_factory.getbasetemp().parent)
+            request, lambda: services.shared_spark(settings, tmp_path_factory.getbasetemp().parent)
         )
         return
-    yield from served(request, services.open_spark(theodolite_settings))
+    yield from served(request, services.open_spark(settings))
 
 
 @pytest.fixture
@@ -174,6 +179,11 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     mark_gate_points(session, config, items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash[STATE_KEY]
+    state.instances_needed = instances_needed(session.items, session.config.stash[SETTINGS_KEY])
 
 
 @pytest.hookimpl(wrapper=True)

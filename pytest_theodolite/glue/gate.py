@@ -78,6 +78,8 @@ class GateState:
     other_failures: int = 0
     #: the merged answers of the pytest_theodolite_testbed hook; None: not asked yet
     testbed_extra: dict[str, str] | None = None
+    #: the most instances the gates this session runs ask for (instances_needed); None: no gate is run
+    instances_needed: int | None = None
 
     # hooks of this object, registered per config (the report hooks get no config to find the state in)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -212,6 +214,23 @@ def measure_gate_point(
         state.baselines[name] = updated
         measured = replace(measured, baseline=updated)
     return TheodoliteGate(measured, record_property)
+
+
+def instances_needed(items: list[pytest.Item], settings: TheodoliteSettings) -> int | None:
+    """The most instances the gate points among `items` (those left after -k and -m) ask for -- two at least in
+    pull-request mode, whose paired read gives each side one -- up to --theodolite-max-instances; None where no
+    gate point is run. A cluster started here starts that many workers, not the maximum: each is a JVM."""
+    needed = 0
+    for item in items:
+        marker = item.get_closest_marker("theodolite")
+        if marker is None or not item.stash.get(GATE_POINT_KEY, False):
+            continue
+        try:
+            spec = gate_spec(marker.args, marker.kwargs, settings.gate_overrides, settings.job_options)
+        except ValueError:
+            return settings.max_instances  # reported where the gate runs; start what the settings allow
+        needed = max(needed, *spec.settings.resources, 2 if settings.compare_ref else 1)
+    return min(needed, settings.max_instances) if needed else None
 
 
 def check_compare_ref(config: pytest.Config, gate_items: list[pytest.Item]) -> None:
