@@ -104,4 +104,6 @@ def test_the_capacity_strategy_measures_records_and_reports_each_instance_counts
         assert recomputed.startswith(f"{value} ") or recomputed.startswith(f">= {value} "), row
         assert recorded == value, row  # recomputed from the files, and as recorded
         if measurement["task_cpu"] is not None:
-            assert row[6] == f"{measurement['task_cpu']['median_us']:.2f}", row
+            # the series holds milliseconds, the record seconds: a median on a rounding tie may print one
+            # hundredth apart, so compare within the printed precision
+            assert abs(float(row[6]) - measurement["task_cpu"]["median_us"]) <= 0.0051, row
