@@ -2,7 +2,7 @@
 gates' jobs, not only for the click-stream example it was measured on?
 
 Per round and gate, REF and the change are the same tree: both sides read a backlog at once exactly as
-pull-request mode reads it (`PairedExperiment.measure_paired_cost`: each side in its own driver process, one
+pull-request mode reads it (`PairedRead.read`: each side in its own driver process, one
 instance each of one shared cluster, the default `BacklogPlan`, the gate's own settings from its marker), and the
 figure is judged as the gate would judge it. A side's batches are kept in OUT/<round>/<benchmark>_paired_cost.json.
 
@@ -44,8 +44,10 @@ from pytest_theodolite.engine.markers import gate_spec
 from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.process import terminate_as_interrupt
-from pytest_theodolite.pull_request.experiment import CompareTarget, start_paired_experiment
+from pytest_theodolite.pull_request.experiment import start_paired_experiment
+from pytest_theodolite.pull_request.paired_read import PairedRead
 from pytest_theodolite.pull_request.sides import spec_for
+from pytest_theodolite.pull_request.target import CompareTarget
 from pytest_theodolite.report.paired import paired_read_note
 from pytest_theodolite.store.results import experiment_id
 
@@ -89,14 +91,12 @@ def read_once(
         for side, root in roots.items()
     }
     experiment = start_paired_experiment(benchmark, settings, target, specs, None)
-    experiment.backlog_plan = plan
     lines = []
     try:
         for read in range(1, reads + 1):
-            experiment.backlog_reads, experiment.paired_cost, experiment.paired_cost_problem = {}, None, None
-            experiment.paired_read_stopped_at = None
-            experiment.measure_paired_cost(first if read % 2 else {"ref": "change", "change": "ref"}[first])
-            lines.append(paired_read_note(experiment.paired_read_result()) or "not read")
+            paired_read = PairedRead(benchmark, settings, experiment.sides, plan)  # each read a fresh one
+            paired_read.read(first if read % 2 else {"ref": "change", "change": "ref"}[first])
+            lines.append(paired_read_note(paired_read.result()) or "not read")
             if reads > 1:
                 written = results / f"{experiment_id(benchmark.name)}_paired_cost.json"
                 written.rename(written.with_name(f"{written.stem}_read{read}.json"))

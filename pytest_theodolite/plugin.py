@@ -38,7 +38,8 @@ from pytest_theodolite.glue.setup import served, start_or_stop
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.process import terminate_as_interrupt
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.pull_request.experiment import CompareTarget, paired_experiments
+from pytest_theodolite.pull_request.experiment import paired_experiments
+from pytest_theodolite.pull_request.target import CompareTarget
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from theodolite_generator import LoadGenerator, Workload
 

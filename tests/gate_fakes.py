@@ -34,8 +34,9 @@ from pytest_theodolite.engine.calibration import Calibration
 from pytest_theodolite.engine.experiment import BenchmarkExperiment
 from pytest_theodolite.engine.runner import new_writer
 from pytest_theodolite.engine.session import TheodoliteSession
-from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
+from pytest_theodolite.pull_request.experiment import PairedExperiment
 from pytest_theodolite.pull_request.paired import CHANGE, REF
+from pytest_theodolite.pull_request.target import CompareTarget
 from theodolite_generator import Workload
 
 

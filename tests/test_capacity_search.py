@@ -194,7 +194,8 @@ class ScriptedSide:
 
 def paired(ref_capacities, change_capacities, outcomes=None, loads=(4000, 12000, 20000)):
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
-    from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
+    from pytest_theodolite.pull_request.experiment import PairedExperiment
+    from pytest_theodolite.pull_request.target import CompareTarget
 
     log: list = []
     settings = ExperimentSettings(

@@ -8,7 +8,6 @@ from pytest_theodolite.core.outcomes import Outcome, StepStatus, Verdict
 from pytest_theodolite.core.scalability import Metric
 from pytest_theodolite.core.search import IncrementalSearch, Step, Strategy
 from pytest_theodolite.judge.demand_points import shifted_guess
-from pytest_theodolite.pull_request.experiment import CompareTarget
 from pytest_theodolite.pull_request.paired import (
     CHANGE,
     REF,
@@ -18,6 +17,7 @@ from pytest_theodolite.pull_request.paired import (
     compare_sides,
     measured_demand,
 )
+from pytest_theodolite.pull_request.target import CompareTarget
 from pytest_theodolite.store.baseline import Baseline
 
 P, F, I = Outcome.PASS, Outcome.FAIL, Outcome.INVALID

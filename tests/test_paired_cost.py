@@ -417,7 +417,8 @@ def paired_experiment(
     later_reads=None,
 ):
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
-    from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
+    from pytest_theodolite.pull_request.experiment import PairedExperiment
+    from pytest_theodolite.pull_request.target import CompareTarget
 
     log: list = []
     spark = HeldCluster(max_instances, can_limit_cpu)
@@ -465,8 +466,8 @@ def test_both_sides_read_their_backlogs_at_once_under_the_lock_once_per_benchmar
     ]
     assert sum(1 for entry in log if entry[1] == "start") == 2  # once per benchmark, not per load
     # batch by batch: 0.69/0.60, 0.75/0.66, 0.72/0.60 -> median 1.15
-    assert experiment.paired_cost.batch_ratio == pytest.approx(1.15)
-    note = paired_read_note(experiment.paired_read_result())
+    assert experiment.paired_read.figure.batch_ratio == pytest.approx(1.15)
+    note = paired_read_note(experiment.paired_read.result())
     assert note.startswith("task CPU per record, change over REF batch by batch: +15.0% over 3 batches")
     assert note.endswith(
         "one instance each, 120,000-record batches): not judged: 3 pairs of batches, fewer than the 6 a p-value needs"
@@ -484,18 +485,18 @@ def test_the_note_names_the_cores_each_side_read_on_where_the_cluster_limits_the
     unlimited, _ = paired_experiment(tmp_path / "unlimited", cpu, cpu)
     limited, _ = paired_experiment(tmp_path / "limited", cpu, cpu, can_limit_cpu=True, instance_cpu=0.25)
     gates_own, _ = paired_experiment(tmp_path / "gate", cpu, cpu, can_limit_cpu=True, instance_cpu=0.25)
-    gates_own.backlog_plan = BacklogPlan(instance_cpu=None)
+    gates_own.paired_read.plan = BacklogPlan(instance_cpu=None)
     for experiment in (unlimited, limited, gates_own):
-        experiment.measure_paired_cost()
+        experiment.paired_read.read()
     assert "(both sides reading a backlog at once, one instance each, 120,000" in paired_read_note(
-        unlimited.paired_read_result()
+        unlimited.paired_read.result()
     )
     # the plan's half core, whatever the gate's quarter; without the plan's, the gate's own
     assert "one instance of 0.5 core each, 120,000-record batches)" in paired_read_note(
-        limited.paired_read_result()
+        limited.paired_read.result()
     )
     assert "one instance of 0.25 core each, 120,000-record batches)" in paired_read_note(
-        gates_own.paired_read_result()
+        gates_own.paired_read.result()
     )
 
 
@@ -504,7 +505,7 @@ def test_a_side_whose_backlog_ran_out_is_named_with_the_batches_it_read(tmp_path
     experiment, _ = paired_experiment(tmp_path, cpu, cpu, tolerance=None)
     experiment.sides["change"].drained = True
     experiment.measure(2000)
-    note = paired_read_note(experiment.paired_read_result())
+    note = paired_read_note(experiment.paired_read.result())
     assert note.endswith(
         "reported, not judged: paired_cost_tolerance is off; change's backlog ran out after 7 of 12 batches"
     )
@@ -514,7 +515,7 @@ def test_a_side_whose_backlog_ran_out_is_named_with_the_batches_it_read(tmp_path
 
 def test_the_side_asked_to_start_first_can_be_swapped_and_the_figure_stays_change_over_ref(tmp_path):
     experiment, log = paired_experiment(tmp_path, [0.60, 0.66, 0.60], [0.69, 0.75, 0.72])
-    experiment.measure_paired_cost(first="change")
+    experiment.paired_read.read(first="change")
     assert [entry[:2] for entry in log] == [
         ("change", "start"),
         ("ref", "start"),
@@ -525,9 +526,9 @@ def test_the_side_asked_to_start_first_can_be_swapped_and_the_figure_stays_chang
         ("change", "result"),
         ("ref", "result"),
     ]
-    assert experiment.paired_cost.batch_ratio == pytest.approx(1.15)
+    assert experiment.paired_read.figure.batch_ratio == pytest.approx(1.15)
     with pytest.raises(ValueError, match="first is one of ref, change, not 'both'"):
-        experiment.measure_paired_cost(first="both")
+        experiment.paired_read.read(first="both")
 
 
 def test_a_side_that_fails_its_read_leaves_no_figure_and_says_why_the_other_side_is_still_heard(tmp_path):
@@ -535,8 +536,8 @@ def test_a_side_that_fails_its_read_leaves_no_figure_and_says_why_the_other_side
     experiment, log = paired_experiment(tmp_path, [0.6], [0.7], errors=errors)
     experiment.measure(2000)
     assert ("change", "result", True) in log  # the other side's answer is read, so its pipe stays in step
-    assert experiment.paired_cost is None
-    assert paired_read_note(experiment.paired_read_result()).endswith("not measured: ref: " + errors["ref"])
+    assert experiment.paired_read.figure is None
+    assert paired_read_note(experiment.paired_read.result()).endswith("not measured: ref: " + errors["ref"])
     assert json.loads((tmp_path / "scripted_paired_cost.json").read_text())["problem"].startswith("ref: ")
 
 
@@ -553,8 +554,8 @@ def test_a_side_that_fails_before_its_backlog_is_filled_is_not_let_read_the_othe
         ("ref", "read"),
         ("ref", "result"),
     ]
-    assert experiment.paired_cost is None
-    assert paired_read_note(experiment.paired_read_result()).endswith(
+    assert experiment.paired_read.figure is None
+    assert paired_read_note(experiment.paired_read.result()).endswith(
         "not measured: change: " + errors["change"]
     )
 
@@ -562,28 +563,28 @@ def test_a_side_that_fails_before_its_backlog_is_filled_is_not_let_read_the_othe
 def test_a_read_without_task_cpu_or_with_one_instance_says_so_and_without_the_option_nothing_runs(tmp_path):
     experiment, _ = paired_experiment(tmp_path, [None, None], [0.7, 0.7])
     # asked for before the read ended (a run interrupted during it): says so rather than naming no reason
-    assert paired_read_note(experiment.paired_read_result()).endswith(
+    assert paired_read_note(experiment.paired_read.result()).endswith(
         "not measured: the run ended before the read did"
     )
     experiment.measure(2000)
-    assert paired_read_note(experiment.paired_read_result()).endswith(
+    assert paired_read_note(experiment.paired_read.result()).endswith(
         "not measured: ref: its batches have no task CPU figure (no event "
         "log was read: the gate's spark_conf keeps its own)"
     )
     empty, _ = paired_experiment(tmp_path, [], [0.7])
     empty.measure(2000)
-    assert paired_read_note(empty.paired_read_result()).endswith(
+    assert paired_read_note(empty.paired_read.result()).endswith(
         "not measured: REF measured no full batch: nothing to pair"
     )
     single, log = paired_experiment(tmp_path, [0.6], [0.7], max_instances=1)
     single.measure(2000)
     assert not [entry for entry in log if entry[1] == "start"]
-    assert "raise --theodolite-max-instances to 2 or more" in paired_read_note(single.paired_read_result())
+    assert "raise --theodolite-max-instances to 2 or more" in paired_read_note(single.paired_read.result())
     off, log = paired_experiment(tmp_path, [0.6], [0.7], paired_cost=False)
     off.measure(2000)
     assert (
         not [entry for entry in log if entry[1] == "start"]
-        and paired_read_note(off.paired_read_result()) is None
+        and paired_read_note(off.paired_read.result()) is None
     )
 
 
@@ -607,7 +608,7 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
     )
     # the rise read twice, the change asked first the second time, and twice the same
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
-    assert paired_read_note(dearer.paired_read_result()).endswith(
+    assert paired_read_note(dearer.paired_read.result()).endswith(
         "a cost regression: beyond the 7% tolerance, and so was a second read, the other side asked first (task "
         "CPU per record, change over REF batch by batch: +10.7% over 12 batches (medians 5.00 and 5.54 us, p "
         "0.00073)), both reads' 24 pairs together significant (p 2.2e-05); every load whose demand passed fails"
@@ -631,13 +632,13 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
 
     clean, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
     assert clean.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    assert paired_read_note(clean.paired_read_result()).endswith(
+    assert paired_read_note(clean.paired_read.result()).endswith(
         "within the 7% tolerance or not significant: passed (read stopped after 6 pairs: certainly below the "
         "tolerance)"
     )
     off, _ = paired_experiment(tmp_path, ref_cpu, [0.6 * r for r in DEARER_RATIOS], tolerance=None)
     assert off.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    assert paired_read_note(off.paired_read_result()).endswith(
+    assert paired_read_note(off.paired_read.result()).endswith(
         "reported, not judged: paired_cost_tolerance is off"
     )
 
@@ -650,8 +651,10 @@ def test_both_reads_stop_once_their_pairs_are_certainly_within_the_tolerance_and
     clean.measure(2000)
     # six pairs told (each batch's figure once the next one ran), certain: both told to stop at once
     assert [entry for entry in log if entry[1] == "stop"] == [("ref", "stop", 6), ("change", "stop", 6)]
-    assert clean.paired_read_stopped_at == 6
-    assert clean.paired_cost is not None and clean.paired_cost.pairs == 7  # the batch running when told
+    assert clean.paired_read.stopped_at == 6
+    assert (
+        clean.paired_read.figure is not None and clean.paired_read.figure.pairs == 7
+    )  # the batch running when told
     document = json.loads(next(tmp_path.glob("*_paired_cost.json")).read_text())
     assert document["stopped_certain_after_pairs"] == 6 and len(document["sides"]["ref"]["batches"]) == 7
 
@@ -662,18 +665,18 @@ def test_both_reads_stop_once_their_pairs_are_certainly_within_the_tolerance_and
         dearer, log = paired_experiment(tmp_path / why, ref_cpu, [0.6 * r for r in dearer_ratios])
         dearer.measure(2000)
         assert not [entry for entry in log if entry[1] == "stop"], why
-        assert dearer.paired_read_stopped_at is None and dearer.paired_cost.pairs == 12, why
+        assert dearer.paired_read.stopped_at is None and dearer.paired_read.figure.pairs == 12, why
 
     # without a tolerance there is nothing to be certain of; an experiment may ask for every batch
     off, log = paired_experiment(tmp_path / "off", ref_cpu, [0.6 * r for r in CLEAN_RATIOS], tolerance=None)
     off.measure(2000)
-    assert off.paired_cost.pairs == 12 and not [entry for entry in log if entry[1] == "stop"]
+    assert off.paired_read.figure.pairs == 12 and not [entry for entry in log if entry[1] == "stop"]
     from pytest_theodolite.engine.backlog_read import BacklogPlan
 
     full, log = paired_experiment(tmp_path / "full", ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
-    full.backlog_plan = BacklogPlan(stop_when_certain=False)
+    full.paired_read.plan = BacklogPlan(stop_when_certain=False)
     full.measure(2000)
-    assert full.paired_cost.pairs == 12 and full.paired_read_stopped_at is None
+    assert full.paired_read.figure.pairs == 12 and full.paired_read.stopped_at is None
 
 
 def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_side_first_rises_too(tmp_path):
@@ -687,19 +690,23 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
         tmp_path / "leaned", ref_cpu, dearer, later_reads={"change": [[0.6 * r for r in CLEAN_RATIOS]]}
     )
     assert leaned.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    check = leaned.paired_cost_check()
+    check = leaned.paired_read.check()
     assert check.status == CostStatus.PASS and check.relative == pytest.approx(
-        leaned.confirmation.cost.change
+        leaned.paired_read.confirmation.cost.change
     )
-    assert leaned.paired_cost.change == pytest.approx(0.1075)  # the first read's figure is kept as read
+    assert leaned.paired_read.figure.change == pytest.approx(
+        0.1075
+    )  # the first read's figure is kept as read
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
-    assert "+10.7% over 12 batches" in paired_read_note(leaned.paired_read_result())
-    assert paired_read_note(leaned.paired_read_result()).endswith(") was not: passed")
+    assert "+10.7% over 12 batches" in paired_read_note(leaned.paired_read.result())
+    assert paired_read_note(leaned.paired_read.result()).endswith(") was not: passed")
     assert "beyond the 7% tolerance, but a second read, the other side asked first (task CPU per record" in (
-        paired_read_note(leaned.paired_read_result())
+        paired_read_note(leaned.paired_read.result())
     )
     kept = json.loads((tmp_path / "leaned" / "scripted_paired_cost_confirmation.json").read_text())
-    assert kept["comparison"]["batch_ratio"] == pytest.approx(leaned.confirmation.cost.batch_ratio)
+    assert kept["comparison"]["batch_ratio"] == pytest.approx(
+        leaned.paired_read.confirmation.cost.batch_ratio
+    )
     assert json.loads((tmp_path / "leaned" / "scripted_paired_cost.json").read_text())["comparison"][
         "batch_ratio"
     ] == pytest.approx(1.1075)
@@ -709,15 +716,15 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
         tmp_path / "twice", ref_cpu, [0.6 * 1.3] * 12, later_reads={"change": [dearer]}
     )
     assert twice.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.COST_REGRESSION
-    assert twice.paired_cost_check().status == CostStatus.REGRESSION
-    assert twice.paired_cost_check().relative == pytest.approx(0.1075)
+    assert twice.paired_read.check().status == CostStatus.REGRESSION
+    assert twice.paired_read.check().relative == pytest.approx(0.1075)
 
     # a second read that fails leaves the cost unjudged, saying why
     failed, _ = paired_experiment(tmp_path / "failed", ref_cpu, dearer)
     failed.sides["change"].scripted_reads.append([])  # the second read measures no batch
     failed.measure(2000)
-    assert failed.paired_cost_check().status == CostStatus.NOT_COMPARED
-    assert failed.paired_cost_check().reason.startswith(
+    assert failed.paired_read.check().status == CostStatus.NOT_COMPARED
+    assert failed.paired_read.check().reason.startswith(
         "not judged: it rose +10.7%, and the read to confirm it failed"
     )
 
@@ -726,24 +733,24 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
     unsure, log = paired_experiment(tmp_path / "unsure", ref_cpu, short)
     assert unsure.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.COST_REGRESSION
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
-    assert unsure.paired_cost.p_value > 0.05 > unsure.paired_cost_check().p_value
+    assert unsure.paired_read.figure.p_value > 0.05 > unsure.paired_read.check().p_value
     assert "both reads' 24 pairs together significant (p 0.049)" in paired_read_note(
-        unsure.paired_read_result()
+        unsure.paired_read.result()
     )
     scattered, _ = paired_experiment(tmp_path / "scattered", ref_cpu, [0.6 * r for r in SCATTERED])
     assert scattered.measure(2000).comparison("scripted", 0, 0.10).verdict is Verdict.PASS
-    assert paired_read_note(scattered.paired_read_result()).endswith(
+    assert paired_read_note(scattered.paired_read.result()).endswith(
         "both reads' 24 pairs together not significant (p 0.66): passed"
     )
 
     # a pass is not read again; an experiment may let one read decide
     clean, log = paired_experiment(tmp_path / "clean", ref_cpu, [0.6 * r for r in CLEAN_RATIOS])
     clean.measure(2000)
-    assert clean.confirmation is None and sum(1 for entry in log if entry[1] == "start") == 2
+    assert clean.paired_read.confirmation is None and sum(1 for entry in log if entry[1] == "start") == 2
     once, log = paired_experiment(tmp_path / "once", ref_cpu, dearer)
-    once.backlog_plan = BacklogPlan(confirm_rise=False)
+    once.paired_read.plan = BacklogPlan(confirm_rise=False)
     once.measure(2000)
-    assert once.confirmation is None and once.paired_cost_check().status == CostStatus.REGRESSION
+    assert once.paired_read.confirmation is None and once.paired_read.check().status == CostStatus.REGRESSION
     assert sum(1 for entry in log if entry[1] == "start") == 2
 
 
@@ -753,5 +760,5 @@ def test_a_side_whose_read_fails_leaves_the_other_read_to_its_end(tmp_path):
     )
     failing.measure(2000)
     assert not [entry for entry in log if entry[1] == "stop"]
-    assert len(failing.backlog_reads["change"].batches) == 12 and failing.paired_cost is None
-    assert "the query stopped" in failing.paired_cost_problem
+    assert len(failing.paired_read.first.reads["change"].batches) == 12 and failing.paired_read.figure is None
+    assert "the query stopped" in failing.paired_read.problem

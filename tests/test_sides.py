@@ -266,7 +266,7 @@ def test_each_side_finds_the_job_where_the_working_tree_imports_it_from(tmp_path
     from the same place in its worktree as the change's is in the working tree."""
     import importlib
 
-    from pytest_theodolite.pull_request.experiment import CompareTarget
+    from pytest_theodolite.pull_request.target import CompareTarget
 
     repo = layout_repo(tmp_path, package_dir)
     import_root = repo / package_dir if package_dir else repo
@@ -320,7 +320,7 @@ from theodolite_generator import Workload
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.pull_request.experiment import CompareTarget
+from pytest_theodolite.pull_request.target import CompareTarget
 from pytest_theodolite.pull_request.sides import SideProcess, spec_for
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from ejobs import start_query
@@ -431,7 +431,8 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
     kafka_cluster, spark_cluster, tmp_path
 ):
     from pytest_theodolite.engine.backlog_read import BacklogPlan
-    from pytest_theodolite.pull_request.experiment import CompareTarget, PairedExperiment
+    from pytest_theodolite.pull_request.experiment import PairedExperiment
+    from pytest_theodolite.pull_request.target import CompareTarget
     from theodolite_spark_jobs import uc1
 
     if spark_cluster.max_instances < 2:
@@ -451,24 +452,24 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
             settings,
             CompareTarget("HEAD", "0123456789", project, project),
             {"ref": ref_side, "change": change_side},
-            backlog_plan=BacklogPlan(
-                batch_records=2_000, fill_factor=30.0, fill_s=6.0, warm_batches=1, batches=8, max_read_s=90
-            ),
         )
-        experiment.measure_paired_cost()
+        experiment.paired_read.plan = BacklogPlan(
+            batch_records=2_000, fill_factor=30.0, fill_s=6.0, warm_batches=1, batches=8, max_read_s=90
+        )
+        experiment.paired_read.read()
     # which figure unchanged code reads, and whether it is certain before the eighth pair, depends on the host;
     # that both sides read, were compared and the batches kept does not
-    assert experiment.paired_cost_problem is None, experiment.paired_cost_problem
-    pairs = experiment.paired_cost.pairs if experiment.paired_cost is not None else 0
-    stopped = experiment.paired_read_stopped_at
+    assert experiment.paired_read.problem is None, experiment.paired_read.problem
+    pairs = experiment.paired_read.figure.pairs if experiment.paired_read.figure is not None else 0
+    stopped = experiment.paired_read.stopped_at
     assert pairs == 8 if stopped is None else pairs >= stopped >= 6, (pairs, stopped)
-    for side, read in experiment.backlog_reads.items():
+    for side, read in experiment.paired_read.first.reads.items():
         # what each side told while it read, from its event log as Spark wrote it, is what the finished log says
-        told = experiment.backlog_told[side]
+        told = experiment.paired_read.first.told[side]
         assert told, side
         told_flat = [figure for leg in told for figure in leg]
         assert told_flat == pytest.approx(read.task_cpu_per_record_s()[: len(told_flat)], rel=1e-9), side
-    reads = experiment.backlog_reads
+    reads = experiment.paired_read.first.reads
     # the same minutes: each side's first measured batch started within the other's fill
     assert abs(reads["ref"].batches[0].start_s - reads["change"].batches[0].start_s) < 30, reads
     # and both reads began together, once both had filled (the gap: each stopping its generator after the word)
@@ -477,7 +478,7 @@ def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compar
     assert written["comparison"]["pairs"] == pairs
     assert all(len(written["sides"][side]["task_cpu_s"]) >= pairs for side in ("ref", "change"))
     assert written["stopped_certain_after_pairs"] == stopped
-    assert paired_read_note(experiment.paired_read_result()).startswith(
+    assert paired_read_note(experiment.paired_read.result()).startswith(
         "task CPU per record, change over REF batch by batch: "
     )
     assert multiprocessing.active_children() == []

@@ -14,7 +14,7 @@ from pytest_theodolite.report.junit import junit_properties, paired_junit_proper
 from pytest_theodolite.report.summary import lag_slopes_text, slopes_and_outcomes
 
 if TYPE_CHECKING:
-    from pytest_theodolite.pull_request.experiment import PairedPoint
+    from pytest_theodolite.pull_request.point import PairedPoint
 
 
 @dataclass
