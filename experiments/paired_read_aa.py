@@ -46,7 +46,7 @@ from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.infra.process import terminate_as_interrupt
 from pytest_theodolite.pull_request.experiment import start_paired_experiment
 from pytest_theodolite.pull_request.paired_read import PairedRead
-from pytest_theodolite.pull_request.sides import spec_for
+from pytest_theodolite.pull_request.side_spec import spec_for
 from pytest_theodolite.pull_request.target import CompareTarget
 from pytest_theodolite.report.paired import paired_read_note
 from pytest_theodolite.store.results import experiment_id

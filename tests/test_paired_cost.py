@@ -339,7 +339,7 @@ class BacklogSide:
         self.reads_started += 1
 
     def _fail(self, error):
-        from pytest_theodolite.pull_request.sides import SideError
+        from pytest_theodolite.pull_request.side_spec import SideError
 
         raise SideError(
             f"{self.name}: the backlog read failed: Traceback (most recent call last):\n  ...\n{error}"

@@ -14,14 +14,8 @@ import pytest
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.pull_request.sides import (
-    SideError,
-    SideProcess,
-    close_sides,
-    job_import_root,
-    job_reference,
-    spec_for,
-)
+from pytest_theodolite.pull_request.side_spec import SideError, job_import_root, job_reference, spec_for
+from pytest_theodolite.pull_request.sides import SideProcess, close_sides
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from pytest_theodolite.report.paired import paired_read_note
 from theodolite_generator import Workload
@@ -321,7 +315,8 @@ from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
 from pytest_theodolite.pull_request.target import CompareTarget
-from pytest_theodolite.pull_request.sides import SideProcess, spec_for
+from pytest_theodolite.pull_request.side_spec import spec_for
+from pytest_theodolite.pull_request.sides import SideProcess
 from pytest_theodolite.pull_request.worktree import RefWorktree
 from ejobs import start_query
 

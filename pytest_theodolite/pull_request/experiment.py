@@ -45,12 +45,8 @@ from pytest_theodolite.pull_request.paired import (
 )
 from pytest_theodolite.pull_request.paired_read import PairedRead
 from pytest_theodolite.pull_request.point import PairedPoint
-from pytest_theodolite.pull_request.sides import (
-    SideProcess,
-    SideSpec,
-    close_sides,
-    spec_for,
-)
+from pytest_theodolite.pull_request.side_spec import SideSpec, spec_for
+from pytest_theodolite.pull_request.sides import SideProcess, close_sides
 from pytest_theodolite.pull_request.target import CompareTarget
 from pytest_theodolite.report.paired import PairedModeResult
 from pytest_theodolite.store.baseline import Baseline

@@ -27,7 +27,8 @@ from pytest_theodolite.core.paired_cost import (
 from pytest_theodolite.engine.backlog_read import BacklogPlan, BacklogRead
 from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
 from pytest_theodolite.pull_request.paired import CHANGE, REF, SIDES
-from pytest_theodolite.pull_request.sides import SideError, SideProcess
+from pytest_theodolite.pull_request.side_spec import SideError
+from pytest_theodolite.pull_request.sides import SideProcess
 from pytest_theodolite.report.paired import PairedReadResult
 from pytest_theodolite.store.results import experiment_id
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pytest_theodolite.engine.benchmark import Benchmark
-from pytest_theodolite.pull_request.sides import SideError, job_reference
+from pytest_theodolite.pull_request.side_spec import SideError, job_reference
 from pytest_theodolite.pull_request.worktree import (
     CompareRefError,
     files_missing_at,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pytest_theodolite.engine.benchmark import Benchmark
 from pytest_theodolite.pull_request.paired import CHANGE, REF
-from pytest_theodolite.pull_request.sides import job_reference, side_roots
+from pytest_theodolite.pull_request.side_spec import job_reference, side_roots
 from pytest_theodolite.pull_request.worktree import RefWorktree
 
 
