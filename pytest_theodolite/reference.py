@@ -16,6 +16,7 @@ from pytest_theodolite import hookspec, plugin
 from pytest_theodolite.engine.markers import GATE_DEFAULTS, MARKER_HELP
 from pytest_theodolite.engine.settings import GATE_OPTIONS, OPTIONS
 from pytest_theodolite.glue.options import COMMAND_LINE_ONLY, EXCLUSIVE_MARKER, INI_ONLY
+from pytest_theodolite.glue.outcomes import EXIT_NO_VERDICT, NO_BASELINE, VERDICT_OUTCOMES
 from pytest_theodolite.report.junit import JUNIT_PROPERTIES
 
 GENERATED = "<!-- made by `python -m pytest_theodolite reference --write docs/reference`; do not edit -->"
@@ -213,8 +214,30 @@ def junit_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def outcomes_page() -> str:
+    lines = [
+        GENERATED,
+        "# Outcomes and exit codes",
+        "",
+        "How each gate point ends, as a pytest test and in the run's exit code. The run exits 1 where any point",
+        f"regressed (or any other test failed); else {EXIT_NO_VERDICT} where any point reached no verdict; else 0.",
+        "pytest's own codes (2-5: interrupted, usage error, ...) keep their meaning.",
+        "",
+        "| outcome | what happened | test | exit code | what to do |",
+        "|---|---|---|---|---|",
+    ]
+    rows = [(verdict.label, outcome) for verdict, outcome in VERDICT_OUTCOMES.items()]
+    rows.append(("NO BASELINE", NO_BASELINE))
+    lines += [
+        f"| {label} | {_cell(o.happened)} | {o.test.value} | {o.exit_code} | {_cell(o.what_to_do)} |"
+        for label, o in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
 PAGES = {
     "options.md": options_page,
+    "outcomes.md": outcomes_page,
     "junit.md": junit_page,
     "markers.md": markers_page,
     "fixtures.md": fixtures_page,

@@ -364,6 +364,45 @@ def test_unmeasured_load_is_an_error_with_its_own_exit_code(gate_project, monkey
     assert result.ret == 7  # pytest-theodolite's 'could not measure'
 
 
+#: a scripted run for each row of the outcome table: (environment, stored demand or None, what the table
+#: names at load 1000, the other loads' outcome)
+OUTCOME_RUNS = {
+    "PASS": ({}, {1000: 1, 2000: 2, 3000: 3}, "passed"),
+    "REGRESSION": ({"SCRIPTED_CAPACITY": "700"}, {1000: 1, 2000: 2, 3000: 3}, "failed"),
+    "NEW LOAD": ({}, {2000: 2, 3000: 3}, "passed"),
+    "UNMEASURED": ({"SCRIPTED_INVALID": "1000"}, {1000: 1, 2000: 2, 3000: 3}, "passed"),
+    "NO BASELINE": ({}, None, "skipped"),
+}
+
+
+@pytest.mark.parametrize("label", sorted(OUTCOME_RUNS))
+def test_each_outcome_ends_its_test_and_the_run_as_the_outcome_table_says(gate_project, monkeypatch, label):
+    """docs/reference/outcomes.md is rendered from glue/outcomes.py; this holds the gate to that table."""
+    from pytest_theodolite.glue.outcomes import NO_BASELINE, VERDICT_OUTCOMES
+
+    table = {verdict.label: outcome for verdict, outcome in VERDICT_OUTCOMES.items()} | {
+        "NO BASELINE": NO_BASELINE
+    }
+    environment, demand, others = OUTCOME_RUNS[label]
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    project = gate_project(baseline=None if demand is None else baseline_of(demand))
+    result = project.runpytest(f"--junitxml={project.path / 'junit.xml'}")
+    outcome = table[label]
+    cases = {
+        case.get("name"): next(
+            (child.tag for child in case if child.tag in ("failure", "error", "skipped")), ""
+        )
+        for case in ElementTree.parse(project.path / "junit.xml").iter("testcase")
+    }
+    as_junit = {"passed": "", "failed": "failure", "error": "error", "skipped": "skipped"}
+    assert cases["test_scripted_demand[load=1000]"] == as_junit[outcome.test.value], cases
+    assert {cases["test_scripted_demand[load=2000]"], cases["test_scripted_demand[load=3000]"]} == {
+        as_junit[others]
+    }, cases
+    assert result.ret == outcome.exit_code
+
+
 def test_regression_beside_an_unmeasured_load_exits_as_a_failure(gate_project, monkeypatch):
     monkeypatch.setenv("SCRIPTED_INVALID", "2000")
     monkeypatch.setenv("SCRIPTED_CAPACITY", "500")

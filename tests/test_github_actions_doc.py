@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from pytest_theodolite.engine.settings import GATE_OPTIONS, OPTIONS
-from pytest_theodolite.glue.gate import EXIT_UNMEASURED
 from pytest_theodolite.glue.options import COMMAND_LINE_ONLY
+from pytest_theodolite.glue.outcomes import EXIT_NO_VERDICT
 from pytest_theodolite.infra.maven import default_cache_dir
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "github-actions.md"
@@ -90,5 +90,5 @@ def test_pull_request_mode_fetches_the_base_branch_and_compares_with_it() -> Non
 def test_the_exit_code_table_explains_the_codes_the_plugin_returns() -> None:
     text = DOC.read_text(encoding="utf-8")
     codes = {int(code) for code in re.findall(r"^\| (\d+) \|", text, re.M)}
-    assert codes == {0, 1, EXIT_UNMEASURED}
-    assert re.search(rf"^\| {EXIT_UNMEASURED} \| .*no stored\s+baseline", text, re.M)
+    assert codes == {0, 1, EXIT_NO_VERDICT}
+    assert re.search(rf"^\| {EXIT_NO_VERDICT} \| .*no stored\s+baseline", text, re.M)

@@ -136,3 +136,14 @@ def test_the_junit_reference_names_every_property_the_code_records_and_no_other(
         assert pattern in names or any(pattern.startswith(prefix) for prefix in prefixes), name
     page = reference.render()["junit.md"]
     assert all(f"| `{name}` |" in page for name in JUNIT_PROPERTIES)
+
+
+def test_the_readme_s_exit_codes_are_the_outcome_table_s() -> None:
+    """README's short exit-code table names the codes docs/reference/outcomes.md (glue/outcomes.py) gives."""
+    from pytest_theodolite.glue.outcomes import NO_BASELINE, VERDICT_OUTCOMES
+
+    readme = (DOCS.parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    codes = {int(code) for code in re.findall(r"^\| (\d+) \|", section, re.M)}
+    assert codes == {o.exit_code for o in [*VERDICT_OUTCOMES.values(), NO_BASELINE]}
+    assert "docs/reference/outcomes.md" in section

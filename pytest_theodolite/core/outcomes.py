@@ -44,7 +44,7 @@ class Verdict(str, enum.Enum):
     IMPROVEMENT = "improvement"  # measured < baseline: passes; the baseline could be lowered
     REGRESSION = "regression"  # measured > baseline + tolerance ("none" counts as more than any number)
     UNMEASURED = "unmeasured"  # an INVALID/ERRORED sub-experiment: neither pass nor regression
-    NEW_LOAD = "new-load"  # no baseline value for this load: nothing to compare, not a failure
+    NEW_LOAD = "new-load"  # no baseline value for this load: nothing to compare, no verdict (exit 7)
     #: the baseline's testbed calibration differs beyond the margin: neither pass nor regression (exit 7)
     NOT_COMPARABLE = "not-comparable"
     #: the same demand, but the CPU per record rose beyond the gate's cost_tolerance (cost.py)
@@ -57,7 +57,7 @@ class Verdict(str, enum.Enum):
 
     @property
     def passes(self) -> bool:
-        return self in (Verdict.PASS, Verdict.IMPROVEMENT, Verdict.NEW_LOAD)
+        return self in (Verdict.PASS, Verdict.IMPROVEMENT)
 
 
 def instances_text(value: int | None, explain_none: bool = False) -> str:

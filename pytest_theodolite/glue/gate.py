@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import xdist
 
-from pytest_theodolite.core.outcomes import Verdict
 from pytest_theodolite.engine.benchmark import experiment_settings_dict
 from pytest_theodolite.engine.capacity_probe import CapacityMeasurement
 from pytest_theodolite.engine.experiment import SubExperimentListener
@@ -22,6 +21,7 @@ from pytest_theodolite.engine.markers import gate_spec
 from pytest_theodolite.engine.session import TheodoliteSession, summarise
 from pytest_theodolite.engine.settings import TheodoliteSettings
 from pytest_theodolite.engine.testbed import testbed
+from pytest_theodolite.glue.outcomes import EXIT_NO_VERDICT, VERDICT_OUTCOMES, TestOutcome
 from pytest_theodolite.glue.scheduler import write_gate_points
 from pytest_theodolite.infra.isolation import MeasurementLock
 from pytest_theodolite.infra.shared import release_all
@@ -41,7 +41,6 @@ from pytest_theodolite.store.baseline import (
 
 #: exit code of a run in which nothing regressed but some demand could not be measured (invalid or errored
 #: sub-experiments, or a reference not comparable): CI can tell "regressed" (1) from "could not measure" (7)
-EXIT_UNMEASURED = 7
 #: set on the items that are points of a gate (a ``theodolite`` marker and the ``theodolite_load`` parameter)
 GATE_POINT_KEY = pytest.StashKey[bool]()
 SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
@@ -126,11 +125,14 @@ class TheodoliteGate:
         for key, value in self.measured.junit_properties(comparison):
             self.record_property(key, value)
         load = self.measured.point.load
-        if comparison.verdict is Verdict.NOT_COMPARABLE:
-            # neither a pass nor a regression: a skip with its reason, counted with the unmeasured loads (exit 7)
+        outcome = VERDICT_OUTCOMES[comparison.verdict]
+        if not outcome.verdict_reached:
+            # neither a pass nor a regression: counted with the unmeasured loads (exit 7), with its reason
             self.record_property("theodolite.unmeasured", load)
-            pytest.skip(self.measured.failure_message(comparison))
-        if comparison.verdict in (Verdict.REGRESSION, Verdict.COST_REGRESSION):
+            if outcome.test is TestOutcome.SKIPPED:
+                pytest.skip(self.measured.failure_message(comparison))
+            pytest.fail(self.measured.failure_message(comparison), pytrace=False)
+        if outcome.test is TestOutcome.FAILED:
             self.record_property("theodolite.regression", load)
             pytest.fail(self.measured.failure_message(comparison), pytrace=False)
         return comparison
@@ -404,4 +406,4 @@ def finish_session(session: pytest.Session) -> None:
         and not state.other_failures
         and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     ):
-        session.exitstatus = EXIT_UNMEASURED
+        session.exitstatus = EXIT_NO_VERDICT

@@ -6,7 +6,7 @@ Comparison rule per load l (tolerance t >= 0 instances):
     measured(l) >  reference(l) + t   REGRESSION
 "none" is worse than any number: reference 3 / measured none is a REGRESSION, reference none / measured 4 an
 IMPROVEMENT, none / none PASS. A load whose sub-experiment was INVALID or ERRORED is UNMEASURED: neither pass
-nor regression (the gate reports a test error). A load without a reference value is NEW_LOAD (not a failure).
+nor regression (the gate reports a test error). A load without a reference value is NEW_LOAD: no verdict either.
 
 Pure functions over data: no pytest, Kafka or Spark imports."""
 
@@ -351,7 +351,7 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        """The gate holds: no regression, no unmeasured or unfinished load (improvements and new loads pass)."""
+        """The gate holds: every load passed or improved (a new, unmeasured or unfinished load is no pass)."""
         return not self.unfinished and all(p.passed for p in self.points)
 
     @property
