@@ -169,10 +169,12 @@ def scripted_record(
 
 @dataclass(frozen=True)
 class ScriptedSideSpec:
-    """What pull-request mode reads of a side's spec (sides.SideSpec): its cluster and results directory."""
+    """What pull-request mode reads of a side's spec (side_spec.SideSpec): its cluster, results directory and
+    Kafka (the gates create their own topics)."""
 
     spark: FakeSpark
     results_dir: Path
+    kafka: dict = field(default_factory=lambda: {"fixed_topics": {}})
 
 
 #: task CPU seconds per batch of a scripted backlog read (12 full batches, each side the same but for

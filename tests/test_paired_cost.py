@@ -326,12 +326,23 @@ class BacklogSide:
     second read, a third ... (else each read reads `task_cpu_s` again)."""
 
     def __init__(
-        self, name, log, spark, results_dir, task_cpu_s=None, error=None, fill_error=None, later_reads=()
+        self,
+        name,
+        log,
+        spark,
+        results_dir,
+        task_cpu_s=None,
+        error=None,
+        fill_error=None,
+        later_reads=(),
+        fixed_topics=None,
     ):
         self.name, self.log, self.error, self.fill_error = name, log, error, fill_error
         self.scripted_reads = [task_cpu_s or [], *later_reads]
         self.task_cpu_s, self.reads_started = self.scripted_reads[0], 0
-        self.spec = SimpleNamespace(spark=spark, results_dir=results_dir)
+        self.spec = SimpleNamespace(
+            spark=spark, results_dir=results_dir, kafka={"fixed_topics": dict(fixed_topics or {})}
+        )
 
     def start_backlog_read(self, load, workload, plan):
         self.log.append((self.name, "start", load, workload.keys, plan.batch_records, self.spec.spark.held))
@@ -415,6 +426,7 @@ def paired_experiment(
     can_limit_cpu=False,
     instance_cpu=None,
     later_reads=None,
+    fixed_topics=None,
 ):
     from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
     from pytest_theodolite.pull_request.experiment import PairedExperiment
@@ -441,6 +453,7 @@ def paired_experiment(
             errors.get(side),
             fill_errors.get(side),
             later_reads.get(side, ()),
+            fixed_topics,
         )
         for side, cpu in (("ref", ref_cpu), ("change", change_cpu))
     }
@@ -580,6 +593,12 @@ def test_a_read_without_task_cpu_or_with_one_instance_says_so_and_without_the_op
     single.measure(2000)
     assert not [entry for entry in log if entry[1] == "start"]
     assert "raise --theodolite-max-instances to 2 or more" in paired_read_note(single.paired_read.result())
+    # pre-created topics are one set: two sides reading at once would share (and empty) them
+    shared, log = paired_experiment(tmp_path, [0.6], [0.7], fixed_topics={"input": "in", "output": "out"})
+    point = shared.measure(2000)
+    assert not [entry for entry in log if entry[1] == "start"]
+    assert "pre-created topics (--kafka-topics)" in paired_read_note(shared.paired_read.result())
+    assert "paired_cost=false" in point.paired_unread
     off, log = paired_experiment(tmp_path, [0.6], [0.7], paired_cost=False)
     off.measure(2000)
     assert (

@@ -93,6 +93,13 @@ class PairedRead:
                 "it needs two instances at once, one per side: raise --theodolite-max-instances to 2 or more"
             )
             return
+        if self.sides[REF].spec.kafka.get("fixed_topics"):
+            # both sides would write into and read from the same topics at once, each emptying them for itself
+            self.refused = (
+                "both sides would read the same pre-created topics (--kafka-topics) at once: let the gates "
+                "create their own topics, or judge the demand alone with paired_cost=false"
+            )
+            return
         load = max(self.settings.loads)
         self.first = self._read_both(load, first)
         self._write(load, self.first)
