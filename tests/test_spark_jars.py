@@ -82,3 +82,45 @@ def test_a_fallback_connector_is_a_fact_of_the_testbed_every_result_and_baseline
     assert "kafka_connector" not in exact.extra
     [difference] = exact.differences(fell_back)
     assert (difference.baseline, difference.measured) == ("kafka_connector unset", "kafka_connector 4.2.0")
+
+
+def cache_connector(cache_dir: Path, version: str) -> None:
+    """A connector release in the jar cache as an earlier run's `maven.resolve` leaves it."""
+    from pytest_theodolite.infra import maven
+    from pytest_theodolite.infra.spark.jars import connector_coordinates, pyspark_home
+
+    entry = maven._cache_entry(
+        connector_coordinates(version, scala_binary(pyspark_home() / "jars")), cache_dir
+    )
+    (entry / "lib").mkdir(parents=True)
+    (entry / "lib" / f"spark-sql-kafka-0-10-{version}.jar").write_bytes(b"")
+    (entry / ".complete").write_text("")
+
+
+def test_the_connector_a_run_before_resolved_is_read_from_the_jar_cache_without_maven(tmp_path: Path):
+    from pytest_theodolite.infra.spark.jars import cached_connector_version
+
+    assert cached_connector_version(tmp_path, "4.2.3") is None
+    cache_connector(tmp_path, "4.2.0")
+    assert cached_connector_version(tmp_path, "4.2.3") == "4.2.0"  # the nearest earlier one
+    cache_connector(tmp_path, "4.2.3")
+    assert cached_connector_version(tmp_path, "4.2.3") == "4.2.3"  # the exact one first
+    assert cached_connector_version(tmp_path, "4.1.0") is None  # another minor line is no fallback
+
+
+def test_the_header_names_a_connector_of_another_release_than_pyspark(pytester, monkeypatch, tmp_path: Path):
+    from pytest_theodolite.infra.spark import jars
+
+    cache_connector(tmp_path, "4.0.0")
+    monkeypatch.setenv("THEODOLITE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jars, "pyspark_version", lambda: "4.0.2")
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        [
+            "theodolite: kafka=*(pyspark 4.0.2 with the Kafka connector 4.0.0, the nearest release Maven resolved)*"
+        ]
+    )
+    monkeypatch.setattr(jars, "pyspark_version", lambda: "4.0.0")
+    exact = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    exact.stdout.fnmatch_lines(["theodolite: kafka=*(pyspark 4.0.0), max instances=*"])

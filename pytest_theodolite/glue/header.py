@@ -16,7 +16,7 @@ from pytest_theodolite.store import host
 
 def report_header(config: pytest.Config, settings: TheodoliteSettings) -> list[str]:
     from pytest_theodolite.infra.kafka.image import kafka_tag
-    from pytest_theodolite.infra.spark.jars import pyspark_version
+    from pytest_theodolite.infra.spark.jars import cached_connector_version, pyspark_version
 
     kafka = settings.kafka_provider + (
         f" ({settings.kafka_bootstrap})"
@@ -25,8 +25,13 @@ def report_header(config: pytest.Config, settings: TheodoliteSettings) -> list[s
         if settings.kafka_provider == "embedded"
         else f" ({settings.kafka_image or kafka_tag()})"
     )
+    spark = f"pyspark {pyspark_version()}"
+    connector = cached_connector_version(settings.cache_dir)
+    if connector is not None and connector != pyspark_version():
+        # known from the jar cache only (no Maven at the header): the run's warning says it again where it resolves
+        spark += f" with the Kafka connector {connector}, the nearest release Maven resolved"
     lines = [
-        f"theodolite: kafka={kafka}, spark master={settings.spark_master} (pyspark {pyspark_version()}), "
+        f"theodolite: kafka={kafka}, spark master={settings.spark_master} ({spark}), "
         f"max instances={settings.max_instances}",
         f"theodolite: testbed {host.usable_cores()} cores, {host.memory_gib() or 0:.0f} GiB, "
         f"{platform.platform(terse=True)}; "

@@ -75,8 +75,7 @@ def resolve(coordinates: Sequence[str], cache_dir: Path | None = None, mvn: str 
             raise TheodoliteSetupError(
                 f"Maven coordinate {coordinate!r} is not of the form group:artifact:version"
             )
-    key = hashlib.sha256("\n".join(sorted(coordinates)).encode()).hexdigest()[:16]
-    target = cache_dir / "jars" / key
+    target = _cache_entry(coordinates, cache_dir)
     marker = target / ".complete"
     if marker.exists():
         return _listed_jars(target)
@@ -88,6 +87,16 @@ def resolve(coordinates: Sequence[str], cache_dir: Path | None = None, mvn: str 
         (target / "coordinates.txt").write_text("\n".join(coordinates) + "\n")
         marker.write_text("")
     return _listed_jars(target)
+
+
+def is_cached(coordinates: Sequence[str], cache_dir: Path | None = None) -> bool:
+    """Whether an earlier `resolve` of `coordinates` completed into the jar cache (no Maven is run)."""
+    return (_cache_entry(coordinates, Path(cache_dir or default_cache_dir())) / ".complete").exists()
+
+
+def _cache_entry(coordinates: Sequence[str], cache_dir: Path) -> Path:
+    key = hashlib.sha256("\n".join(sorted(coordinates)).encode()).hexdigest()[:16]
+    return cache_dir / "jars" / key
 
 
 def _listed_jars(target: Path) -> list[Path]:

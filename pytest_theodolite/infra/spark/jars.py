@@ -122,5 +122,17 @@ def kafka_connector(
     raise first_error
 
 
+def cached_connector_version(cache_dir: Path | None = None, spark_version: str | None = None) -> str | None:
+    """The connector release a run before this one resolved for pyspark `spark_version`, from the jar cache alone
+    (no Maven): the exact release where it is cached, else the nearest cached one of the same minor line that
+    `kafka_connector` would fall back to; None where none is cached (the run resolves it)."""
+    version = spark_version or pyspark_version()
+    scala = scala_binary(pyspark_home() / "jars")
+    return next(
+        (c for c in nearest_releases(version) if maven.is_cached(connector_coordinates(c, scala), cache_dir)),
+        None,
+    )
+
+
 class ConnectorVersionWarning(UserWarning):
     """The Kafka connector is of another release of pyspark's minor line than the installed pyspark."""
