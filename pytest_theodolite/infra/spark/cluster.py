@@ -30,7 +30,11 @@ from pytest_theodolite.infra.maven import java_executable
 from pytest_theodolite.infra.ports import LOOPBACK, free_port
 from pytest_theodolite.infra.process import ManagedProcess
 from pytest_theodolite.infra.spark import cgroups, masters
-from pytest_theodolite.infra.spark.executors import check_executor_python, wait_for_executors
+from pytest_theodolite.infra.spark.executors import (
+    check_executor_python,
+    registration_hint,
+    wait_for_executors,
+)
 from pytest_theodolite.infra.spark.jars import pyspark_home
 from pytest_theodolite.infra.spark.masters import ClusterAccess, MasterKind
 from pytest_theodolite.infra.waiting import wait_until
@@ -374,7 +378,7 @@ class SparkCluster:
             builder = builder.config(key, value)
         with FileLock(str(self.session_lock)) if self.session_lock and lock else nullcontext():
             self.set_instance_cpu(None)  # under the lock: another worker's session may be using the instances
-            with _executors_run_this_python(self.kind.started_here):
+            with _executors_run_this_python(self.kind.started_here), _refused_by_the_cluster(self):
                 spark = _without_pyspark_sigint_handler(builder.getOrCreate)
             driver_path = list(sys.path)
             try:
@@ -413,6 +417,23 @@ def _executors_run_this_python(started_here: bool) -> Iterator[None]:
         yield
     finally:
         os.environ.pop("PYSPARK_PYTHON", None)
+
+
+@contextmanager
+def _refused_by_the_cluster(cluster: SparkCluster) -> Iterator[None]:
+    """A session its cluster manager refused (a YARN queue that admits nothing, a master that rejects the
+    application) as one setup error with the manager's own reason, not py4j's Java stack trace."""
+    try:
+        yield
+    except Exception as exc:
+        java = getattr(exc, "java_exception", None)  # py4j's Py4JJavaError
+        if java is None:
+            raise
+        reason = str(java.toString()).strip()
+        raise TheodoliteSetupError(
+            f"Spark could not start a session on {cluster.master_url}: {reason}. "
+            + registration_hint(cluster.kind)
+        ) from None
 
 
 def _without_pyspark_sigint_handler(create):

@@ -88,7 +88,7 @@ def wait_for_executors(
         error=TheodoliteSetupError,
         what=lambda: (
             f"Only {registered_executors(spark)} of {instances} Spark executors registered within "
-            f"{timeout_s:.0f} s. {_REGISTRATION_HINTS[kind]}"
+            f"{timeout_s:.0f} s. {registration_hint(kind)}"
         ),
     )
     registered = registered_executors(spark)
@@ -117,6 +117,11 @@ _REGISTRATION_HINTS = {
         "NodeManagers can reach this driver (--spark-driver-host)."
     ),
 }
+
+
+def registration_hint(kind: MasterKind) -> str:
+    """Where to look when a cluster of this kind does not start or size a session."""
+    return _REGISTRATION_HINTS[kind]
 
 
 def executor_python(spark: Any, modules: Sequence[str]) -> tuple[str, str, list[str]]:
