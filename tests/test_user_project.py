@@ -5,6 +5,7 @@ a baseline recorded, a gate against it, and pull-request mode with a change in t
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -84,9 +85,21 @@ def installed(tmp_path_factory) -> Path:
     """A fresh venv, not on PATH, with the wheel built from this checkout and this session's pyspark (so that
     its Kafka connector resolves from the same cache); returns its interpreter."""
     work = tmp_path_factory.mktemp("wheel")
-    # built as pip builds any project: in an isolated environment with the build backend pyproject.toml names
+    # built as pip builds any project: in an isolated environment with the build backend pyproject.toml names --
+    # from a copy of the checkout's files, since setuptools builds in the source tree (its build/)
+    source = work / "source"
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (ROOT / name).is_file():  # a file deleted in the working tree is still listed as cached
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     built = run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(work), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(work), str(source)],
         work,
         {**os.environ},
         300,

@@ -35,7 +35,7 @@ class CompareTarget:
         return cls(worktree.ref, worktree.commit, worktree.path, change_root, worktree.repo)
 
     def job_roots(self, benchmark: Benchmark) -> dict[str, Path]:
-        """Where each side imports `benchmark`'s job from (sides.side_roots): a ``src/`` layout or a rootdir
+        """Where each side imports `benchmark`'s job from (side_spec.side_roots): a ``src/`` layout or a rootdir
         in a subfolder is found at the same place in REF's worktree."""
         module, _ = job_reference(benchmark)
         ref, change = side_roots(module, self.repo_root or self.change_root, self.ref_root, self.change_root)
