@@ -39,8 +39,6 @@ from pytest_theodolite.store.baseline import (
     write_baseline,
 )
 
-#: exit code of a run in which nothing regressed but some demand could not be measured (invalid or errored
-#: sub-experiments, or a reference not comparable): CI can tell "regressed" (1) from "could not measure" (7)
 #: set on the items that are points of a gate (a ``theodolite`` marker and the ``theodolite_load`` parameter)
 GATE_POINT_KEY = pytest.StashKey[bool]()
 SETTINGS_KEY = pytest.StashKey[TheodoliteSettings]()
