@@ -53,6 +53,14 @@ SPLIT_MODULES = {
     "results": ("core.records", "store.environment"),
     "runner": ("engine.benchmark", "engine.job", "engine.recorder"),
     "slo": ("core.estimators", "core.evaluation", "core.outcomes"),
+    "sides": ("pull_request.side_spec",),
+    "compare": (
+        "pull_request.experiment",
+        "pull_request.target",
+        "pull_request.point",
+        "pull_request.paired_read",
+        "pull_request.capacities",
+    ),
     "spark.cluster": ("infra.spark.executors",),
 }
 PACKAGE = "pytest_theodolite"
