@@ -78,6 +78,14 @@ def test_the_report_module_of_old_is_a_package_that_forwards_its_names() -> None
 
 #: names of release 0.1's modules whose code was split over several modules, one from each new home
 SPLIT_NAMES = {
+    "sides": {"SideProcess": "pull_request.sides", "spec_for": "pull_request.side_spec"},
+    "compare": {
+        "abba": "pull_request.paired",
+        "CompareTarget": "pull_request.target",
+        "PairedPoint": "pull_request.point",
+        "PairedRead": "pull_request.paired_read",
+        "PairedCapacities": "pull_request.capacities",
+    },
     "slo": {"check_lag_trend": "core.slo", "SloSettings": "core.evaluation", "ols_slope": "core.estimators"},
     "baseline": {
         "load_baseline": "store.baseline",
