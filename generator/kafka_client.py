@@ -60,7 +60,9 @@ def librdkafka_config(settings: Mapping[str, Any] | None) -> dict[str, Any]:
             for field_name, field_value in _JAAS_FIELD.findall(str(value)):
                 config.setdefault(f"sasl.{field_name}", re.sub(r"\\(.)", r"\1", field_value))
             continue
-        if "." in name:
+        if name == "ssl.endpoint.identification.algorithm" and value == "":  # Java's word for no check
+            config[name] = "none"
+        elif "." in name:
             config[name] = value
         elif name in _KAFKA_PYTHON_NAMES:
             target = _KAFKA_PYTHON_NAMES[name]

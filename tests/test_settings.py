@@ -255,6 +255,70 @@ def test_python_client_config_translates_sasl_and_ssl_names():
     }
 
 
+def test_one_set_of_ssl_pem_files_serves_java_python_and_librdkafka_clients():
+    """Given as librdkafka gives them (PEM files), Spark's Java client gets PEM trust and key stores, kafka-python
+    its ssl_* keywords, and no host-name check is each client's own word for it."""
+    from theodolite_generator import librdkafka_config
+
+    properties = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": "/etc/kafka/ca.pem",
+        "ssl.certificate.location": "/etc/kafka/client.pem",
+        "ssl.key.location": "/etc/kafka/client.pem",
+        "ssl.key.password": "k3y",
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    client_properties.check(properties)
+    assert client_properties.java_client_config(properties) == {
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/etc/kafka/ca.pem",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": "/etc/kafka/client.pem",
+        "ssl.key.password": "k3y",
+        "ssl.endpoint.identification.algorithm": "",
+    }
+    python = client_properties.python_client_config(properties)
+    assert python == {
+        "security_protocol": "SSL",
+        "ssl_cafile": "/etc/kafka/ca.pem",
+        "ssl_certfile": "/etc/kafka/client.pem",
+        "ssl_keyfile": "/etc/kafka/client.pem",
+        "ssl_password": "k3y",
+        "ssl_check_hostname": False,
+    }
+    # the generator takes the properties as they are (the engine hands them on), or in kafka-python's form
+    assert librdkafka_config(properties) == librdkafka_config(python) == properties
+    java_form = {"ssl.endpoint.identification.algorithm": ""}
+    assert librdkafka_config(java_form) == {"ssl.endpoint.identification.algorithm": "none"}
+    checked = {**properties, "ssl.endpoint.identification.algorithm": "https"}
+    assert client_properties.java_client_config(checked)["ssl.endpoint.identification.algorithm"] == "https"
+    assert client_properties.python_client_config(checked)["ssl_check_hostname"] is True
+
+
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        (
+            {"ssl.truststore.location": "/t.jks", "ssl.truststore.password": "x"},
+            r"ssl\.truststore\.location, ssl\.truststore\.password: Java's key and trust stores.* ssl\.ca\.location",
+        ),
+        ({"ssl.keystore.location": "/k.p12"}, r"cannot read; give PEM files"),
+        (
+            {"ssl.certificate.location": "/c.crt", "ssl.key.location": "/c.key"},
+            r"must name the same file.*cat client\.key client\.crt > client\.pem",
+        ),
+        ({"ssl.key.location": "/c.pem"}, r"ssl\.certificate\.location None and ssl\.key\.location '/c\.pem'"),
+        ({"ssl.endpoint.identification.algorithm": "yes"}, r"neither 'https' .* nor 'none'"),
+    ],
+)
+def test_ssl_settings_one_of_the_clients_could_not_read_are_refused_saying_what_to_give(properties, message):
+    with pytest.raises(
+        SettingsError, match=r"Kafka client properties \(theodolite_kafka_properties.*" + message
+    ):
+        build({}.get, [f"{key}={value}" for key, value in properties.items()], environ={})
+
+
 @pytest.mark.parametrize(
     "name",
     [

@@ -349,6 +349,12 @@ def build(
     except ValueError as exc:
         raise SettingsError(str(exc)) from exc
     properties.update(client_properties.from_environment(environ))
+    try:
+        client_properties.check(properties)
+    except ValueError as exc:
+        raise SettingsError(
+            f"Kafka client properties (theodolite_kafka_properties, THEODOLITE_KAFKA_*): {exc}"
+        ) from exc
     cpu_text = text("--theodolite-instance-cpu")
     instance_cpu = (
         _number(cpu_text, "--theodolite-instance-cpu", float, low=0.01, high=float(host.usable_cores() or 1))
