@@ -140,6 +140,11 @@ class HostNetwork:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
         self.removed.add(host)
 
+    def silence_host(self, host: int) -> None:
+        """The host's link dropped at the switch, as a cut cable or a hung network card: its processes run on,
+        and nothing it sent or was sent arrives -- no reset, no refusal, only silence."""
+        _ip("-n", self._switch, "link", "set", f"p-{host}", "down")
+
     def stop(self) -> None:
         for process in reversed(self.processes):
             process.stop()

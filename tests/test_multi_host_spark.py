@@ -2,8 +2,8 @@
 namespace of its own with its own address (tests/netns_hosts.py), reached only at those addresses; the
 workers in mount namespaces where the project's packages show empty, so that the job's code reaches the
 executors only by being shipped. The driver runs in pytest's namespace, the Kafka broker listens on its
-address there. A gate sub-experiment runs end to end; a worker host removed mid-run makes it ERRORED, never a
-pass."""
+address there. A gate sub-experiment runs end to end; a worker host whose link goes silent mid-run makes it
+ERRORED, never a FAIL or a pass."""
 
 from __future__ import annotations
 
@@ -158,34 +158,37 @@ def _run_gate(pytester, master_url: str, bootstrap: str, network: HostNetwork, r
 
 
 @needs_namespaces
-def test_a_worker_host_removed_mid_run_makes_the_point_errored_never_a_pass(pytester, hosts, monkeypatch):
+def test_a_worker_host_gone_silent_mid_run_makes_the_point_errored_never_a_fail(pytester, hosts, monkeypatch):
+    """A worker host's link dropped while the point is measured, its executor still running: Spark would notice
+    only after its heartbeat timeout (120 s), and the stalled query reads as a growing lag -- a FAIL of the job,
+    a false regression. The runner asks every executor when the measurement ends: the point is ERRORED."""
     network, master_url, bootstrap = hosts
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     results = pytester.path / "results"
-    removed = threading.Event()
+    silenced = threading.Event()
 
-    def remove_when_measuring() -> None:
+    def silence_when_measuring() -> None:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             for path in results.glob("*_lag-trend_*.csv") if results.is_dir() else ():
                 if len(path.read_text().splitlines()) > 8:
-                    network.remove_host(WORKERS[-1])
-                    removed.set()
+                    network.silence_host(WORKERS[-1])
+                    silenced.set()
                     return
             time.sleep(0.2)
 
-    watcher = threading.Thread(target=remove_when_measuring, daemon=True)
+    watcher = threading.Thread(target=silence_when_measuring, daemon=True)
     watcher.start()
     result, _ = _run_gate(pytester, master_url, bootstrap, network, resources=2)
     watcher.join(timeout=5)
     output = result.stdout.str() + result.stderr.str()
     print(output)
-    assert removed.is_set(), "no sub-experiment measured: the host was never removed"
+    assert silenced.is_set(), "no sub-experiment measured: the host was never silenced"
     recorded = json.loads(next(results.glob("*_results.json")).read_text())
     [sub] = recorded["sub_experiments"]
     assert sub["outcome"] == "errored", sub
     details = " ".join(v.get("detail", "") for v in sub["verdicts"])
-    assert "executor was lost" in details or "query stopped" in details, details
+    assert f"an executor stopped answering ({network.address(WORKERS[-1])}:" in details, details
     assert result.parseoutcomes().get("passed", 0) == 0, output
 
 

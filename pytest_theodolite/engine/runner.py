@@ -34,10 +34,14 @@ from pytest_theodolite.engine.job import JobLauncher, RunAborted, RunningJob
 from pytest_theodolite.engine.recorder import RepetitionRecorder, RepetitionSamples
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.spark.cluster import SparkCluster
-from pytest_theodolite.infra.spark.executors import driver_jvm_pid, executor_addresses
+from pytest_theodolite.infra.spark.executors import driver_jvm_pid, executor_addresses, unanswered
 from pytest_theodolite.store.environment import environment_info
 from pytest_theodolite.store.results import ResultsWriter
 from theodolite_generator import Workload
+
+# How often a running measurement asks its executors whether they answer (infra/spark/executors.unanswered):
+# Spark notices a silent host only after 60-120 s, by then a stalled query has read as a growing lag.
+ANSWER_PROBE_INTERVAL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -252,9 +256,16 @@ class ExperimentRunner:
         next_tick = started
         limited = not plan.prime_unlimited
         executors_at_start = executor_addresses(spark)  # the session waited for all of them
+        # asked again every few seconds and when the measurement ends; where this host cannot reach an
+        # executor (a Kubernetes pod network) it is not asked
+        answering = executors_at_start - unanswered(executors_at_start)
+        next_probe = started + ANSWER_PROBE_INTERVAL_S
         try:
             while True:
                 self._check_running(query, spark, executors_at_start, resources)
+                if time.monotonic() >= next_probe:
+                    self._check_answering(answering)
+                    next_probe = time.monotonic() + ANSWER_PROBE_INTERVAL_S
                 sample = self._lag_sample(sampler, query)
                 recorder.lag_sample(sample)
                 phase = protocol.feed(
@@ -274,6 +285,7 @@ class ExperimentRunner:
                     # the host too: a FAIL decided while settling is judged on it
                     recorder.host_sample(sample.timestamp_s, host.sample(), host.cores)
                 if phase is Phase.DONE:
+                    self._check_answering(answering)
                     break
                 if time.monotonic() > deadline:
                     raise RunAborted(Outcome.ERRORED, "the measurement outlasted every bound of its protocol")
@@ -300,6 +312,17 @@ class ExperimentRunner:
                 Outcome.ERRORED,
                 f"an executor was lost ({', '.join(sorted(lost))}): "
                 f"{len(now_registered) - 1} of {resources} registered now",
+            )
+
+    @staticmethod
+    def _check_answering(answering: frozenset[str]) -> None:
+        """Raise RunAborted (ERRORED) where an executor that answered when the measurement began answers no
+        more: a stalled query on a silent host is no verdict on the job."""
+        if silent := unanswered(answering):
+            raise RunAborted(
+                Outcome.ERRORED,
+                f"an executor stopped answering ({', '.join(sorted(silent))}): its host or its network link "
+                "went silent while it was measured (its processes may still run)",
             )
 
     @staticmethod

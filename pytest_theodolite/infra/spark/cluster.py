@@ -57,6 +57,9 @@ DEFAULT_SESSION_CONF = {
     # query.stop() waits for the running micro-batch, by default forever: a batch stuck on a dead broker or a
     # lost executor must not hang teardown (stop() then raises, and the session's stop ends the batch)
     "spark.sql.streaming.stopTimeout": "30s",
+    # nor the session's stop: the context cleaner's blocking broadcast removal asks every executor and waits out
+    # the RPC timeout (120 s) for one whose host went silent, and SparkContext.stop waits for the cleaner
+    "spark.cleaner.referenceTracking.blocking": "false",
     # the runner counts per micro-batch (records read, dropped as late) over the progresses Spark keeps, 100 by
     # default: fewer than a measurement's batches where they are short
     "spark.sql.streaming.numRecentProgressUpdates": "1000",

@@ -3,8 +3,10 @@ them to register, replacing one, and the driver JVM's own process."""
 
 from __future__ import annotations
 
+import socket
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pytest_theodolite.core.errors import TheodoliteSetupError, TheodoliteSetupWarning
@@ -26,6 +28,27 @@ def executor_addresses(spark) -> frozenset[str]:
     replaced by a new one shows as an address gone, even while the count is whole again."""
     infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
     return frozenset(f"{info.host()}:{info.port()}" for info in infos)
+
+
+def unanswered(addresses: Iterable[str], timeout_s: float = 3.0) -> frozenset[str]:
+    """Of block-manager addresses (``host:port``), those that accept no TCP connection within `timeout_s`: an
+    executor whose host or link went silent. Spark itself notices only when its heartbeats time out
+    (``spark.network.timeout``, 120 s by default), long after a measurement has read the stalled query as a
+    growing lag. Asked at once, so a silent host costs one timeout."""
+
+    def answers(address: str) -> bool:
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return True
+        except (OSError, ValueError):
+            return False
+
+    listed = sorted(set(addresses))
+    if not listed:
+        return frozenset()
+    with ThreadPoolExecutor(max_workers=len(listed)) as pool:
+        return frozenset(a for a, ok in zip(listed, pool.map(answers, listed), strict=True) if not ok)
 
 
 def executor_ids(spark) -> list[str]:
