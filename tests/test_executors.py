@@ -27,6 +27,9 @@ def test_an_executor_that_accepts_no_connection_is_unanswered_and_one_that_liste
         alive, refused, dropped = (
             f"127.0.0.1:{sock.getsockname()[1]}" for sock in (listening, closed, silent)
         )
-        assert unanswered([alive, refused, dropped, alive], timeout_s=0.5) == {refused, dropped}
-        assert unanswered([alive]) == frozenset()
-        assert unanswered([]) == frozenset()
+        assert unanswered([alive, refused, dropped, alive], timeout_s=0.5) == {
+            refused: "refused",
+            dropped: "silent",
+        }
+        assert unanswered([alive]) == {}
+        assert unanswered([]) == {}

@@ -258,7 +258,7 @@ class ExperimentRunner:
         executors_at_start = executor_addresses(spark)  # the session waited for all of them
         # asked again every few seconds and when the measurement ends; where this host cannot reach an
         # executor (a Kubernetes pod network) it is not asked
-        answering = executors_at_start - unanswered(executors_at_start)
+        answering = executors_at_start - unanswered(executors_at_start).keys()
         next_probe = started + ANSWER_PROBE_INTERVAL_S
         try:
             while True:
@@ -318,12 +318,18 @@ class ExperimentRunner:
     def _check_answering(answering: frozenset[str]) -> None:
         """Raise RunAborted (ERRORED) where an executor that answered when the measurement began answers no
         more: a stalled query on a silent host is no verdict on the job."""
-        if silent := unanswered(answering):
+        if not (gone := unanswered(answering)):
+            return
+        silent = sorted(a for a, why in gone.items() if why == "silent")
+        if silent:
             raise RunAborted(
                 Outcome.ERRORED,
-                f"an executor stopped answering ({', '.join(sorted(silent))}): its host or its network link "
-                "went silent while it was measured (its processes may still run)",
+                f"an executor stopped answering ({', '.join(silent)}): its host or its network link went silent "
+                "while it was measured (its processes may still run)",
             )
+        raise RunAborted(  # before Spark noticed: the same words as _check_running's
+            Outcome.ERRORED, f"an executor was lost ({', '.join(sorted(gone))}): it refuses connections"
+        )
 
     @staticmethod
     def _lag_sample(sampler: monitor.LagSampler, query: Any) -> monitor.LagSample:

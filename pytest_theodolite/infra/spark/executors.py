@@ -30,25 +30,27 @@ def executor_addresses(spark) -> frozenset[str]:
     return frozenset(f"{info.host()}:{info.port()}" for info in infos)
 
 
-def unanswered(addresses: Iterable[str], timeout_s: float = 3.0) -> frozenset[str]:
-    """Of block-manager addresses (``host:port``), those that accept no TCP connection within `timeout_s`: an
-    executor whose host or link went silent. Spark itself notices only when its heartbeats time out
-    (``spark.network.timeout``, 120 s by default), long after a measurement has read the stalled query as a
-    growing lag. Asked at once, so a silent host costs one timeout."""
+def unanswered(addresses: Iterable[str], timeout_s: float = 3.0) -> dict[str, str]:
+    """Of block-manager addresses (``host:port``), those that take no TCP connection, each with why: "refused"
+    (its process is gone) or "silent" (no answer within `timeout_s`: its host or link went silent). Spark itself
+    notices a silent one only when its heartbeats time out (60-120 s), long after a measurement has read the
+    stalled query as a growing lag. Asked at once, so a silent host costs one timeout."""
 
-    def answers(address: str) -> bool:
+    def answer(address: str) -> str | None:
         host, _, port = address.rpartition(":")
         try:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-                return True
-        except (OSError, ValueError):
-            return False
+                return None
+        except ConnectionRefusedError:
+            return "refused"
+        except (OSError, ValueError):  # a timeout, an unreachable network
+            return "silent"
 
     listed = sorted(set(addresses))
     if not listed:
-        return frozenset()
+        return {}
     with ThreadPoolExecutor(max_workers=len(listed)) as pool:
-        return frozenset(a for a, ok in zip(listed, pool.map(answers, listed), strict=True) if not ok)
+        return {a: why for a, why in zip(listed, pool.map(answer, listed), strict=True) if why is not None}
 
 
 def executor_ids(spark) -> list[str]:
