@@ -332,6 +332,50 @@ def build(
         value = "" if value is None else str(value).strip()
         return value or next(default for f, _, default, _ in OPTIONS if f == flag)
 
+    cpu_text = text("--theodolite-instance-cpu")
+    compare_ref = text("--theodolite-compare-ref") or None
+    if compare_ref and update_baselines:
+        raise SettingsError(
+            "--theodolite-update-baselines records the working tree's demand as the baseline, "
+            "--theodolite-compare-ref compares it with another revision: use one at a time"
+        )
+    isolation = text("--theodolite-isolation")
+    if isolation not in ISOLATION_MODES:
+        raise SettingsError(
+            f"--theodolite-isolation / {ini_name('--theodolite-isolation')} = {isolation!r} is not "
+            f"an isolation mode; choose one of {', '.join(ISOLATION_MODES)}"
+        )
+    return TheodoliteSettings(
+        **_kafka_settings(text, ini_properties, environ),
+        **_spark_settings(text, environ, spark_conf or []),
+        cache_dir=Path(text("--theodolite-cache-dir")).expanduser()
+        if text("--theodolite-cache-dir")
+        else default_cache_dir(),
+        calibration_max_age_s=_number(
+            text("--theodolite-calibration-max-age"),
+            "--theodolite-calibration-max-age",
+            float,
+            low=0,
+            high=86400,
+        ),
+        results_dir=rootdir / Path(text("--theodolite-results")).expanduser(),
+        baselines_dir=rootdir / Path(text("--theodolite-baselines")).expanduser(),
+        update_baselines=update_baselines,
+        isolation=isolation,
+        compare_ref=compare_ref,
+        gate_overrides={
+            k: v
+            for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()
+            if v not in (None, "")
+        },
+        job_options=parse_job_options(job_options or []),
+    )
+
+
+def _kafka_settings(
+    text: Callable[[str], str], ini_properties: list[str], environ: Mapping[str, str]
+) -> dict[str, Any]:
+    """The Kafka cluster's settings (TheodoliteSettings' kafka_* fields), each checked."""
     provider = text("--kafka")
     if provider not in KAFKA_PROVIDERS:
         raise SettingsError(
@@ -355,6 +399,42 @@ def build(
         raise SettingsError(
             f"Kafka client properties (theodolite_kafka_properties, THEODOLITE_KAFKA_*): {exc}"
         ) from exc
+    prefix = text("--kafka-topic-prefix")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", prefix):
+        raise SettingsError(
+            f"--kafka-topic-prefix / {ini_name('--kafka-topic-prefix')} = {prefix!r}: a Kafka topic name "
+            "holds only letters, digits, '.', '_' and '-'"
+        )
+    replication = text("--kafka-replication-factor")
+    min_insync = text("--kafka-min-insync-replicas")
+    if replication and min_insync and min_insync.isdigit() and replication.isdigit():
+        if int(min_insync) > int(replication):
+            raise SettingsError(
+                f"--kafka-min-insync-replicas {min_insync} exceeds --kafka-replication-factor {replication}: no "
+                "write to such a topic would ever be acknowledged"
+            )
+    return {
+        "kafka_provider": provider,
+        "kafka_bootstrap": bootstrap or None,
+        "kafka_port": _number(text("--kafka-port"), "--kafka-port", int, low=0, high=65535),
+        "kafka_properties": properties,
+        "kafka_timeout_s": _number(text("--kafka-timeout"), "--kafka-timeout", float, low=1, high=3600),
+        "kafka_image": text("--kafka-image") or None,
+        "kafka_topic_prefix": prefix,
+        "kafka_replication_factor": (
+            _number(replication, "--kafka-replication-factor", int, low=1, high=32) if replication else None
+        ),
+        "kafka_min_insync_replicas": (
+            _number(min_insync, "--kafka-min-insync-replicas", int, low=1, high=32) if min_insync else None
+        ),
+        "kafka_topics": parse_topic_roles(text("--kafka-topics")),
+    }
+
+
+def _spark_settings(
+    text: Callable[[str], str], environ: Mapping[str, str], spark_conf: list[str]
+) -> dict[str, Any]:
+    """The Spark cluster's and its instances' settings, each checked."""
     cpu_text = text("--theodolite-instance-cpu")
     instance_cpu = (
         _number(cpu_text, "--theodolite-instance-cpu", float, low=0.01, high=float(host.usable_cores() or 1))
@@ -382,86 +462,24 @@ def build(
             "in its checkpoint, which they must all reach. Pass --theodolite-checkpoint-root with a shared "
             "location (hdfs://namenode/theodolite, s3a://bucket/theodolite, or a path mounted on every host)"
         )
-    prefix = text("--kafka-topic-prefix")
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", prefix):
-        raise SettingsError(
-            f"--kafka-topic-prefix / {ini_name('--kafka-topic-prefix')} = {prefix!r}: a Kafka topic name "
-            "holds only letters, digits, '.', '_' and '-'"
-        )
-    replication = text("--kafka-replication-factor")
-    min_insync = text("--kafka-min-insync-replicas")
-    kafka_topics = parse_topic_roles(text("--kafka-topics"))
-    if replication and min_insync and min_insync.isdigit() and replication.isdigit():
-        if int(min_insync) > int(replication):
-            raise SettingsError(
-                f"--kafka-min-insync-replicas {min_insync} exceeds --kafka-replication-factor {replication}: no "
-                "write to such a topic would ever be acknowledged"
-            )
-    isolation = text("--theodolite-isolation")
-    if isolation not in ISOLATION_MODES:
-        raise SettingsError(
-            f"--theodolite-isolation / {ini_name('--theodolite-isolation')} = {isolation!r} is not "
-            f"an isolation mode; choose one of {', '.join(ISOLATION_MODES)}"
-        )
-    session_conf = parse_spark_conf(spark_conf or [])
+    session_conf = parse_spark_conf(spark_conf)
     try:
         check_session_conf(session_conf, "--spark-conf / theodolite_spark_conf")
     except MasterError as exc:
         raise SettingsError(str(exc)) from None
-    compare_ref = text("--theodolite-compare-ref") or None
-    if compare_ref and update_baselines:
-        raise SettingsError(
-            "--theodolite-update-baselines records the working tree's demand as the baseline, "
-            "--theodolite-compare-ref compares it with another revision: use one at a time"
-        )
-    return TheodoliteSettings(
-        kafka_provider=provider,
-        kafka_bootstrap=bootstrap or None,
-        kafka_port=_number(text("--kafka-port"), "--kafka-port", int, low=0, high=65535),
-        kafka_properties=properties,
-        kafka_timeout_s=_number(text("--kafka-timeout"), "--kafka-timeout", float, low=1, high=3600),
-        kafka_image=text("--kafka-image") or None,
-        spark_master=spark_master,
-        spark_access=access,
-        checkpoint_root=checkpoint_root,
-        kafka_topic_prefix=prefix,
-        kafka_replication_factor=(
-            _number(replication, "--kafka-replication-factor", int, low=1, high=32) if replication else None
-        ),
-        kafka_min_insync_replicas=(
-            _number(min_insync, "--kafka-min-insync-replicas", int, low=1, high=32) if min_insync else None
-        ),
-        kafka_topics=kafka_topics,
-        max_instances=_number(
+    return {
+        "spark_master": spark_master,
+        "spark_access": access,
+        "checkpoint_root": checkpoint_root,
+        "max_instances": _number(
             text("--theodolite-max-instances"), "--theodolite-max-instances", int, low=1, high=64
         ),
-        instance_cpu=instance_cpu,
-        cache_dir=Path(text("--theodolite-cache-dir")).expanduser()
-        if text("--theodolite-cache-dir")
-        else default_cache_dir(),
-        calibration_max_age_s=_number(
-            text("--theodolite-calibration-max-age"),
-            "--theodolite-calibration-max-age",
-            float,
-            low=0,
-            high=86400,
-        ),
-        results_dir=rootdir / Path(text("--theodolite-results")).expanduser(),
-        baselines_dir=rootdir / Path(text("--theodolite-baselines")).expanduser(),
-        update_baselines=update_baselines,
-        isolation=isolation,
-        compare_ref=compare_ref,
-        gate_overrides={
-            k: v
-            for k, v in {**(gate_overrides or {}), "instance_cpu": cpu_text}.items()
-            if v not in (None, "")
-        },
-        job_options=parse_job_options(job_options or []),
-        spark_conf=session_conf,
-        spark_register_timeout_s=_number(
+        "instance_cpu": instance_cpu,
+        "spark_conf": session_conf,
+        "spark_register_timeout_s": _number(
             text("--spark-register-timeout"), "--spark-register-timeout", float, low=1, high=3600
         ),
-    )
+    }
 
 
 def _number(value: str, flag: str, kind: type, low: float, high: float):
