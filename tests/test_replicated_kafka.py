@@ -2,7 +2,9 @@
 (the embedded broker's jars), topics at replication factor 3 and min.insync.replicas 2. One broker is
 SIGKILLed while a sub-experiment measures: the sub-experiment completes or is ERRORED -- never loses a record
 the broker acknowledged to the generator (the runner counts both and errors a repetition that did) -- and the
-gate's topics are deleted on the two brokers left."""
+gate's topics are deleted on the two brokers left. And the case that protection is for: a topic at replication
+factor 2 and min.insync.replicas 1 whose leader is killed while its follower is out of the ISR, the follower
+then elected uncleanly -- records the broker acknowledged are gone, and the loss check says so."""
 
 from __future__ import annotations
 
@@ -14,13 +16,21 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import KafkaError
 
 from pytest_theodolite.core.errors import TheodoliteSetupError
+from pytest_theodolite.core.estimators import SlopeThreshold
+from pytest_theodolite.core.evaluation import SloSettings
+from pytest_theodolite.core.outcomes import Outcome
+from pytest_theodolite.core.scalability import Metric
+from pytest_theodolite.engine.benchmark import Benchmark, ExperimentSettings
+from pytest_theodolite.engine.runner import ExperimentRunner, new_writer
 from pytest_theodolite.infra.kafka.admin import KafkaCluster
 from pytest_theodolite.infra.kafka.embedded import EmbeddedKafkaCluster
 from pytest_theodolite.infra.waiting import wait_until
+from theodolite_generator import Workload
+from theodolite_spark_jobs import uc1
 
 # kills a broker while measuring: nothing else may run beside it under pytest-xdist
 pytestmark = [pytest.mark.integration, pytest.mark.theodolite_exclusive]
@@ -204,3 +214,119 @@ def test_gate_topics_are_replicated_as_the_cluster_allows(tmp_path):
             kafka.delete_topic(name)
         finally:
             kafka.close()
+
+
+#: brokers that drop a stopped follower from the ISR, and fence a killed leader, within seconds
+QUICK_FAILOVER = {
+    "replica.lag.time.max.ms": "2000",
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+}
+#: one sub-experiment of about 20 s: 3 s warm-up, 10 s measured
+LOSS_SETTINGS = ExperimentSettings(
+    loads=(1000,),
+    resources=(1,),
+    duration_s=10,
+    sample_interval_s=1,
+    slo=SloSettings(warmup_s=3, lag_trend_threshold=SlopeThreshold(relative_to_load=0.2)),
+)
+
+
+def _admin(cluster: EmbeddedKafkaCluster, nodes: list[int]) -> KafkaAdminClient:
+    """An admin client that knows only `nodes` (ids from 1): a stopped broker would hold each request it gets
+    for the whole request timeout."""
+    return KafkaAdminClient(
+        bootstrap_servers=[cluster.brokers[node - 1].bootstrap_servers for node in nodes],
+        request_timeout_ms=3000,
+    )
+
+
+def _partition(admin: KafkaAdminClient, topic: str) -> dict:
+    [described] = admin.describe_topics([topic])
+    [partition] = described["partitions"]
+    return partition
+
+
+def _lose_acknowledged_records(cluster: EmbeddedKafkaCluster, results: Path, log: list[str]) -> None:
+    """Once the sub-experiment measures: its input partition's follower stopped (SIGSTOP) until the ISR is the
+    leader alone, two seconds of writes acknowledged by the leader only, the leader SIGKILLed, the follower
+    resumed and elected uncleanly -- as an operator restoring availability would (kafka-leader-election.sh
+    --election-type unclean)."""
+    wait_until(
+        lambda: any(len(p.read_text().splitlines()) > 2 for p in results.glob("*_lag-trend_*.csv")),
+        timeout_s=120,
+        interval_s=0.2,
+        what="a sub-experiment that samples",
+    )
+    admin = _admin(cluster, [1, 2, 3])
+    [topic] = [t for t in admin.list_topics() if t.startswith("theodolite-") and t.endswith("-input")]
+    partition = _partition(admin, topic)
+    admin.close()
+    leader = partition["leader_id"]
+    [follower] = [node for node in partition["replica_nodes"] if node != leader]
+    [bystander] = [node for node in (1, 2, 3) if node not in partition["replica_nodes"]]
+    pid = {node: cluster.brokers[node - 1].process.pid for node in (leader, follower)}
+    os.killpg(pid[follower], signal.SIGSTOP)
+    try:
+        alive = _admin(cluster, [leader, bystander])
+        wait_until(
+            lambda: _partition(alive, topic)["isr_nodes"] == [leader],
+            timeout_s=30,
+            transient=(KafkaError, OSError),
+            what=f"the ISR of {topic} shrunk to its leader {leader}",
+        )
+        alive.close()
+        time.sleep(2.0)  # written, and acknowledged by the leader alone
+        os.killpg(pid[leader], signal.SIGKILL)
+        log.append(f"leader {leader} killed; follower {follower} out of the ISR")
+    finally:
+        os.killpg(pid[follower], signal.SIGCONT)
+
+    def elected() -> bool:
+        # a new client each time: the killed leader may have been the active controller, which a client's
+        # metadata goes on naming until it asks again
+        survivors = _admin(cluster, [follower, bystander])
+        try:
+            survivors.elect_leaders(1, {topic: [0]})  # 1: unclean
+            return _partition(survivors, topic)["leader_id"] == follower
+        finally:
+            survivors.close()
+
+    wait_until(elected, timeout_s=60, transient=(KafkaError, OSError), what=f"{follower} elected uncleanly")
+    log.append(f"follower {follower} elected uncleanly")
+
+
+def test_acknowledged_records_lost_by_an_unclean_election_make_the_point_errored(spark_cluster, tmp_path):
+    with EmbeddedKafkaCluster(3, work_dir=tmp_path / "kafka", server_properties=QUICK_FAILOVER) as cluster:
+        kafka = KafkaCluster(
+            cluster.bootstrap_servers, provider="external", replication_factor=2, min_insync_replicas=1
+        )
+        benchmark = Benchmark(
+            "uc1-lossy", uc1.start_query, lambda keys: Workload(keys=keys), input_partitions=1
+        )
+        results = tmp_path / "results"
+        writer = new_writer(results, "lossy", benchmark, LOSS_SETTINGS, Metric.DEMAND, testbed={"cores": 2})
+        runner = ExperimentRunner(benchmark, LOSS_SETTINGS, kafka, spark_cluster, writer)
+        log: list[str] = []
+        errors: list[BaseException] = []
+
+        def fault() -> None:
+            try:
+                _lose_acknowledged_records(cluster, results, log)
+            except BaseException as exc:  # reported by the test, not lost in the thread
+                errors.append(exc)
+
+        thread = threading.Thread(target=fault, daemon=True)
+        thread.start()
+        record = runner.run_sub_experiment(1000, 1)
+        thread.join(timeout=120)
+        assert not errors and len(log) == 2, (errors, log)
+        details = " ".join(v.detail for v in record.verdicts)
+        print(f"{'; '.join(log)}: {record.outcome.value.upper()}: {details}")  # shown with -rP
+        assert record.outcome is Outcome.ERRORED, record
+        [repetition] = record.repetitions
+        counters = repetition.counters
+        assert counters["records_in_input_topic"] < counters["records_acknowledged"], counters
+        lost = counters["records_acknowledged"] - counters["records_in_input_topic"]
+        assert f"{lost} acknowledged records were lost" in details, details
+        kafka.close()

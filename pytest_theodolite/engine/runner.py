@@ -202,8 +202,8 @@ class ExperimentRunner:
                     phases.update(self._sample(job, resources, protocol, recorder, host))
             except RunAborted as exc:
                 abort = exc
-            if abort is None and (lost := job.lost_records()) is not None:
-                abort = RunAborted(Outcome.ERRORED, lost)
+            if (lost := job.lost_records()) is not None:  # said also where the run broke off before
+                abort = RunAborted(Outcome.ERRORED, lost if abort is None else f"{abort.reason}; and {lost}")
             late_rows = recorder.late_rows(job.late_rows)  # per micro-batch, of a job with stateful operators
             generator_rate = (
                 None if job.generator is None else recorder.generator_rates(job.generator.achieved_rates())

@@ -260,6 +260,9 @@ class EmbeddedKafkaCluster:
     heap: str = "512m"
     start_timeout_s: float = 180.0
     work_dir: Path | None = None
+    #: server.properties entries every node gets besides the cluster's own (e.g. how soon a replica that
+    #: lags leaves the ISR)
+    server_properties: Mapping[str, str] = field(default_factory=dict)
     brokers: list[EmbeddedKafka] = field(default_factory=list, init=False)
     _own_work_dir: bool = field(default=False, init=False)
 
@@ -297,6 +300,7 @@ class EmbeddedKafkaCluster:
                         "transaction.state.log.replication.factor": replicas,
                         "transaction.state.log.min.isr": "1",
                         "share.coordinator.state.topic.replication.factor": replicas,
+                        **self.server_properties,
                     },
                 )
                 self.brokers.append(broker)
