@@ -156,8 +156,9 @@ def side_runner(
     results: Path,
     args: argparse.Namespace,
 ) -> ExperimentRunner:
-    """A runner of the click-stream job `module` (one side) on one instance, its results under `results`."""
-    records = module.CLICKS
+    """A runner of the job `module` (one side: the click-stream job, or one whose ``RECORDS`` template names its
+    records) on one instance, its results under `results`."""
+    records = getattr(module, "RECORDS", None) or module.CLICKS
     benchmark = Benchmark(
         f"backlog-{side}",
         module.start_query,

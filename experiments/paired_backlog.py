@@ -22,6 +22,7 @@ Nothing else may run beside it (the instances are CPU-limited).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import subprocess
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 
 from backlog_cost import mean_interval, side_runner
-from own_job_quality import EXAMPLE, changed_source, job_module
+from own_job_quality import EXAMPLE, changed_source
 
 from pytest_theodolite.core.paired_cost import paired_cost
 from pytest_theodolite.engine.backlog_read import BacklogPlan, read_backlog
@@ -39,10 +40,14 @@ from pytest_theodolite.engine.services import open_kafka, open_spark
 from pytest_theodolite.engine.settings import TheodoliteSettings
 
 SIDES = ("ref", "change")
-#: what each batch is compared by: its wall time, its tasks' executor CPU
-FIGURES = ("wall", "task CPU")
+#: what each batch is compared by: its wall time, its cycle (its start to the next batch's start: the wall-clock
+#: throughput's inverse, the driver's work between batches included), its tasks' executor CPU
+FIGURES = ("wall", "cycle", "task CPU")
 #: what each side's process is given of the parent's options
-RUN_OPTIONS = "hash_rounds users fill_factor fill_s batch_records warm batches max_s instance_cpu".split()
+RUN_OPTIONS = "job hash_rounds users fill_factor fill_s batch_records warm batches max_s instance_cpu".split()
+#: the jobs a round can read: the click-stream example, and a job of a shape the gates do not have (a Python UDF)
+REVIEWS = Path(__file__).parent / "jobs" / "review_scores.py"
+REVIEWS_ROUNDS = "DIGEST_ROUNDS = 4\n"
 
 
 def run_arguments(args: argparse.Namespace) -> list[str]:
@@ -62,11 +67,25 @@ def backlog_plan(args: argparse.Namespace) -> BacklogPlan:
 
 def child(args: argparse.Namespace) -> None:
     """One side of one round: wait until the other side's cluster is up too, then run."""
-    source = (EXAMPLE / "clickstream.py").read_text()
-    if args.child == "change" and args.hash_rounds:
-        source = changed_source(source, args.hash_rounds)
-    module = job_module(f"paired_{args.child}", source)
+    if args.job == "reviews":
+        source = REVIEWS.read_text()
+        if REVIEWS_ROUNDS not in source:
+            raise SystemExit(f"{REVIEWS} no longer has the line this script edits")
+        if args.child == "change" and args.hash_rounds:
+            # the change: `hash_rounds` more digest rounds a record, in the Python UDF
+            source = source.replace(REVIEWS_ROUNDS, f"DIGEST_ROUNDS = {4 + args.hash_rounds}\n")
+        source += "\nRECORDS = REVIEWS\n"
+    else:
+        source = (EXAMPLE / "clickstream.py").read_text()
+        if args.child == "change" and args.hash_rounds:
+            source = changed_source(source, args.hash_rounds)
     sync = Path(args.sync)
+    # an importable module in the round's directory: the runner finds its import root and gives it to the
+    # executors, which import the job's UDFs from it as a user's would
+    (sync / "jobs").mkdir(exist_ok=True)
+    (sync / "jobs" / f"paired_{args.child}.py").write_text(source)
+    sys.path.insert(0, str(sync / "jobs"))
+    module = importlib.import_module(f"paired_{args.child}")
     settings = TheodoliteSettings(kafka_provider="external", kafka_bootstrap=args.bootstrap, max_instances=1)
     with open_kafka(settings) as kafka, open_spark(settings) as spark:
         runner = side_runner(args.child, module, kafka, spark, sync, args)
@@ -83,6 +102,7 @@ def child(args: argparse.Namespace) -> None:
             {
                 "batches": [[b.start_s, b.duration_s, b.input_rows] for b in run.batches],
                 "task_cpu_s": list(run.task_cpu_s),
+                "cycle_s": list(run.cycle_s),
                 "wall_s": run.wall_s,
             }
         )
@@ -90,16 +110,25 @@ def child(args: argparse.Namespace) -> None:
 
 
 def per_record(run: dict, figure: str) -> list[float]:
-    """A side's measured batches as seconds per record, in order: ``wall`` (the batch's duration) or ``task
-    CPU`` (its tasks' executor CPU; batches without a figure left out)."""
+    """A side's measured batches as seconds per record, in order: ``wall`` (the batch's duration), ``cycle``
+    (its start to the next batch's start, as pull-request mode reads it) or ``task CPU`` (its tasks' executor
+    CPU; batches without a figure left out)."""
     if figure == "wall":
         return [d / n for _, d, n in run["batches"]]
+    if figure == "cycle":
+        return [c / n for (_, _, n), c in zip(run["batches"], run["cycle_s"], strict=True) if c is not None]
     return [c / n for (_, _, n), c in zip(run["batches"], run["task_cpu_s"], strict=True) if c is not None]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hash-rounds", type=int, default=2, help="0: the change is the unchanged job (A/A)")
+    parser.add_argument("--job", choices=("clickstream", "reviews"), default="clickstream")
+    parser.add_argument(
+        "--hash-rounds",
+        type=int,
+        default=2,
+        help="0: the change is the unchanged job (A/A); reviews: digest rounds",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--users", type=int, default=5000)
     parser.add_argument("--fill-factor", type=float, default=15.0)
