@@ -145,10 +145,16 @@ def task_cpu_change(found: dict[str, dict[int, dict]]) -> dict[int, float]:
 
 
 def recorded_per_record(sides: dict[str, dict]) -> dict[str, list[float]]:
-    """Each side of a recorded paired read (`<benchmark>_paired_cost.json`'s "sides") as task CPU seconds per
-    record, batch by batch in order; batches without a task CPU figure left out, as the gate leaves them."""
+    """Each side of a recorded paired read (`<benchmark>_paired_cost.json`'s "sides") as seconds per record,
+    batch by batch in order, by the figure the gate judged: each batch's cycle (``cycle_s``), or in reads recorded
+    before the gate judged cycles, its task CPU (``task_cpu_s``); batches without a figure left out, as the gate
+    leaves them."""
     return {
-        side: [cpu / batch[3] for batch, cpu in zip(read["batches"], read["task_cpu_s"], strict=True) if cpu]
+        side: [
+            seconds / batch[3]
+            for batch, seconds in zip(read["batches"], read.get("cycle_s") or read["task_cpu_s"], strict=True)
+            if seconds
+        ]
         for side, read in sides.items()
     }
 
@@ -284,7 +290,7 @@ def run_gate(kind: str, index: int, project: Path, out: Path, extra: list[str]) 
             flush=True,
         )
     for text in paired_costs(out / f"{kind}-{index}"):
-        print(f"   task CPU per record, both sides read together: change over REF {text}", flush=True)
+        print(f"   the paired read, both sides read together: change over REF {text}", flush=True)
     if ratios := task_cpu_change(found):
         print(
             "   task CPU per record, change over REF: "

@@ -10,7 +10,7 @@ certain by its own interval); elsewhere a confirmation reproduces the verdict. `
 lists loads whose confirming repetition is interrupted as Ctrl-C would (KeyboardInterrupt), on either side.
 ``SCRIPTED_SECONDS`` makes each sub-experiment take that long, and ``SCRIPTED_LOG`` names a file that gets a
 line ``sub-experiment <start> <end>`` for each. In pull-request mode both sides read a scripted backlog (the
-paired read): the same task CPU per record batch by batch, times ``SCRIPTED_PAIRED_COST`` (e.g. 1.15) for the
+paired read): the same time per record batch by batch, times ``SCRIPTED_PAIRED_COST`` (e.g. 1.15) for the
 working tree; ``SCRIPTED_MAX_INSTANCES`` is the scripted cluster's size (4).
 """
 
@@ -177,9 +177,9 @@ class ScriptedSideSpec:
     kafka: dict = field(default_factory=lambda: {"fixed_topics": {}})
 
 
-#: task CPU seconds per batch of a scripted backlog read (12 full batches, each side the same but for
+#: each batch's cycle in seconds in a scripted backlog read (12 full batches, each side the same but for
 #: SCRIPTED_PAIRED_COST)
-SCRIPTED_BATCH_CPU_S = tuple(0.60 + 0.02 * (i % 3) for i in range(12))
+SCRIPTED_BATCH_CYCLE_S = tuple(6.0 + 0.2 * (i % 3) for i in range(12))
 
 
 @dataclass
@@ -206,8 +206,9 @@ class ScriptedSide:
 
     def backlog_message(self, timeout_s: float) -> BacklogRead:
         """The whole read at once: it tells no figure on the way, so it is never stopped early."""
-        batches = tuple(MicroBatch(i, 60.0 + 8 * i, 6.0, 120_000) for i in range(len(SCRIPTED_BATCH_CPU_S)))
-        return BacklogRead(batches, tuple(c * self.paired_cost_factor for c in SCRIPTED_BATCH_CPU_S), 160.0)
+        cycles = tuple(c * self.paired_cost_factor for c in SCRIPTED_BATCH_CYCLE_S)
+        batches = tuple(MicroBatch(i, 60.0 + 8 * i, cycle, 120_000) for i, cycle in enumerate(cycles))
+        return BacklogRead(batches, (None,) * len(batches), 160.0, cycle_s=cycles)
 
     def stop_reading(self) -> None:
         raise AssertionError("a read that told no figure cannot be certain")

@@ -25,6 +25,7 @@ from pytest_theodolite.engine.backlog_read import (
     BacklogRead,
     backlog_beyond_running_batch,
     backlog_drained,
+    cycle_s,
     fill_over,
     full_batches,
     lag_behind,
@@ -47,7 +48,7 @@ def test_batches_are_compared_by_number_so_what_falls_on_both_cancels():
     assert compared.change_median / compared.ref_median == pytest.approx(1.25)  # by medians: 1.25 over 1.0
     assert compared.pairs == 4
     assert compared.text() == (
-        "task CPU per record, change over REF batch by batch: +20.0% over 4 batches (medians 10.00 and 12.50 us)"
+        "time per record, change over REF batch by batch: +20.0% over 4 batches (medians 10.00 and 12.50 us)"
     )
     assert compared.to_dict()["batch_ratio"] == pytest.approx(1.2)
 
@@ -146,17 +147,22 @@ def test_a_longer_side_is_paired_as_far_as_the_shorter_goes_and_an_empty_one_is_
         paired_cost([1.0, 0.0], [1.0, 1.0])
 
 
-def test_a_backlog_read_measures_the_full_batches_after_the_fill_and_their_task_cpu():
+def test_a_backlog_read_measures_the_full_batches_after_the_fill_their_cycles_and_task_cpu():
     batches = {
         0: MicroBatch(0, 90.0, 5.0, 120_000),  # before the backlog was filled: not measured
         1: MicroBatch(1, 101.0, 5.0, 120_000),
-        2: MicroBatch(2, 106.0, 5.0, 60_000),  # not full
+        2: MicroBatch(2, 106.5, 5.0, 60_000),  # not full
         3: MicroBatch(3, 111.0, 5.0, 119_000),
     }
     assert [b.batch_id for b in full_batches(batches, 120_000, 100.0)] == [1, 3]
-    read = BacklogRead((batches[1], batches[3]), (0.6, None), 120.0)
+    # a batch's cycle runs to the next batch's start, the driver's work between them included
+    assert cycle_s(batches[1], batches) == pytest.approx(5.5)
+    assert cycle_s(batches[3], batches) is None  # no later batch finished
+    read = BacklogRead((batches[1], batches[3]), (0.6, None), 120.0, cycle_s=(5.5, None))
     assert read.task_cpu_per_record_s() == pytest.approx([5e-6])  # batch 3's figure is missing
     assert read.wall_per_record_s() == pytest.approx([5.0 / 120_000, 5.0 / 119_000])
+    assert read.cycle_per_record_by_leg() == [[pytest.approx(5.5 / 120_000)]]
+    assert BacklogRead((batches[1],), (0.6,), 120.0).cycle_per_record_by_leg() == [[]]  # none recorded
 
 
 def test_a_backlog_read_ends_where_its_backlog_has_run_out():
@@ -203,7 +209,7 @@ def test_a_backlog_read_gives_its_measured_batches_max_read_s_from_the_end_of_th
     assert not read_over(cold, [], 1000.0, 1049.0) and read_over(cold, [], 1000.0, 1050.0)
 
 
-def test_a_measured_batch_is_told_once_a_later_batch_has_finished_its_task_cpu_then_complete_in_the_log():
+def test_a_measured_batch_is_told_once_a_later_batch_has_finished_its_cycle_then_known():
     plan = BacklogPlan(warm_batches=1, batches=3)
     full = [MicroBatch(i, 10.0 * i, 9.0, 120_000) for i in (4, 5, 6, 7, 8)]
     # batch 4 is warm; 5 and 6 were followed by a later batch (7, not full: a stopped read's last)
@@ -234,8 +240,9 @@ def test_a_read_in_legs_skips_each_new_executors_warm_batches_and_shares_out_the
 
 def test_a_read_in_legs_keeps_each_batchs_leg_and_pairs_the_sides_within_each_leg():
     batches = tuple(MicroBatch(i, 10.0 * i, 9.0, 100_000) for i in range(5))
-    read = BacklogRead(batches, (1.0, 1.0, None, 2.0, 2.0), 60.0, 0.0, (0, 0, 0, 1, 1))
+    read = BacklogRead(batches, (1.0, 1.0, None, 2.0, 2.0), 60.0, 0.0, (0, 0, 0, 1, 1), cycle_s=(1.0,) * 5)
     assert [pytest.approx(leg) for leg in read.task_cpu_per_record_by_leg()] == [[1e-5, 1e-5], [2e-5, 2e-5]]
+    assert [len(leg) for leg in read.cycle_per_record_by_leg()] == [3, 2]
     assert read.task_cpu_per_record_s() == pytest.approx([1e-5, 1e-5, 2e-5, 2e-5])
     one_leg = BacklogRead(batches[:2], (1.0, 1.0), 60.0).task_cpu_per_record_by_leg()
     assert [pytest.approx(leg) for leg in one_leg] == [[1e-5, 1e-5]]
@@ -323,7 +330,7 @@ def test_a_backlog_is_filled_with_what_the_read_needs_whatever_the_load_unless_a
 class BacklogSide:
     """One side of pull-request mode that reads a scripted backlog; `log` records what each side was asked, in
     order, and whether the parent held the cluster's session lock meanwhile. `later_reads`: the batches of a
-    second read, a third ... (else each read reads `task_cpu_s` again)."""
+    second read, a third ... (else each read reads `cycle_s` again)."""
 
     def __init__(
         self,
@@ -331,22 +338,22 @@ class BacklogSide:
         log,
         spark,
         results_dir,
-        task_cpu_s=None,
+        cycle_s=None,
         error=None,
         fill_error=None,
         later_reads=(),
         fixed_topics=None,
     ):
         self.name, self.log, self.error, self.fill_error = name, log, error, fill_error
-        self.scripted_reads = [task_cpu_s or [], *later_reads]
-        self.task_cpu_s, self.reads_started = self.scripted_reads[0], 0
+        self.scripted_reads = [cycle_s or [], *later_reads]
+        self.cycle_s, self.reads_started = self.scripted_reads[0], 0
         self.spec = SimpleNamespace(
             spark=spark, results_dir=results_dir, kafka={"fixed_topics": dict(fixed_topics or {})}
         )
 
     def start_backlog_read(self, load, workload, plan):
         self.log.append((self.name, "start", load, workload.keys, plan.batch_records, self.spec.spark.held))
-        self.task_cpu_s = self.scripted_reads[min(self.reads_started, len(self.scripted_reads) - 1)]
+        self.cycle_s = self.scripted_reads[min(self.reads_started, len(self.scripted_reads) - 1)]
         self.reads_started += 1
 
     def _fail(self, error):
@@ -371,13 +378,13 @@ class BacklogSide:
         if self.error:
             self.log.append((self.name, "result", self.spec.spark.held))
             self._fail(self.error)
-        if not self.stopped and self.told < len(self.task_cpu_s) - 1:
+        if not self.stopped and self.told < len(self.cycle_s) - 1:
             self.told += 1
-            return [[cpu / 120_000 for cpu in self.task_cpu_s[: self.told] if cpu is not None]]
+            return [[cycle / 120_000 for cycle in self.cycle_s[: self.told] if cycle is not None]]
         self.log.append((self.name, "result", self.spec.spark.held))
-        read = self.task_cpu_s[: self.told + 1] if self.stopped else self.task_cpu_s
+        read = self.cycle_s[: self.told + 1] if self.stopped else self.cycle_s
         batches = tuple(MicroBatch(i, 100.0 + 8 * i, 6.0, 120_000) for i in range(len(read)))
-        return BacklogRead(batches, tuple(read), 200.0, drained=self.drained)
+        return BacklogRead(batches, (None,) * len(read), 200.0, drained=self.drained, cycle_s=tuple(read))
 
     drained = False  # the read ran out of backlog
 
@@ -481,13 +488,13 @@ def test_both_sides_read_their_backlogs_at_once_under_the_lock_once_per_benchmar
     # batch by batch: 0.69/0.60, 0.75/0.66, 0.72/0.60 -> median 1.15
     assert experiment.paired_read.figure.batch_ratio == pytest.approx(1.15)
     note = paired_read_note(experiment.paired_read.result())
-    assert note.startswith("task CPU per record, change over REF batch by batch: +15.0% over 3 batches")
+    assert note.startswith("time per record, change over REF batch by batch: +15.0% over 3 batches")
     assert note.endswith(
         "one instance each, 120,000-record batches): not judged: 3 pairs of batches, fewer than the 6 a p-value needs"
     )
     written = json.loads((tmp_path / "scripted_paired_cost.json").read_text())
     assert written["load"] == 5000 and written["comparison"]["pairs"] == 3 and written["problem"] is None
-    assert written["sides"]["change"]["task_cpu_s"] == [0.69, 0.75, 0.72]
+    assert written["sides"]["change"]["cycle_s"] == [0.69, 0.75, 0.72]
     assert written["plan"]["batch_records"] == 120_000
 
 
@@ -573,16 +580,16 @@ def test_a_side_that_fails_before_its_backlog_is_filled_is_not_let_read_the_othe
     )
 
 
-def test_a_read_without_task_cpu_or_with_one_instance_says_so_and_without_the_option_nothing_runs(tmp_path):
+def test_a_read_without_cycles_or_with_one_instance_says_so_and_without_the_option_nothing_runs(tmp_path):
     experiment, _ = paired_experiment(tmp_path, [None, None], [0.7, 0.7])
     # asked for before the read ended (a run interrupted during it): says so rather than naming no reason
     assert paired_read_note(experiment.paired_read.result()).endswith(
         "not measured: the run ended before the read did"
     )
     experiment.measure(2000)
+    # full batches, but none followed by another: no cycle to pair
     assert paired_read_note(experiment.paired_read.result()).endswith(
-        "not measured: ref: its batches have no task CPU figure (no event "
-        "log was read: the gate's spark_conf keeps its own)"
+        "not measured: REF measured no full batch: nothing to pair"
     )
     empty, _ = paired_experiment(tmp_path, [], [0.7])
     empty.measure(2000)
@@ -623,13 +630,14 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
     # the p-value of both reads' pairs together (one read's: 0.00073)
     assert (
         "pass" not in described
-        and "cost regression: task CPU per record, batch by batch +11% (tolerance 7%, p 2.2e-05)" in described
+        and "cost regression: time per record (inverse throughput), batch by batch +11% (tolerance 7%, p 2.2e-05)"
+        in described
     )
     # the rise read twice, the change asked first the second time, and twice the same
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
     assert paired_read_note(dearer.paired_read.result()).endswith(
-        "a cost regression: beyond the 7% tolerance, and so was a second read, the other side asked first (task "
-        "CPU per record, change over REF batch by batch: +10.7% over 12 batches (medians 5.00 and 5.54 us, p "
+        "a cost regression: beyond the 7% tolerance, and so was a second read, the other side asked first (time "
+        "per record, change over REF batch by batch: +10.7% over 12 batches (medians 5.00 and 5.54 us, p "
         "0.00073)), both reads' 24 pairs together significant (p 2.2e-05); every load whose demand passed fails"
     )
     spec = GateSpec(dearer.benchmark, dearer.settings, 0, 0.10)
@@ -643,8 +651,8 @@ def test_a_judged_paired_read_fails_every_load_whose_demand_passed_and_says_by_w
 
     compared = Comparison("scripted", tuple(verdicts.values()), cost_tolerance=0.10)
     assert headline(BenchmarkReport("scripted", compared, dearer.demand_result(), None)) == (
-        "scripted: COST REGRESSION (2 cost regressions by task CPU per record, batch by batch, beyond 7%, "
-        "cost tolerance 10%)"
+        "scripted: COST REGRESSION (2 cost regressions by time per record (inverse throughput), batch by batch, "
+        "beyond 7%, cost tolerance 10%)"
     )
     properties = dict(point.junit_properties(point.comparison()))
     assert float(properties["theodolite.paired_cost_change"]) == pytest.approx(0.1075, abs=1e-3)
@@ -719,7 +727,7 @@ def test_a_rise_is_a_cost_regression_only_where_a_second_read_with_the_other_sid
     assert [entry[0] for entry in log if entry[1] == "start"] == ["ref", "change", "change", "ref"]
     assert "+10.7% over 12 batches" in paired_read_note(leaned.paired_read.result())
     assert paired_read_note(leaned.paired_read.result()).endswith(") was not: passed")
-    assert "beyond the 7% tolerance, but a second read, the other side asked first (task CPU per record" in (
+    assert "beyond the 7% tolerance, but a second read, the other side asked first (time per record" in (
         paired_read_note(leaned.paired_read.result())
     )
     kept = json.loads((tmp_path / "leaned" / "scripted_paired_cost_confirmation.json").read_text())

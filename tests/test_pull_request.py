@@ -184,9 +184,11 @@ def test_the_paired_read_runs_by_default_and_a_dearer_change_fails_every_load_wh
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(
         [
-            "*scripted load 1000: *cost regression: task CPU per record, batch by batch +15% (tolerance 7%, p *",
-            "scripted: COST REGRESSION (3 cost regressions by task CPU per record, batch by batch, beyond 7%*",
-            "*task CPU per record, change over REF batch by batch: +15.0% over 12 batches*: a cost regression*",
+            "*scripted load 1000: *cost regression: time per record (inverse throughput), batch by batch +15% "
+            "(tolerance 7%, p *",
+            "scripted: COST REGRESSION (3 cost regressions by time per record (inverse throughput), batch by batch, "
+            "beyond 7%*",
+            "*time per record, change over REF batch by batch: +15.0% over 12 batches*: a cost regression*",
         ]
     )
     # the scripted session keeps its results under the run's basetemp (pytester puts it beside the project)
@@ -197,7 +199,7 @@ def test_the_paired_read_runs_by_default_and_a_dearer_change_fails_every_load_wh
 
     off = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-paired-cost=false")
     off.assert_outcomes(passed=3)  # not read: the demand and the CPU per record at it are equal
-    assert "task CPU per record, change over REF" not in off.stdout.str()
+    assert "time per record, change over REF" not in off.stdout.str()
 
 
 def test_a_paired_read_that_gave_no_figure_is_no_pass_and_says_what_to_change(project, monkeypatch):
@@ -212,7 +214,7 @@ def test_a_paired_read_that_gave_no_figure_is_no_pass_and_says_what_to_change(pr
         [
             "*the paired read gave no figure to judge (it needs two instances at once*raise "
             "--theodolite-max-instances to 2 or more), and a pass needs it*paired_cost=false*",
-            "*task CPU per record (*): not measured: it needs two instances at once, one per side*",
+            "*time per record (*): not measured: it needs two instances at once, one per side*",
         ]
     )
     demand_alone = project.runpytest("--theodolite-compare-ref", "main", "--theodolite-paired-cost=false")

@@ -262,7 +262,7 @@ def test_a_confirming_repetition_is_added_to_its_sub_experiment_and_read_back(
 
 
 @pytest.mark.theodolite_exclusive  # it limits the instances' CPU: under pytest-xdist nothing may run beside it
-def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
+def test_a_backlog_is_read_in_full_capped_batches_each_with_its_cycle_and_task_cpu(
     kafka_cluster, spark_cluster, tmp_path, monkeypatch
 ):
     from pytest_theodolite.engine.backlog_read import BacklogPlan, read_backlog
@@ -295,6 +295,9 @@ def test_a_backlog_is_read_in_full_capped_batches_each_with_its_task_cpu(
     assert [b.batch_id for b in read.batches] == sorted(b.batch_id for b in read.batches)
     # each batch's tasks' CPU, from the session's event log, which is gone with the read
     assert len(read.task_cpu_per_record_s()) == 3 and all(c > 0 for c in read.task_cpu_per_record_s()), read
+    # each batch's cycle runs to the next batch's start: no shorter than the batch; the last may have no next
+    cycles = [(b, c) for b, c in zip(read.batches, read.cycle_s, strict=True) if c is not None]
+    assert len(cycles) >= 2 and all(c >= b.duration_s for b, c in cycles), read
     assert set(Path(tempfile.gettempdir()).glob("theodolite-event-log-*")) == logs_before
     # filled without a limit, read on the plan's half core rather than the gate's quarter
     assert limits == ([0.5] if spark_cluster.can_limit_cpu else []), limits

@@ -351,9 +351,15 @@ def test_paired_backlog_hands_each_side_the_run_options_and_reads_its_batches():
     plan = paired.backlog_plan(options)
     assert (plan.batch_records, plan.fill_factor, plan.fill_s) == (60_000, 10.0, 30.0)
     assert (plan.warm_batches, plan.batches, plan.max_read_s) == (2, 6, 200.0)
-    # a side's batches as seconds per record: by wall time, or by task CPU where its event log had a figure
-    run = {"batches": [[100.0, 2.0, 100_000], [102.0, 3.0, 120_000]], "task_cpu_s": [None, 6.0]}
+    # a side's batches as seconds per record: by wall time, by cycle where a next batch was seen, or by task CPU
+    # where its event log had a figure
+    run = {
+        "batches": [[100.0, 2.0, 100_000], [102.0, 3.0, 120_000]],
+        "task_cpu_s": [None, 6.0],
+        "cycle_s": [2.5, None],
+    }
     assert paired.per_record(run, "wall") == pytest.approx([2e-5, 2.5e-5])
+    assert paired.per_record(run, "cycle") == pytest.approx([2.5e-5])
     assert paired.per_record(run, "task CPU") == pytest.approx([5e-5])
 
 
@@ -398,6 +404,14 @@ def test_own_job_quality_reads_each_sides_capacities_and_task_cpu(tmp_path):
     same = {"comparison": {}, "sides": {"ref": side([0.60] * 8), "change": side([0.60] * 8)}}
     (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps(same))
     assert own_job.paired_costs(tmp_path)[0].endswith("(medians 6.00 and 6.00 us, p 1): pass at 7%")
+
+    # a read recorded with cycles is judged by them, as the gate judged it
+    cycles = {side: {**document, "cycle_s": [5.0] * 8} for side, document in same["sides"].items()}
+    cycles["change"]["cycle_s"] = [5.5] * 8
+    (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps({"comparison": {}, "sides": cycles}))
+    assert own_job.paired_costs(tmp_path)[0].startswith(
+        "+10.0% batch by batch over 8 batches (medians 50.00 and"
+    )
 
     # a rise read twice is judged with its second read: here one within the tolerance, which passes it
     (tmp_path / "clickstream_paired_cost.json").write_text(json.dumps(read))

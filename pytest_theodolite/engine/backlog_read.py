@@ -7,8 +7,9 @@ The generator fills the job's input topic at a rate that sends ``fill_margin`` t
 (``instance_cpu``: half a core by default) and the query reads the backlog in batches capped at ``batch_records``.
 The full batches after the first ``warm_batches`` are measured -- ``batches`` of them, or as many as ``max_read_s``
 after the warm batches allows (`read_over`), or as many as the backlog holds (`backlog_drained`) -- each with its
-tasks' executor CPU from the session's event log (core/task_cpu.py). Two sides read at the same time are compared
-batch by batch (core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size
+cycle (`cycle_s`: to the next batch's start, the instance's wall-clock throughput) and its tasks' executor CPU from
+the session's event log (core/task_cpu.py). Two sides read at the same time are compared batch by batch by their
+cycles (core/paired_cost.py); large batches keep the part of a batch's cost that does not depend on its size
 small (docs/lab-notes/capacity.md, 2026-11-29). Two such sides stop filling together (``filled``), so that neither
 reads while the other's generator still sends (docs/lab-notes/capacity.md, 2026-12-01). A read may be told what its
 batches cost as it goes (``progress``), so that pull-request mode can stop both sides once their comparison is
@@ -33,7 +34,6 @@ from pytest_theodolite.engine import monitor
 from pytest_theodolite.engine.capacity_probe import (
     BATCH_CAP_HINT,
     BATCH_CAP_OPTION,
-    EventLogTail,
     batches_of,
     check_capped,
     check_running,
@@ -153,6 +153,13 @@ class BacklogRead:
     fill_s: float | None = None
     #: records beyond the query's last finished batch when the read began (None: not known)
     backlog_records: int | None = None
+    #: each measured batch's cycle: from its start to the next batch's (None: no next batch was seen)
+    cycle_s: tuple[float | None, ...] = ()
+
+    def cycle_per_record_by_leg(self) -> list[list[float]]:
+        """Each measured batch's cycle per record -- the inverse of its wall-clock throughput -- leg by leg, in
+        order; batches without a cycle left out."""
+        return _by_leg(self.batches, self.cycle_s or (None,) * len(self.batches), self.legs)
 
     def task_cpu_per_record_s(self) -> list[float]:
         """Each batch's task CPU per record, in order; batches without a figure left out."""
@@ -160,15 +167,29 @@ class BacklogRead:
 
     def task_cpu_per_record_by_leg(self) -> list[list[float]]:
         """`task_cpu_per_record_s` leg by leg."""
-        legs = self.legs or (0,) * len(self.batches)
-        by_leg: list[list[float]] = [[] for _ in range(max(legs, default=0) + 1)] if self.batches else []
-        for batch, cpu, leg in zip(self.batches, self.task_cpu_s, legs, strict=True):
-            if cpu is not None:
-                by_leg[leg].append(cpu / batch.input_rows)
-        return by_leg
+        return _by_leg(self.batches, self.task_cpu_s, self.legs)
 
     def wall_per_record_s(self) -> list[float]:
         return [b.duration_s / b.input_rows for b in self.batches]
+
+
+def _by_leg(
+    batches: Sequence[MicroBatch], seconds: Sequence[float | None], legs: Sequence[int]
+) -> list[list[float]]:
+    """Each batch's `seconds` per record, leg by leg (`legs`: each batch's; empty: all in one); None left out."""
+    legs = legs or (0,) * len(batches)
+    by_leg: list[list[float]] = [[] for _ in range(max(legs, default=0) + 1)] if batches else []
+    for batch, figure, leg in zip(batches, seconds, legs, strict=True):
+        if figure is not None:
+            by_leg[leg].append(figure / batch.input_rows)
+    return by_leg
+
+
+def cycle_s(batch: MicroBatch, batches: Mapping[int, MicroBatch]) -> float | None:
+    """`batch`'s cycle: the seconds from its start to the next batch's start, its driver's work between the two
+    included (None: the next batch has not finished yet)."""
+    after = batches.get(batch.batch_id + 1)
+    return None if after is None else after.start_s - batch.start_s
 
 
 def full_batches(batches: dict[int, MicroBatch], batch_records: int, from_s: float) -> list[MicroBatch]:
@@ -264,9 +285,9 @@ def measured_batches(
 def settled_batches(
     plan: BacklogPlan, full: Sequence[MicroBatch], latest_id: int, leg_starts: Sequence[float] = (-math.inf,)
 ) -> list[list[MicroBatch]]:
-    """The measured batches so far, leg by leg, whose task CPU is all in the event log: those a later batch
-    followed (`latest_id`: the last batch that finished). Spark writes the log at each stage's end, so a batch's
-    last task ends are there once a later batch has run."""
+    """The measured batches so far, leg by leg, that a later batch followed (`latest_id`: the last batch that
+    finished): their cycle is known (`cycle_s`), and their task CPU all in the event log -- Spark writes the log at
+    each stage's end, so a batch's last task ends are there once a later batch has run."""
     return [
         [batch for batch in leg if batch.batch_id < latest_id]
         for leg in measured_by_leg(plan, full, leg_starts)
@@ -302,9 +323,9 @@ def read_backlog(
     start or its query stops. ``lock=False``: the caller holds the cluster's session lock
     (SparkCluster.sessions_held). `filled` is called when the fill time is up, the generator still sending; the
     generator stops and the read begins when it returns (pull-request mode: once the other side has filled too).
-    `progress` is called at every look at the query: where more measured batches' task CPU is complete
-    (``settled_batches``), with every such batch's task CPU per record so far, leg by leg and in order, read from
-    the event log as Spark writes it; else with None. The read ends where it returns True."""
+    `progress` is called at every look at the query: where more measured batches have a next one that finished
+    (``settled_batches``), with every such batch's cycle per record so far (`cycle_s`), leg by leg and in order;
+    else with None. The read ends where it returns True."""
     started = time.monotonic()
     offered = workload or runner.benchmark.workload(load)
     fill = offered.sent_faster(plan.fill_factor_for(offered.target_rate))
@@ -328,7 +349,6 @@ def read_backlog(
         ):
             assert job.query is not None and job.generator is not None
             query_id = str(job.query.id)
-            tail = EventLogTail(event_log, query_id)  # read as the session writes it
             executors = executor_addresses(job.spark)
             input_topic = job.topics["input"]
             fill_s = fill_for(runner, job, plan, input_topic, executors, interval_s)
@@ -367,15 +387,14 @@ def read_backlog(
                 if progresses:
                     lag = lag_behind(end_offsets, progresses[-1], input_topic)
                 full = full_batches(batches, plan.batch_records, filled_at)
-                if progress is None or not log_conf:
+                if progress is None:
                     continue
                 settled = settled_batches(plan, full, max(batches, default=-1), leg_starts)
                 figures = None
                 if sum(map(len, settled)) > told:
                     told = sum(map(len, settled))
-                    so_far = tail.task_cpu()
                     figures = [
-                        [so_far[b.batch_id] / b.input_rows for b in leg if so_far.get(b.batch_id)]
+                        [cycle / b.input_rows for b in leg if (cycle := cycle_s(b, batches)) is not None]
                         for leg in settled
                     ]
                 stop = progress(figures)
@@ -393,6 +412,7 @@ def read_backlog(
         drained and len(measured) < plan.legs * plan.leg_batches,
         fill_s,
         backlog_records,
+        tuple(cycle_s(b, batches) for b in measured),
     )
 
 

@@ -72,7 +72,7 @@ class ExperimentSettings:
     #: warm-up and stopping rules; None: Theodolite's fixed protocol (``slo.warmup_s``, then ``duration_s``)
     plan: MeasurementPlan | None = None
     #: pull-request mode: both sides also read a backlog at the same time, compared batch by batch by their
-    #: task CPU per record (pull_request/paired_read.py), judged with `paired_cost_tolerance` (None: reported)
+    #: time per record (pull_request/paired_read.py), judged with `paired_cost_tolerance` (None: reported)
     paired_cost: bool = False
     paired_cost_tolerance: float | None = PAIRED_COST_TOLERANCE
     #: pull-request mode's certified search: REF runs one instance below the change's pass at every load (the

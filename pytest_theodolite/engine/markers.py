@@ -99,7 +99,7 @@ MARKER_HELP: dict[str, str] = {
     "max_late_rate": "most records per second a stateful job may drop as later than its watermark after the "
     "warm-up (e.g. 0); None: not checked",
     "paired_cost": "pull-request mode: both revisions also read a backlog at the same time, each on one "
-    "instance, and the change's task CPU per record over REF's, batch by batch, fails the gate beyond "
+    "instance, and the change's time per record (inverse throughput) over REF's, batch by batch, fails the gate beyond "
     "paired_cost_tolerance where significant; a load whose demand passed needs its figure (none: not comparable, "
     "exit 7); auto (the default): in pull-request mode; false: not read, the demand judged alone (about 4-6 "
     "minutes less per benchmark)",

@@ -1,7 +1,8 @@
 """The paired backlog read of pull-request mode (``paired_cost``): once per benchmark, both sides read a backlog of
 the highest load's keys at the same time, each on one instance, in large capped batches (engine/backlog_read.py),
-while the parent holds the cluster's session lock; their task CPU per record is compared batch by batch
-(core/paired_cost.py) and kept with both sides' batches in ``<benchmark>_paired_cost.json``.
+while the parent holds the cluster's session lock; their time per record -- each batch's cycle, from its start to
+the next batch's: the inverse of its wall-clock throughput -- is compared batch by batch (core/paired_cost.py) and
+kept with both sides' batches in ``<benchmark>_paired_cost.json``.
 
 `PairedRead` drives the two reading sides (their driver processes, sides.py), watches what they tell as they read,
 and judges the figure against its tolerance; a read that gave no figure says why, and a pass needs one.
@@ -138,16 +139,10 @@ class PairedRead:
             for side in filled:
                 self.sides[side].start_reading()
             self._gather(read, filled, problems)
-        for side, backlog in read.reads.items():
-            if backlog.batches and not backlog.task_cpu_per_record_s():
-                problems.append(
-                    f"{side}: its batches have no task CPU figure (no event log was read: the gate's spark_conf "
-                    "keeps its own)"
-                )
         if not problems:
             try:
                 read.cost = paired_cost_by_leg(
-                    *(read.reads[side].task_cpu_per_record_by_leg() for side in SIDES)
+                    *(read.reads[side].cycle_per_record_by_leg() for side in SIDES)
                 )
             except ValueError as exc:
                 problems.append(str(exc))
@@ -155,7 +150,7 @@ class PairedRead:
         return read
 
     def _gather(self, read: PairedBacklogRead, reading: list[str], problems: list[str]) -> None:
-        """Wait for the reading sides' reads into `read`. Each side sends its batches' task CPU per record as they
+        """Wait for the reading sides' reads into `read`. Each side sends its batches' cycle per record as they
         come in; once both sides' pairs so far lie certainly within the paired tolerance (first_certain_pass),
         both are told to stop -- a pass needs no more batches. A rise is read to the end, so that looking after
         every pair adds no false alarm (docs/lab-notes/capacity.md, 2026-12-02)."""
@@ -195,6 +190,7 @@ class PairedRead:
             "sides": {
                 side: {
                     "batches": [[b.batch_id, b.start_s, b.duration_s, b.input_rows] for b in backlog.batches],
+                    "cycle_s": list(backlog.cycle_s),
                     "task_cpu_s": list(backlog.task_cpu_s),
                     "wall_s": backlog.wall_s,
                     "read_from_s": backlog.read_from_s,
@@ -202,7 +198,7 @@ class PairedRead:
                     "drained": backlog.drained,
                     "fill_s": backlog.fill_s,
                     "backlog_records": backlog.backlog_records,
-                    "told_task_cpu_per_record_s": read.told.get(side),
+                    "told_cycle_per_record_s": read.told.get(side),
                 }
                 for side, backlog in read.reads.items()
             },

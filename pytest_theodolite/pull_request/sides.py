@@ -12,7 +12,7 @@ The parent sends a (load, resources, workload) and gets the sub-experiment's rec
 its raw series into its own results directory (``<results>/<side>/``). A paired backlog read
 (engine/backlog_read.py) is the one thing both sides do at the same time: the parent asks both, holding the
 cluster's session lock, and each side's session runs on an instance of its own; while it reads, a side sends its
-batches' task CPU per record as they come in, and the parent may tell both to stop.
+batches' cycle per record as they come in, and the parent may tell both to stop.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def _filled(connection: Connection) -> None:
 
 
 def _read_so_far(connection: Connection, figures: list[list[float]] | None) -> bool:
-    """Send the parent the read's batches' task CPU per record so far, leg by leg, where there are new ones;
+    """Send the parent the read's batches' cycle per record so far, leg by leg, where there are new ones;
     whether it has said stop (SideProcess.stop_reading)."""
     if figures is not None:
         connection.send(("batches", figures))
@@ -279,7 +279,7 @@ class SideProcess:
         self._send(("read",))
 
     def backlog_message(self, timeout_s: float) -> list[list[float]] | BacklogRead | None:
-        """During the read (after `start_reading`): this side's batches' task CPU per record so far (leg by leg), its
+        """During the read (after `start_reading`): this side's batches' cycle per record so far (leg by leg), its
         finished read, or None where it said nothing within `timeout_s`. Raises SideError where the read
         failed."""
         if self._connection is None:

@@ -46,7 +46,7 @@ JUNIT_PROPERTIES: dict[str, str] = {
     "expected there",
     "theodolite.cpu_us_per_record.<side>.<load>": "pull-request mode: each side's (`ref`, `change`) CPU per record",
     "theodolite.baseline_verdict.<load>": "pull-request mode: the change's verdict against the stored baseline",
-    "theodolite.paired_cost_change": "pull-request mode: the change's task CPU per record over REF's from the "
+    "theodolite.paired_cost_change": "pull-request mode: the change's time per record over REF's from the "
     "paired read (0.1: 10 % dearer)",
     "theodolite.unmeasured": "the load of a point without a verdict (unmeasured or not comparable: exit code 7)",
     "theodolite.regression": "the load of a point that is a regression or cost regression",

@@ -22,7 +22,8 @@ from pytest_theodolite.store.results import experiment_id
 
 @dataclass(frozen=True)
 class PairedReadResult:
-    """The paired backlog read of one benchmark: both sides' task CPU per record, batch by batch."""
+    """The paired backlog read of one benchmark: both sides' time per record (inverse throughput), batch by
+    batch."""
 
     #: each side's instance CPU, where it was limited
     instance_cores: float | None
@@ -80,7 +81,7 @@ def paired_read_note(read: PairedReadResult | None) -> str | None:
     how = f"both sides reading a backlog at once, one instance{cores} each, {read.batch_records:,}-record batches"
     check, figure = read.check, read.figure
     if figure is None or check is None:
-        return f"task CPU per record ({how}): not measured: {read.problem or 'the run ended before the read did'}"
+        return f"time per record ({how}): not measured: {read.problem or 'the run ended before the read did'}"
     if check.tolerance is None:
         verdict = "reported, not judged: paired_cost_tolerance is off"
     elif read.confirming is not None and not check.reason:
