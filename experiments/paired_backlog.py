@@ -7,14 +7,18 @@ what backlog_cost.py's run does -- fill its input topic at ``--fill-factor`` tim
 runs without a limit, then limit the instance and read the backlog in micro-batches capped at
 ``--batch-records`` -- but the two start filling at the same moment, and the full batches ``--warm`` ...
 ``--warm + --batches`` of both are measured over the same minutes, so a drift of the host or of the executors'
-warm-up falls on both at once. Per round and figure -- wall seconds per record, and the tasks' executor CPU per
-record from each side's event log (core/task_cpu.py) -- the change's median batch over REF's, and the median of
-the batch-by-batch ratios (batch k of the change over batch k of REF). ``--one-at-a-time`` runs the sides in turn
-instead, each alone on the host, as pull-request mode runs its sides.
+warm-up falls on both at once. Per round and figure -- wall seconds per record, each batch's cycle per record (its
+start to the next batch's: what pull-request mode judges), and the tasks' executor CPU per record from each
+side's event log (core/task_cpu.py) -- the change's median batch over REF's, and the median of the batch-by-batch
+ratios (batch k of the change over batch k of REF). ``--job reviews`` reads experiments/jobs/review_scores.py, a
+job whose per-record work is in a Python UDF, its change ``--hash-rounds`` more digest rounds a record.
+``--one-at-a-time`` runs the sides in turn instead, each alone on the host, as pull-request mode runs its sides.
 
     python experiments/paired_backlog.py --hash-rounds 0 --rounds 3     # A/A
     python experiments/paired_backlog.py --hash-rounds 2 --rounds 3     # two extra hashes a record
     python experiments/paired_backlog.py --hash-rounds 0 --rounds 2 --one-at-a-time
+    python experiments/paired_backlog.py --job reviews --hash-rounds 9 --rounds 3 --instance-cpu 0.5
+    python experiments/paired_backlog.py --job reviews --hash-rounds 9 --calibrate   # the transform alone
 
 Nothing else may run beside it (the instances are CPU-limited).
 """
@@ -65,16 +69,55 @@ def backlog_plan(args: argparse.Namespace) -> BacklogPlan:
     )
 
 
+def reviews_source(more_rounds: int) -> str:
+    """The review job's source, its UDF hashing each digest `more_rounds` more times (0: unchanged)."""
+    source = REVIEWS.read_text()
+    if REVIEWS_ROUNDS not in source:
+        raise SystemExit(f"{REVIEWS} no longer has the line this script edits")
+    return source.replace(REVIEWS_ROUNDS, f"DIGEST_ROUNDS = {4 + more_rounds}\n")
+
+
+def calibrate_reviews(more_rounds: int, records: int = 200_000, repeats: int = 5) -> None:
+    """The change's extra cost in the review job's transform alone: both versions over the same cached records
+    in ``local[1]``, alternating, the first round left out (code generation, JIT)."""
+    from own_job_quality import job_module
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    jobs = {"unchanged": job_module("unchanged", reviews_source(0))}
+    jobs["changed"] = job_module("changed", reviews_source(more_rounds))
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    try:
+        ids = spark.range(records)
+        texts = F.array(*[F.lit(text) for text in jobs["unchanged"].TEXTS])
+        review = F.struct(
+            F.concat(F.lit("p"), (F.col("id") % 40).cast("string")).alias("product"),
+            F.concat(F.lit("reviewer-"), (F.col("id") % 5000).cast("string")).alias("user"),
+            F.element_at(texts, (F.col("id") % len(jobs["unchanged"].TEXTS) + 1).cast("int")).alias("text"),
+            (F.lit(1_764_000_000_000) + F.col("id")).alias("ts"),
+        )
+        raw = ids.select(F.to_json(review).cast("binary").alias("value")).cache()
+        raw.count()
+        seconds: dict[str, list[float]] = {name: [] for name in jobs}
+        for repeat in range(repeats + 1):
+            for name, job in jobs.items() if repeat % 2 == 0 else reversed(jobs.items()):
+                started = time.perf_counter()
+                job.product_scores(raw).write.format("noop").mode("overwrite").save()
+                if repeat:
+                    seconds[name].append(time.perf_counter() - started)
+        unchanged, changed = (statistics.median(seconds[name]) for name in jobs)
+        print(
+            f"{records} records, {repeats} runs each: unchanged {unchanged:.2f} s, changed ({more_rounds} more "
+            f"rounds) {changed:.2f} s: {changed / unchanged - 1:+.1%} in the transform alone"
+        )
+    finally:
+        spark.stop()
+
+
 def child(args: argparse.Namespace) -> None:
     """One side of one round: wait until the other side's cluster is up too, then run."""
     if args.job == "reviews":
-        source = REVIEWS.read_text()
-        if REVIEWS_ROUNDS not in source:
-            raise SystemExit(f"{REVIEWS} no longer has the line this script edits")
-        if args.child == "change" and args.hash_rounds:
-            # the change: `hash_rounds` more digest rounds a record, in the Python UDF
-            source = source.replace(REVIEWS_ROUNDS, f"DIGEST_ROUNDS = {4 + args.hash_rounds}\n")
-        source += "\nRECORDS = REVIEWS\n"
+        source = reviews_source(args.hash_rounds if args.child == "change" else 0) + "\nRECORDS = REVIEWS\n"
     else:
         source = (EXAMPLE / "clickstream.py").read_text()
         if args.child == "change" and args.hash_rounds:
@@ -141,12 +184,20 @@ def main() -> None:
     parser.add_argument(
         "--one-at-a-time", action="store_true", help="run the sides in turn, each alone, not at the same time"
     )
+    parser.add_argument(
+        "--calibrate", action="store_true", help="reviews: time the change in the transform alone, local[1]"
+    )
     parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--alone", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--sync", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.calibrate:
+        if args.job != "reviews":
+            raise SystemExit("--calibrate: the click-stream's is own_job_quality.py --calibrate")
+        calibrate_reviews(args.hash_rounds)
+        return
     if args.child:
         child(args)
         return
