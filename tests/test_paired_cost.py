@@ -192,7 +192,7 @@ def test_a_backlog_reads_lag_is_unknown_where_offsets_are_missing_or_unreadable(
 def test_a_backlog_read_gives_its_measured_batches_max_read_s_from_the_end_of_the_warm_ones():
     plan = BacklogPlan(warm_batches=3, batches=12, max_read_s=300.0, max_warm_s=180.0)
     # a slow host (2026-12-01): 25-s batches, the warm ones done 100 s after the fill
-    slow = [MicroBatch(i, 1000.0 + 25 * i + 25, 25.0, 120_000) for i in range(15)]
+    slow = [MicroBatch(i, 1000.0 + 25 * i + 25, 25.0, 120_000) for i in range(16)]
     warm_end = slow[2].end_s
     assert warm_end == 1100.0
     assert not read_over(
@@ -200,7 +200,8 @@ def test_a_backlog_read_gives_its_measured_batches_max_read_s_from_the_end_of_th
     )  # a cap counted from the fill would have ended it here
     assert not read_over(plan, slow[:14], 1000.0, warm_end + 299.0)
     assert read_over(plan, slow[:14], 1000.0, warm_end + 300.0)  # 11 measured: the time is up
-    assert read_over(plan, slow, 1000.0, 1001.0)  # every batch it measures read
+    # every batch it measures read, and the one after, whose start ends the last one's cycle
+    assert not read_over(plan, slow[:15], 1000.0, 1001.0) and read_over(plan, slow, 1000.0, 1001.0)
     # a read still warming when max_warm_s is up measures nothing more
     assert not read_over(plan, slow[:2], 1000.0, 1179.0)
     assert read_over(plan, slow[:2], 1000.0, 1180.0)
@@ -233,7 +234,7 @@ def test_a_read_in_legs_skips_each_new_executors_warm_batches_and_shares_out_the
     # each leg's measured batches get their share of max_read_s from the end of its warm ones
     leg_1 = leg_full_batches(full, (0.0, 35.0), 1)
     assert not read_over(plan, leg_1[:2], 35.0, 49.0 + 49.9) and read_over(plan, leg_1[:2], 35.0, 49.0 + 50.0)
-    assert read_over(plan, leg_1[:3], 35.0, 60.0)  # its two measured batches read
+    assert read_over(plan, leg_1[:4], 35.0, 60.0)  # its two measured batches read, and the one after
     # the backlog is filled for every leg's warm batches as well as the measured ones
     assert plan.fill_factor_for(1_000.0) == pytest.approx(2.0 * (2 * 1 + 4) * 120_000 / 50.0 / 1_000.0)
 

@@ -422,7 +422,7 @@ def test_a_job_installed_in_editable_mode_is_imported_from_each_side_s_tree(tmp_
 
 @pytest.mark.integration
 @pytest.mark.theodolite_exclusive  # two CPU-limited instances at once: nothing else may run beside them
-def test_both_sides_read_a_backlog_at_the_same_time_and_their_task_cpu_is_compared(
+def test_both_sides_read_a_backlog_at_the_same_time_and_their_cycles_are_compared(
     kafka_cluster, spark_cluster, tmp_path
 ):
     from pytest_theodolite.engine.backlog_read import BacklogPlan

@@ -248,9 +248,9 @@ def backlog_beyond_running_batch(
 
 def read_over(plan: BacklogPlan, full: Sequence[MicroBatch], read_from_s: float, now_s: float) -> bool:
     """Whether a leg that began at `read_from_s` has ended at `now_s` (epoch seconds), its `full` batches so far
-    in order: every batch it measures read, or its warm batches not read within ``max_warm_s``, or its share of
-    ``max_read_s`` past the end of the last warm batch."""
-    if len(full) >= plan.warm_batches + plan.leg_batches:
+    in order: every batch it measures read and the one after (whose start ends the last one's cycle), or its warm
+    batches not read within ``max_warm_s``, or its share of ``max_read_s`` past the end of the last warm batch."""
+    if len(full) > plan.warm_batches + plan.leg_batches:
         return True
     if len(full) < plan.warm_batches:
         return now_s >= read_from_s + plan.max_warm_s
